@@ -1,0 +1,18 @@
+"""msnb: MindSpore training, observable from Jupyter and VS Code notebooks.
+
+``%load_ext msnb`` (or the "MindSpore Kernel", which loads it at start-up)
+registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
+"""
+
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython):
+    """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
+    from .magics import MsnbMagics
+
+    ipython.register_magics(MsnbMagics)
+
+
+def unload_ipython_extension(ipython):
+    """Nothing to undo: IPython keeps registered magics until the kernel ends."""

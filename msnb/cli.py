@@ -1,0 +1,122 @@
+"""The ``msnb`` command: argument parsing over the library, nothing more.
+
+Exit codes: 0 success, 1 a check found a blocking problem, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import __version__
+
+
+def _cmd_install_kernel(args) -> int:
+    from . import kernel
+
+    env = kernel.parse_env_assignments(args.env)
+    path = kernel.install(
+        name=args.name,
+        display_name=args.display_name,
+        user=True,
+        sys_prefix=args.sys_prefix,
+        prefix=args.prefix,
+        env=env,
+        ascend_env=args.ascend_env,
+        force=args.force,
+    )
+    print(f"Installed kernelspec {args.name!r} ({args.display_name}) in {path}")
+    spec = json.loads((path / "kernel.json").read_text())
+    if spec.get("env"):
+        print(f"  with {len(spec['env'])} environment variable(s): {', '.join(sorted(spec['env']))}")
+    return 0
+
+
+def _cmd_uninstall_kernel(args) -> int:
+    from . import kernel
+
+    path = kernel.uninstall(args.name, force=args.force)
+    print(f"Removed kernelspec {args.name!r} from {path}")
+    return 0
+
+
+def _cmd_list_kernels(args) -> int:
+    from . import kernel
+
+    infos = kernel.list_kernels()
+    if args.json:
+        print(json.dumps([i.as_dict() for i in infos], indent=2))
+        return 0
+    if not infos:
+        print("No kernelspecs found.")
+    for info in infos:
+        marks = []
+        if info.made_by_msnb:
+            marks.append("msnb")
+        if not info.interpreter_exists:
+            marks.append("interpreter missing")
+        mark = f"  [{', '.join(marks)}]" if marks else ""
+        print(f"{info.name:<20} {info.display_name!r}{mark}\n{'':<20} {info.interpreter}\n{'':<20} {info.resource_dir}")
+    return 0
+
+
+def _cmd_doctor(args) -> int:
+    from . import doctor
+
+    report = doctor.run(probe=args.probe)
+    print(report.to_json() if args.json else report.format_text())
+    return 1 if report.blocking else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
+    parser.add_argument("--version", action="version", version=f"msnb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("install-kernel", help='register the "MindSpore Kernel" for Jupyter and VS Code')
+    p.add_argument("--name", default="mindspore", help="kernel name (lower-case, digits, . _ -); default: mindspore")
+    p.add_argument("--display-name", default="MindSpore Kernel", help="name shown in kernel pickers")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for this user (the default)")
+    where.add_argument("--sys-prefix", action="store_true", help="install into this Python environment (sys.prefix)")
+    where.add_argument("--prefix", metavar="DIR", help="install under DIR/share/jupyter/kernels")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE", default=[], help="set a variable in the kernel's environment (repeatable)")
+    p.add_argument(
+        "--ascend-env",
+        metavar="SET_ENV_SH",
+        help="source this script (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) and record what it sets in the kernelspec",
+    )
+    p.add_argument("--force", action="store_true", help="replace a kernelspec of that name that msnb did not make for this interpreter")
+    p.set_defaults(func=_cmd_install_kernel)
+
+    p = sub.add_parser("uninstall-kernel", help="remove a kernelspec msnb installed")
+    p.add_argument("--name", default="mindspore")
+    p.add_argument("--force", action="store_true", help="remove it even if msnb did not make it")
+    p.set_defaults(func=_cmd_uninstall_kernel)
+
+    p = sub.add_parser("list-kernels", help="list kernelspecs, marking msnb's and those whose interpreter is gone")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_list_kernels)
+
+    p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--probe", action="store_true", help="start MindSpore in a child process to confirm the device")
+    p.set_defaults(func=_cmd_doctor)
+    return parser
+
+
+def main(argv=None) -> int:
+    from .kernel import KernelSpecError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KernelSpecError as exc:
+        print(f"msnb {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,16 @@ registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
 __version__ = "0.1.0"
 
 
+def read(path, *, verify=True):
+    """Read MindSpore summaries, TensorBoard event files and training logs under *path*.
+
+    See :func:`msnb.events.read`; imported lazily so ``import msnb`` stays cheap.
+    """
+    from .events import read as _read
+
+    return _read(path, verify=verify)
+
+
 def load_ipython_extension(ipython):
     """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
     from .magics import MsnbMagics

@@ -1,0 +1,175 @@
+"""Vectorised decoding of scalar events by layout templates.
+
+A training job writes the same event shape thousands of times: the same tags
+in the same order, only the wall time, the step and the float values change.
+So records of one length are decoded like this: decode the first one fully
+(:func:`decode_event`), mark the bytes that hold its wall time, step varint and
+values as variable, and compare every other record of that length with it on
+all remaining bytes at once (numpy).  A record that matches byte for byte has
+exactly the template's structure, so its fields are read straight out of the
+byte matrix.  Records that do not match are tried against the next template
+or decoded one by one; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .wire import DecodeError
+
+MIN_GROUP = 8  # fewer records than this of one length: decode them one by one
+MAX_TEMPLATES = 16  # templates tried per length before falling back for the rest
+ROW_BYTES = 1 << 22  # bytes of the record matrix built at once
+
+
+class ScalarColumns:
+    """Scalar points collected from one buffer, in record order."""
+
+    def __init__(self):
+        self.record: list = []
+        self.order: list = []
+        self.tag_ids: list = []
+        self.steps: list = []
+        self.walls: list = []
+        self.values: list = []
+        self.tags: list[str] = []
+        self._tag_index: dict = {}
+
+    def tag_id(self, tag: str) -> int:
+        i = self._tag_index.get(tag)
+        if i is None:
+            i = self._tag_index[tag] = len(self.tags)
+            self.tags.append(tag)
+        return i
+
+    def add_block(self, record, order, tag_id, steps, walls, values):
+        n = len(record)
+        self.record.append(np.asarray(record, dtype=np.int64))
+        self.order.append(np.full(n, order, dtype=np.int64))
+        self.tag_ids.append(np.full(n, tag_id, dtype=np.int64))
+        self.steps.append(np.asarray(steps, dtype=np.int64))
+        self.walls.append(np.asarray(walls, dtype=np.float64))
+        self.values.append(np.asarray(values, dtype=np.float64))
+
+    def add_event(self, record: int, ev) -> None:
+        for j, (tag, value, _off, _fmt) in enumerate(ev.scalars):
+            self.add_block([record], j, self.tag_id(tag), [ev.step], [ev.wall_time], [value])
+
+    def finish(self):
+        """(tags, tag_ids, steps, walls, values) sorted by record, then position in the record."""
+        if not self.record:
+            empty_i = np.zeros(0, dtype=np.int64)
+            return self.tags, empty_i, empty_i, np.zeros(0), np.zeros(0)
+        record = np.concatenate(self.record)
+        order = np.concatenate(self.order)
+        idx = np.lexsort((order, record))
+        return (
+            self.tags,
+            np.concatenate(self.tag_ids)[idx],
+            np.concatenate(self.steps)[idx],
+            np.concatenate(self.walls)[idx],
+            np.concatenate(self.values)[idx],
+        )
+
+
+def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
+    """Which rows share *ev*'s layout, and their (steps, walls, [values...])."""
+    variable = np.zeros(n, dtype=bool)
+    w = ev.wall_offset
+    variable[w : w + 8] = True
+    if ev.step_span is not None:
+        s, k = ev.step_span
+        variable[s : s + k] = True
+    for _tag, _value, off, fmt in ev.scalars:
+        variable[off : off + (4 if fmt == "f4" else 8)] = True
+    fixed = ~variable
+    template = raw[template_start : template_start + n]
+
+    rows = max(1, ROW_BYTES // max(n, 1))
+    ok_parts, step_parts, wall_parts = [], [], []
+    value_parts = [[] for _ in ev.scalars]
+    for lo in range(0, starts.size, rows):
+        m = window[starts[lo : lo + rows]]
+        ok = ~((m != template) & fixed).any(axis=1)
+        if ev.step_span is not None:
+            s, k = ev.step_span
+            sb = m[:, s : s + k]
+            ok &= sb[:, k - 1] < 0x80
+            if k > 1:
+                ok &= (sb[:, : k - 1] >= 0x80).all(axis=1)
+        ok_parts.append(ok)
+        mk = m[ok]
+        if ev.step_span is not None:
+            s, k = ev.step_span
+            acc = np.zeros(mk.shape[0], dtype=np.uint64)
+            for j in range(k):
+                acc |= (mk[:, s + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+            step_parts.append(acc.view(np.int64))
+        else:
+            step_parts.append(np.zeros(mk.shape[0], dtype=np.int64))
+        wall_parts.append(np.ascontiguousarray(mk[:, w : w + 8]).view("<f8").ravel())
+        for j, (_tag, _value, off, fmt) in enumerate(ev.scalars):
+            width = 4 if fmt == "f4" else 8
+            value_parts[j].append(np.ascontiguousarray(mk[:, off : off + width]).view("<" + fmt).ravel())
+    ok = np.concatenate(ok_parts)
+    return ok, np.concatenate(step_parts), np.concatenate(wall_parts), [np.concatenate(v) for v in value_parts]
+
+
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
+    """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
+
+    *generic* is a list of ``(record_index, DecodedEvent)`` for records not
+    handled by a template (they may carry histograms, images, versions...;
+    their scalars are already in the columns);
+    *errors* is a list of ``(record_index, DecodeError)``.
+    """
+    cols = ScalarColumns()
+    generic: list = []
+    errors: list = []
+    if offsets.size == 0:
+        return cols, generic, errors
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    window = None
+    uniq, inverse = np.unique(lengths, return_inverse=True)
+    by_length = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[by_length], np.arange(uniq.size + 1))
+    for g in range(uniq.size):
+        n = int(uniq[g])
+        remaining = by_length[bounds[g] : bounds[g + 1]]
+        templates = 0
+        while remaining.size:
+            i0 = int(remaining[0])
+            a = int(offsets[i0])
+            try:
+                ev = decode_event(buf, a, a + n)
+            except (DecodeError, IndexError, ValueError, OverflowError) as exc:
+                errors.append((i0, exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)))
+                remaining = remaining[1:]
+                continue
+            if remaining.size < MIN_GROUP or templates >= MAX_TEMPLATES or not ev.pure_scalar:
+                generic.append((i0, ev))
+                cols.add_event(i0, ev)
+                remaining = remaining[1:]
+                continue
+            if window is None:
+                window = sliding_window_view(raw, n) if raw.size >= n else None
+                window_n = n
+            elif window_n != n:
+                window = sliding_window_view(raw, n)
+                window_n = n
+            starts = offsets[remaining]
+            ok, steps, walls, values = _match(window, raw, starts, n, a, ev)
+            templates += 1
+            if not ok[0]:  # cannot happen for a well-formed template; never loop on it
+                generic.append((i0, ev))
+                cols.add_event(i0, ev)
+                remaining = remaining[1:]
+                continue
+            matched = remaining[ok]
+            for j, (tag, _v, _off, _fmt) in enumerate(ev.scalars):
+                cols.add_block(matched, j, cols.tag_id(tag), steps, walls, values[j])
+            if matched.size < 2:
+                templates = MAX_TEMPLATES  # layouts vary record to record here: stop trying
+            remaining = remaining[~ok]
+    return cols, generic, errors

@@ -1,0 +1,297 @@
+"""MindSpore's summary and lineage messages (``mindspore.irpb``), decoded by field number.
+
+Field numbers follow MindSpore's ``summary.proto``, ``anf_ir.proto`` and
+``lineage.proto`` (see ../shared/DESIGN.md).  The messages are proto2, so
+repeated scalars are accepted packed and unpacked alike.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from .decoded import DecodedEvent
+from .wire import FIXED32, FIXED64, LENGTH, VARINT, DecodeError, f32, f64, fields, packed_or_single, signed64, text, varint
+
+VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
+
+# anf_ir.proto DataType -> numpy dtype name (the ones a summary tensor can hold)
+DATA_TYPES = {
+    1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8", 7: "uint16", 8: "uint32",
+    9: "uint64", 10: "float16", 11: "float32", 12: "float64", 13: "string", 46: "bfloat16",
+}
+
+
+def decode_event(buf, a: int, b: int) -> DecodedEvent:
+    """Decode a ``mindspore.irpb.Event`` payload at ``buf[a:b]``."""
+    ev = DecodedEvent()
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == FIXED64:
+            ev.wall_time = f64(buf, x)
+            ev.wall_offset = x - a
+        elif num == 2 and wire == VARINT:
+            ev.step = signed64(x)
+            _, stop = varint(buf, y, b)
+            ev.step_span = (y - a, stop - y)
+        elif num == 3 and wire == LENGTH:
+            ev.version = text(buf, x, y)
+        elif num == 4 and wire == LENGTH:
+            ev.graph_bytes = y - x
+        elif num == 5 and wire == LENGTH:
+            for vnum, vwire, va, vb in fields(buf, x, y):
+                if vnum == 1 and vwire == LENGTH:
+                    _decode_value(buf, va, vb, ev, a)
+                else:
+                    ev.extra_fields = True
+        else:
+            ev.extra_fields = True  # e.g. explain records: not summarised data
+    return ev
+
+
+def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
+    tag = ""
+    found = []
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == LENGTH:
+            tag = text(buf, x, y)
+        elif num == 3 and wire == FIXED32:
+            found.append(("scalar", (f32(buf, x), x - base)))
+        elif num == 4 and wire == LENGTH:
+            found.append(("image", decode_image(buf, x, y)))
+        elif num == 8 and wire == LENGTH:
+            found.append(("tensor", decode_tensor(buf, x, y)))
+        elif num == 9 and wire == LENGTH:
+            found.append(("histogram", decode_histogram(buf, x, y)))
+        elif num == 10 and wire == LENGTH:
+            found.append(("landscape", {"bytes": y - x}))
+        else:
+            ev.extra_fields = True
+    for kind, data in found:
+        if kind == "scalar":
+            ev.scalars.append((tag, data[0], data[1], "f4"))
+        else:
+            ev.others.append((kind, tag, data))
+
+
+def decode_image(buf, a: int, b: int) -> dict:
+    """Summary.Image (also TensorFlow's Summary.Image: same field numbers)."""
+    out = {"height": 0, "width": 0, "colorspace": 0, "png": b""}
+    names = {1: "height", 2: "width", 3: "colorspace"}
+    for num, wire, x, y in fields(buf, a, b):
+        if num in names and wire == VARINT:
+            out[names[num]] = x
+        elif num == 4 and wire == LENGTH:
+            out["png"] = bytes(buf[x:y])
+    return out
+
+
+def decode_tensor(buf, a: int, b: int) -> dict:
+    """anf_ir TensorProto: dims, data_type, and values from whichever field holds them."""
+    dims: list = []
+    dtype = 0
+    values: list = []
+    raw = None
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1:
+            packed_or_single(buf, wire, x, y, "svarint", dims)
+        elif num == 2 and wire == VARINT:
+            dtype = x
+        elif num == 3:
+            packed_or_single(buf, wire, x, y, "f32", values)
+        elif num in (4, 5):
+            packed_or_single(buf, wire, x, y, "svarint", values)
+        elif num == 6:
+            packed_or_single(buf, wire, x, y, "f64", values)
+        elif num == 7:
+            packed_or_single(buf, wire, x, y, "varint", values)
+        elif num == 8 and wire == LENGTH:
+            raw = bytes(buf[x:y])
+    dtype_name = DATA_TYPES.get(dtype, f"type{dtype}")
+    if values:
+        arr = np.asarray(values)
+    elif raw is not None and dtype_name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
+        itemsize = np.dtype(dtype_name).itemsize
+        arr = np.frombuffer(raw[: len(raw) - len(raw) % itemsize], dtype=dtype_name).copy()
+    else:
+        arr = np.zeros(0)
+    if dims and int(np.prod(dims)) == arr.size:
+        arr = arr.reshape(dims)
+    return {"dims": tuple(int(d) for d in dims), "dtype": dtype_name, "values": arr}
+
+
+def decode_histogram(buf, a: int, b: int) -> dict:
+    """Summary.Histogram: buckets of (left, width, count) plus min/max/sum/count and NaN/Inf counts."""
+    left: list = []
+    width: list = []
+    counts: list = []
+    out = {"min": float("nan"), "max": float("nan"), "sum": float("nan"), "count": 0, "nan_count": 0, "pos_inf_count": 0, "neg_inf_count": 0}
+    ints = {2: "nan_count", 3: "pos_inf_count", 4: "neg_inf_count", 8: "count"}
+    doubles = {5: "max", 6: "min", 7: "sum"}
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == LENGTH:
+            # the usual layout: 09 <left f64> 11 <width f64> 18 <count varint>
+            if y - x >= 19 and buf[x] == 0x09 and buf[x + 9] == 0x11 and buf[x + 18] == 0x18:
+                c, stop = varint(buf, x + 19, y)
+                if stop == y:
+                    left.append(f64(buf, x + 1))
+                    width.append(f64(buf, x + 10))
+                    counts.append(c)
+                    continue
+            l_, w_, c_ = 0.0, 0.0, 0
+            for bnum, bwire, bx, by in fields(buf, x, y):
+                if bnum == 1 and bwire == FIXED64:
+                    l_ = f64(buf, bx)
+                elif bnum == 2 and bwire == FIXED64:
+                    w_ = f64(buf, bx)
+                elif bnum == 3 and bwire == VARINT:
+                    c_ = signed64(bx)
+            left.append(l_)
+            width.append(w_)
+            counts.append(c_)
+        elif num in ints and wire == VARINT:
+            out[ints[num]] = signed64(x)
+        elif num in doubles and wire == FIXED64:
+            out[doubles[num]] = f64(buf, x)
+    lefts = np.asarray(left, dtype=np.float64)
+    out["left"] = lefts
+    out["right"] = lefts + np.asarray(width, dtype=np.float64)
+    out["counts"] = np.asarray(counts, dtype=np.float64)
+    return out
+
+
+# ---------------------------------------------------------------- lineage
+
+_HYPER = {1: ("optimizer", "s"), 2: ("learning_rate", "f"), 3: ("loss_function", "s"), 4: ("epoch", "i"), 5: ("parallel_mode", "s"), 6: ("device_num", "i"), 8: ("batch_size", "i")}
+_TRAIN_DATASET = {1: ("train_dataset_path", "s"), 2: ("train_dataset_size", "i")}
+_ALGORITHM = {1: ("network", "s"), 2: ("loss", "f")}
+_MODEL = {3: ("model_path", "s"), 4: ("model_size", "i")}
+_VALID_DATASET = {1: ("valid_dataset_path", "s"), 2: ("valid_dataset_size", "i")}
+
+
+def _flat(buf, a: int, b: int, spec: dict, out: dict) -> None:
+    for num, wire, x, y in fields(buf, a, b):
+        if num not in spec:
+            continue
+        name, kind = spec[num]
+        if kind == "s" and wire == LENGTH:
+            out[name] = text(buf, x, y)
+        elif kind == "i" and wire == VARINT:
+            out[name] = signed64(x)  # int32 negatives are sign-extended to 64 bits on the wire
+        elif kind == "f" and wire == FIXED32:
+            out[name] = f32(buf, x)
+        elif kind == "f" and wire == FIXED64:
+            out[name] = f64(buf, x)
+
+
+def _user_defined(buf, a: int, b: int, out: dict) -> None:
+    for num, wire, x, y in fields(buf, a, b):
+        if wire != LENGTH:
+            continue
+        if num == 1:
+            _user_defined(buf, x, y, out)
+            continue
+        key, value = "", None
+        for enum_, ewire, ex, ey in fields(buf, x, y):
+            if enum_ == 1 and ewire == LENGTH:
+                key = text(buf, ex, ey)
+            elif enum_ == 2:
+                if num == 2 and ewire == LENGTH:
+                    value = {}
+                    _user_defined(buf, ex, ey, value)
+                elif num == 3 and ewire == VARINT:
+                    value = signed64(ex)
+                elif num == 4 and ewire == LENGTH:
+                    value = text(buf, ex, ey)
+                elif num == 5 and ewire == FIXED64:
+                    value = f64(buf, ex)
+        if key:
+            out[key] = value
+
+
+def _dataset_graph(buf, a: int, b: int) -> dict:
+    node: dict = {}
+    for num, wire, x, y in fields(buf, a, b):
+        if wire != LENGTH:
+            continue
+        if num == 1:
+            node.setdefault("children", []).append(_dataset_graph(buf, x, y))
+        elif num == 2:
+            node.update(_operation_parameter(buf, x, y))
+        elif num == 3:
+            node.setdefault("operations", []).append(_operation(buf, x, y))
+        elif num == 4:
+            node["sampler"] = _operation(buf, x, y)
+    return node
+
+
+def _operation(buf, a: int, b: int) -> dict:
+    op: dict = {}
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == LENGTH:
+            op.update(_operation_parameter(buf, x, y))
+    return op
+
+
+def _operation_parameter(buf, a: int, b: int) -> dict:
+    params: dict = {}
+    for num, wire, x, y in fields(buf, a, b):
+        if wire != LENGTH:
+            continue
+        key, value = "", None
+        for enum_, ewire, ex, ey in fields(buf, x, y):
+            if enum_ == 1 and ewire == LENGTH:
+                key = text(buf, ex, ey)
+            elif enum_ == 2:
+                if num == 1 and ewire == LENGTH:
+                    value = text(buf, ex, ey)
+                elif num == 2 and ewire == LENGTH:
+                    value = [text(buf, sx, sy) for sn, sw, sx, sy in fields(buf, ex, ey) if sn == 1 and sw == LENGTH]
+                elif num == 3 and ewire == VARINT:
+                    value = bool(ex)
+                elif num == 4 and ewire == VARINT:
+                    value = signed64(ex)
+                elif num == 5 and ewire == FIXED64:
+                    value = f64(buf, ex)
+        if key:
+            params[key] = value
+    return params
+
+
+def decode_lineage(buf, a: int, b: int) -> dict:
+    """A ``LineageEvent``: ``{"wall_time", "step", "version", "kind", "fields"}``."""
+    rec = {"wall_time": float("nan"), "step": 0, "version": None, "kind": None, "fields": {}}
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == FIXED64:
+            rec["wall_time"] = f64(buf, x)
+        elif num == 2 and wire == VARINT:
+            rec["step"] = signed64(x)
+        elif num == 3 and wire == LENGTH:
+            rec["version"] = text(buf, x, y)
+            rec["kind"] = rec["kind"] or "version"
+        elif num == 6 and wire == LENGTH:
+            rec["kind"] = "train"
+            for tnum, twire, tx, ty in fields(buf, x, y):
+                spec = {1: _HYPER, 2: _TRAIN_DATASET, 3: _ALGORITHM, 4: _MODEL}.get(tnum)
+                if spec and twire == LENGTH:
+                    _flat(buf, tx, ty, spec, rec["fields"])
+        elif num == 7 and wire == LENGTH:
+            rec["kind"] = "evaluation"
+            for enum_, ewire, ex, ey in fields(buf, x, y):
+                if enum_ == 2 and ewire == LENGTH:
+                    metric = text(buf, ex, ey)
+                    try:
+                        rec["fields"]["metric"] = json.loads(metric)
+                    except ValueError:
+                        rec["fields"]["metric"] = metric
+                elif enum_ == 3 and ewire == LENGTH:
+                    _flat(buf, ex, ey, _VALID_DATASET, rec["fields"])
+        elif num == 9 and wire == LENGTH:
+            rec["kind"] = "dataset_graph"
+            rec["fields"] = _dataset_graph(buf, x, y)
+        elif num == 10 and wire == LENGTH:
+            rec["kind"] = "user_defined"
+            _user_defined(buf, x, y, rec["fields"])
+    if rec["kind"] is None:
+        raise DecodeError("lineage record carries none of train, evaluation, dataset graph or user-defined info", 0)
+    return rec

@@ -1,0 +1,163 @@
+"""Tidy tables of what was read: one row per point, columns as numpy arrays.
+
+Every point is kept (no reservoir sampling); downsampling belongs to plotting.
+``rank`` is an integer column where :data:`NO_RANK` (-1) means the file's rank
+is unknown.  ``to_pandas()`` builds a DataFrame where pandas is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NO_RANK = -1
+
+
+class Table:
+    """Columns of equal length; subclasses name them in ``COLUMNS``."""
+
+    COLUMNS: tuple = ()
+    _DTYPES: dict = {}
+
+    def __init__(self, **columns):
+        n = None
+        for name in self.COLUMNS:
+            col = columns.get(name)
+            if col is None:
+                col = np.zeros(0, dtype=self._DTYPES.get(name, object))
+            elif not isinstance(col, np.ndarray):
+                col = _as_column(col, self._DTYPES.get(name, object))
+            if n is None:
+                n = len(col)
+            elif len(col) != n:
+                raise ValueError(f"column {name!r} has {len(col)} rows, expected {n}")
+            setattr(self, name, col)
+
+    def __len__(self) -> int:
+        return len(getattr(self, self.COLUMNS[0])) if self.COLUMNS else 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.COLUMNS:
+            raise KeyError(f"{type(self).__name__} has no column {name!r}; columns: {', '.join(self.COLUMNS)}")
+        return getattr(self, name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}: {len(self)} rows; columns {', '.join(self.COLUMNS)}>"
+
+    def take(self, index) -> "Table":
+        """Rows selected by a boolean mask or an index array."""
+        return type(self)(**{c: getattr(self, c)[index] for c in self.COLUMNS})
+
+    def where(self, **conditions) -> "Table":
+        """Rows whose columns equal the given values (a list or set means "any of")."""
+        mask = np.ones(len(self), dtype=bool)
+        for name, wanted in conditions.items():
+            col = self[name]
+            if isinstance(wanted, (list, tuple, set, frozenset)):
+                mask &= np.isin(col, list(wanted))
+            else:
+                mask &= col == wanted
+        return self.take(mask)
+
+    def rows(self):
+        """Each row as a dict (for export and small tables)."""
+        cols = [getattr(self, c) for c in self.COLUMNS]
+        for values in zip(*cols):
+            yield dict(zip(self.COLUMNS, values))
+
+    def to_pandas(self):
+        """A pandas DataFrame of this table (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError as exc:  # pragma: no cover - pandas ships with the [all] extra
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
+        return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})
+
+    @classmethod
+    def concat(cls, tables) -> "Table":
+        tables = [t for t in tables if t is not None and len(t)]
+        if not tables:
+            return cls()
+        if len(tables) == 1:
+            return tables[0]
+        return cls(**{c: np.concatenate([getattr(t, c) for t in tables]) for c in cls.COLUMNS})
+
+
+def _as_column(values, dtype) -> np.ndarray:
+    if dtype is object:
+        col = np.empty(len(values), dtype=object)
+        for i, v in enumerate(values):
+            col[i] = v
+        return col
+    return np.asarray(values, dtype=dtype)
+
+
+_KEY = {"run": object, "rank": np.int64, "tag": object, "step": np.int64, "wall_time": np.float64}
+
+
+class ScalarTable(Table):
+    """run, rank, tag, step, wall_time, value: one row per scalar point."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "value")
+    _DTYPES = {**_KEY, "value": np.float64}
+
+    def tags(self) -> list[str]:
+        return sorted(set(self.tag.tolist()))
+
+    def series(self, tag: str, *, run=None, rank=None):
+        """(steps, values) of one tag, optionally one run and rank, in read order."""
+        mask = self.tag == tag
+        if run is not None:
+            mask &= self.run == run
+        if rank is not None:
+            mask &= self.rank == rank
+        return self.step[mask], self.value[mask]
+
+
+class HistogramTable(Table):
+    """One row per histogram: summary statistics plus bucket edges and counts (arrays)."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count", "left", "right", "counts")
+    _DTYPES = {**_KEY, "min": np.float64, "max": np.float64, "sum": np.float64, "count": np.int64, "nan_count": np.int64, "pos_inf_count": np.int64, "neg_inf_count": np.int64}
+
+
+class TensorTable(Table):
+    """One row per tensor: dims (tuple), dtype (name) and values (ndarray)."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "dims", "dtype", "values")
+    _DTYPES = dict(_KEY)
+
+
+class ImageTable(Table):
+    """One row per image: its size, colorspace and encoded (PNG) bytes."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "height", "width", "colorspace", "png")
+    _DTYPES = {**_KEY, "height": np.int64, "width": np.int64, "colorspace": np.int64}
+
+
+class TextTable(Table):
+    """One row per text summary (tensorboardX ``add_text``, e.g. mindformers' config)."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "text")
+    _DTYPES = dict(_KEY)
+
+
+class LineageTable(Table):
+    """One row per lineage record: kind (train, evaluation, dataset_graph, user_defined) and its fields."""
+
+    COLUMNS = ("run", "rank", "step", "wall_time", "kind", "fields")
+    _DTYPES = {"run": object, "rank": np.int64, "step": np.int64, "wall_time": np.float64}
+
+
+class MarkerTable(Table):
+    """Events that carry something msnb does not tabulate: a graph, a loss landscape."""
+
+    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "kind", "bytes")
+    _DTYPES = {**_KEY, "bytes": np.int64}
+
+
+KIND_TABLES = {
+    "histogram": HistogramTable,
+    "tensor": TensorTable,
+    "image": ImageTable,
+    "text": TextTable,
+}

@@ -1,12 +1,14 @@
 """The ``msnb`` command: argument parsing over the library, nothing more.
 
-Exit codes: 0 success, 1 a check found a blocking problem, 2 bad usage or input.
+Exit codes: 0 success, 1 a check found a blocking problem, 2 bad usage or
+input (or nothing readable), 3 ``export --strict`` skipped damaged records.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from . import __version__
@@ -69,6 +71,26 @@ def _cmd_doctor(args) -> int:
     return 1 if report.blocking else 0
 
 
+def _cmd_export(args) -> int:
+    from .events import read
+    from .events.export import write
+
+    result = read(args.path, verify=not args.no_verify)
+    for problem in result.problems:
+        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    if result.empty:
+        print(f"msnb export: error: nothing readable in {args.path}", file=sys.stderr)
+        return 2
+    n = write(result, args.kind, args.format, sys.stdout)
+    skipped = result.skipped
+    if not n:
+        print(f"msnb export: note: {args.path} holds no {args.kind} (it has: {result!r})", file=sys.stderr)
+    if args.strict and skipped:
+        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        return 3
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -100,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 
+    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout")
+    p.add_argument("path", help="a file, a run directory or a tree of runs")
+    p.add_argument("--kind", default="scalars", choices=["scalars", "histograms", "tensors", "images", "lineage", "text"])
+    p.add_argument("--format", default="csv", choices=["csv", "jsonl"])
+    p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_export)
+
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--probe", action="store_true", help="start MindSpore in a child process to confirm the device")
@@ -116,6 +146,11 @@ def main(argv=None) -> int:
     except KernelSpecError as exc:
         print(f"msnb {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. `| head`): not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

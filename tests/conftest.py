@@ -58,3 +58,41 @@ def run_msnb():
         return proc
 
     return run
+
+
+WRITERS = Path(__file__).resolve().parent / "writers"
+
+
+def _run_writer(script: str, out: Path, timeout: int = 300) -> Path:
+    """Run a writer script in a child process (MindSpore stays out of the test process)."""
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [sys.executable, str(WRITERS / script), str(out)],
+        capture_output=True, text=True, timeout=timeout, cwd=str(out),
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="session")
+def ms_files(tmp_path_factory) -> Path:
+    """Summaries written by MindSpore's SummaryRecord and SummaryCollector (see writers/mindspore_summary.py)."""
+    return _run_writer("mindspore_summary.py", tmp_path_factory.mktemp("ms"))
+
+
+@pytest.fixture(scope="session")
+def tb_files(tmp_path_factory) -> Path:
+    """TensorBoard event files written by tensorboardX (see writers/tensorboard_events.py)."""
+    return _run_writer("tensorboard_events.py", tmp_path_factory.mktemp("tb"))
+
+
+@pytest.fixture(scope="session")
+def mf_files(tmp_path_factory) -> Path:
+    """A CPU training monitored by mindformers' MFLossMonitor (see writers/mindformers_monitor.py)."""
+    return _run_writer("mindformers_monitor.py", tmp_path_factory.mktemp("mf"))
+
+
+def load_expected(root: Path) -> dict:
+    import json
+
+    return json.loads((root / "expected.json").read_text())

@@ -22,7 +22,8 @@ import re
 import time
 
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
-_TIMESTAMP = re.compile(r"^\[?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?")
+# mindformers' console format starts with the time, its file format with "[INFO] "
+_TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?")
 _MF = re.compile(
     r"\{ ?Epoch:\[\s*(\d+)/\s*(\d+)\],\s*step:\[\s*(\d+)/\s*(\d+)\],\s*"
     r"loss:\s*(?:\[\s*(?P<loss>" + _NUM + r")\s*/\s*(?P<avg>" + _NUM + r")\s*\]|(?P<sinkloss>" + _NUM + r"))"
@@ -46,7 +47,7 @@ def _float(text: str) -> float:
 
 
 def _wall_time(line: str) -> float:
-    m = _TIMESTAMP.match(line)
+    m = _TIMESTAMP.search(line, 0, 64)
     if not m:
         return math.nan
     try:

@@ -1,0 +1,99 @@
+"""Writing a :class:`ReadResult` table as CSV or JSON Lines (``msnb export``).
+
+The scalar columns are a contract other tools rely on:
+``run, rank, tag, step, wall_time, value``, with ``rank`` empty (CSV) or null
+(JSONL) when unknown.  Floats keep full precision; NaN and infinities are
+written as ``nan``/``inf`` in CSV and ``NaN``/``Infinity`` in JSONL (as
+Python's json and pandas read them), because a NaN loss is the news.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+
+import numpy as np
+
+from .tables import NO_RANK
+
+KINDS = ("scalars", "histograms", "tensors", "images", "lineage", "text")
+_ATTR = {"text": "texts"}
+
+COLUMNS = {
+    "scalars": ("run", "rank", "tag", "step", "wall_time", "value"),
+    "histograms": ("run", "rank", "tag", "step", "wall_time", "min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count", "left", "right", "counts"),
+    "tensors": ("run", "rank", "tag", "step", "wall_time", "dims", "dtype", "values"),
+    "images": ("run", "rank", "tag", "step", "wall_time", "height", "width", "colorspace", "png_base64"),
+    "lineage": ("run", "rank", "step", "wall_time", "kind", "fields"),
+    "text": ("run", "rank", "tag", "step", "wall_time", "text"),
+}
+
+
+def _plain(value):
+    """numpy values and arrays as JSON-ready Python values."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def rows(result, kind: str):
+    """Rows of one kind as tuples in :data:`COLUMNS` order (ranks: None when unknown)."""
+    if kind not in COLUMNS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
+    table = getattr(result, _ATTR.get(kind, kind))
+    cols = []
+    for name in COLUMNS[kind]:
+        source = "png" if name == "png_base64" else name
+        col = table[source]
+        if name == "rank":
+            col = [None if r == NO_RANK else r for r in col.tolist()]
+        elif col.dtype != object:
+            col = col.tolist()
+        else:
+            col = [_plain(v) for v in col]
+        cols.append(col)
+    return zip(*cols)
+
+
+def _csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def write(result, kind: str, fmt: str, out) -> int:
+    """Write one kind of table to the text stream *out*; returns the number of rows."""
+    names = COLUMNS[kind]
+    n = 0
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(names)
+        if kind == "scalars":
+            for row in rows(result, kind):
+                r, k, t, s, w, v = row
+                writer.writerow((r, "" if k is None else k, t, s, repr(w), repr(v)))
+                n += 1
+        else:
+            for row in rows(result, kind):
+                writer.writerow([_csv_cell(v) for v in row])
+                n += 1
+    elif fmt == "jsonl":
+        dumps = json.dumps
+        for row in rows(result, kind):
+            out.write(dumps(dict(zip(names, row))))
+            out.write("\n")
+            n += 1
+    else:
+        raise ValueError(f"unknown format {fmt!r}; choose csv or jsonl")
+    return n

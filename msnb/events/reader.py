@@ -87,6 +87,7 @@ class FileState:
         self.source = source
         self.verify = verify
         self.explicit = explicit
+        self.reads = 0  # times the file was opened: an unchanged file is never opened
         self.reset()
 
     def reset(self):
@@ -123,6 +124,7 @@ class FileState:
                 self._final_checks(out, st.st_size)
             return out
         try:
+            self.reads += 1
             with open(path, "rb") as f:
                 if self.source.kind == LOG:
                     self._read_log(f, st.st_size, final, out)

@@ -37,7 +37,7 @@ def test_main_job_runs_and_passes(run_msnb):
 def readme_msnb_commands():
     for block in re.findall(r"```bash\n(.*?)```", README, re.S):
         for line in block.splitlines():
-            line = line.split("  #")[0].strip()
+            line = re.split(r"\s+#|\s[>|]\s", line)[0].strip()  # drop comments, redirections, pipes
             if line.startswith("msnb "):
                 yield from (part.strip() for part in line.split("&&") if part.strip().startswith("msnb "))
 
@@ -50,3 +50,29 @@ def test_every_msnb_command_in_the_readme_parses(command):
 def test_every_magic_in_the_readme_exists_and_every_magic_is_in_the_readme():
     shown = set(re.findall(r"`(%%?mfmon_\w+)", README))
     assert shown == set(magic_names())
+
+
+def test_readme_python_reading_example_runs(ms_files):
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "msnb.read(" in b]
+    code = block.replace('"output/summary"', repr(str(ms_files / "ranks")))
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert len(namespace["steps"]) == 50 and namespace["result"].problems == []
+
+
+def test_benchmark_command_runs_at_toy_size(tmp_path):
+    """The README's benchmark, tiny and without the tools that need their own environments."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_read.py"), "--steps", "300", "--hist-steps", "4",
+         "--data", str(tmp_path / "data"), "--skip", "mindinsight", "event_accumulator", "tbparse"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "MindSpore summary, scalars" in out and "TensorBoard events" in out
+    msnb_rows = [line.split() for line in out.splitlines() if re.match(r"^\s+msnb\s+[\d,]+\s", line)]
+    assert [row[1] for row in msnb_rows] == ["1,200", "1,200", "36"]  # 300 steps x 4 tags; 4 x (8 histograms + 1 loss)
+    assert "msnb time / floor time" in out

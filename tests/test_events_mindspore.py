@@ -1,6 +1,7 @@
 """msnb reads MindSpore's own summaries value for value, as MindSpore's summary_pb2 decodes them."""
 
 import hashlib
+import json
 import math
 
 import numpy as np
@@ -34,7 +35,7 @@ def ms(ms_files):
 def test_nothing_skipped_on_intact_files(ms):
     assert ms.problems == []
     kinds = sorted(f["kind"] for f in ms.files)
-    assert kinds.count("ms_summary") == 5 and kinds.count("ms_lineage") == 1 and kinds.count("log") == 1
+    assert kinds.count("ms_summary") == 6 and kinds.count("ms_lineage") == 2 and kinds.count("log") == 1
 
 
 def test_scalars_match_summary_pb2_value_for_value(ms, ms_files):
@@ -102,18 +103,47 @@ def test_rank_directories(ms):
     assert s0.tolist() == list(range(1, 51))
 
 
-def test_lineage(ms, ms_files):
-    lineage_file = next(k for k in load_expected(ms_files)["files"] if k.endswith("_lineage"))
-    want = {rec["kind"]: rec for rec in load_expected(ms_files)["files"][lineage_file]["lineage"]}
-    got = {row["kind"]: row for row in ms.lineage.rows()}
-    assert set(got) == set(want) >= {"train", "dataset_graph"}
+def lineage_expected(ms_files, run):
+    files = load_expected(ms_files)["files"]
+    (key,) = [k for k in files if k.startswith(run + "/") and k.endswith("_lineage")]
+    return {rec["kind"]: rec for rec in files[key]["lineage"]}
+
+
+def test_train_lineage_and_user_defined_info(ms, ms_files):
+    want = lineage_expected(ms_files, "collector")
+    got = {row["kind"]: row for row in ms.lineage.where(run="collector").rows()}
+    assert set(got) == set(want) == {"train", "dataset_graph", "user_defined"}
     fields = got["train"]["fields"]
     for key in ("optimizer", "loss_function", "epoch", "parallel_mode", "device_num", "batch_size", "network", "train_dataset_size"):
         assert fields[key] == want["train"][key], key
     assert fields["learning_rate"] == pytest.approx(want["train"]["learning_rate"], rel=1e-7)
     assert fields["loss"] == pytest.approx(want["train"]["loss"], rel=1e-7)
-    assert got["train"]["run"] == "collector" and got["train"]["rank"] == 0
-    assert "children" in got["dataset_graph"]["fields"] or "op_type" in got["dataset_graph"]["fields"]
+    assert got["train"]["rank"] == 0
+    assert got["user_defined"]["fields"] == want["user_defined"]["info"] == {"team": "msnb", "seed": 7, "ratio": 0.5}
+    graph = got["dataset_graph"]["fields"]
+    assert "GeneratorDataset" in repr(graph) or "NumpySlicesDataset" in repr(graph) or "Batch" in repr(graph)
+
+
+def test_evaluation_lineage(ms, ms_files):
+    want = lineage_expected(ms_files, "evaluation")["evaluation"]
+    (row,) = ms.lineage.where(run="evaluation", kind="evaluation").rows()
+    assert row["fields"]["metric"] == json.loads(want["metric"])
+    assert row["fields"]["valid_dataset_size"] == want["valid_dataset_size"] == 160
+
+
+def test_old_mindspore_files(ms, ms_files):
+    """"Mindspore.Event:1" and names without a device id, as older MindSpore wrote them; a loss landscape."""
+    entry = load_expected(ms_files)["files"]["legacy/events.out.events.summary.1600000000.oldhost_MS"]
+    (info,) = [f for f in ms.files if f["run"] == "legacy"]
+    assert info["version"] == entry["version"] == "Mindspore.Event:1"
+    assert info["rank"] == NO_RANK
+    got = ms.scalars.where(run="legacy")
+    assert [[t, s, w, v] for t, s, w, v in zip(got.tag, got.step, got.wall_time, got.value)] == [
+        [t, s, w, float(np.float32(v))] for t, s, w, v in entry["scalars"]
+    ]
+    landscapes = ms.markers.where(run="legacy", kind="loss_landscape")
+    assert landscapes.step.tolist() == entry["landscape_steps"] == [5]
+    assert landscapes.tag.tolist() == ["landscape"]
 
 
 def test_loss_monitor_and_time_monitor_log(ms, ms_files):

@@ -8,6 +8,8 @@ Layout written:
   OUT/collector/         SummaryCollector on a small network: _MS (loss, histograms, graph) and _lineage
   OUT/collector/train.log  LossMonitor + TimeMonitor output of that training
   OUT/ranks/rank_{0,1}/  one SummaryRecord per rank directory
+  OUT/evaluation/        SummaryCollector around model.eval: evaluation lineage
+  OUT/legacy/            an old-style file ("Mindspore.Event:1", no device id) with a loss landscape
 """
 
 import contextlib
@@ -84,11 +86,49 @@ collector = SummaryCollector(
     os.path.join(out, "collector"),
     collect_freq=1,
     collect_specified_data={"collect_metric": True, "collect_graph": True, "collect_train_lineage": True, "histogram_regular": "weight"},
+    custom_lineage_data={"team": "msnb", "seed": 7, "ratio": 0.5},
 )
 ms.set_context(mode=ms.GRAPH_MODE)  # the collector only records the graph in graph mode
 os.makedirs(os.path.join(out, "collector"), exist_ok=True)
 with open(os.path.join(out, "collector", "train.log"), "w") as log, contextlib.redirect_stdout(log):
     model.train(2, dataset, callbacks=[collector, LossMonitor(1), TimeMonitor(), seen], dataset_sink_mode=False)
+eval_model = Model(net, loss_fn, opt, metrics={"mae": nn.MAE()})
+eval_collector = SummaryCollector(os.path.join(out, "evaluation"), collect_specified_data={"collect_eval_lineage": True})
+eval_model.eval(dataset, callbacks=[eval_collector], dataset_sink_mode=False)
+
+# Files as older MindSpore wrote them: "Mindspore.Event:1" and no device id in the name.
+# Built with MindSpore's own summary_pb2 (no current writer produces them) and framed like any record.
+import struct  # noqa: E402
+
+from crc32c import crc32c  # noqa: E402
+from mindspore.train import summary_pb2  # noqa: E402
+
+
+def _masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _frame(payload):
+    head = struct.pack("<Q", len(payload))
+    return head + struct.pack("<I", _masked(head)) + payload + struct.pack("<I", _masked(payload))
+
+
+legacy = os.path.join(out, "legacy")
+os.makedirs(legacy, exist_ok=True)
+records = [summary_pb2.Event(wall_time=1600000000.0, version="Mindspore.Event:1")]
+for step in range(1, 6):
+    ev = summary_pb2.Event(wall_time=1600000000.0 + step, step=step)
+    ev.summary.value.add(tag="loss", scalar_value=1.0 / step)
+    records.append(ev)
+landscape = summary_pb2.Event(wall_time=1600000010.0, step=5)
+value = landscape.summary.value.add(tag="landscape")
+value.loss_landscape.metadata.decomposition = "PCA"
+value.loss_landscape.metadata.unit = "step"
+records.append(landscape)
+with open(os.path.join(legacy, "events.out.events.summary.1600000000.oldhost_MS"), "wb") as f:
+    for ev in records:
+        f.write(_frame(ev.SerializeToString()))
 
 # ---------------------------------------------------------------- expected values
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -126,9 +166,17 @@ for root, _dirs, files in os.walk(out):
                 elif ev.HasField("dataset_graph"):
                     entry["lineage"].append({"kind": "dataset_graph", "step": ev.step})
                 elif ev.HasField("evaluation_lineage"):
-                    entry["lineage"].append({"kind": "evaluation", "step": ev.step, "metric": ev.evaluation_lineage.metric})
+                    entry["lineage"].append({
+                        "kind": "evaluation", "step": ev.step, "metric": ev.evaluation_lineage.metric,
+                        "valid_dataset_size": ev.evaluation_lineage.valid_dataset.valid_dataset_size,
+                    })
                 elif ev.HasField("user_defined_info"):
-                    entry["lineage"].append({"kind": "user_defined", "step": ev.step})
+                    info = {}
+                    for part in ev.user_defined_info.user_info:
+                        info.update(dict(part.map_str))
+                        info.update(dict(part.map_int32))
+                        info.update(dict(part.map_double))
+                    entry["lineage"].append({"kind": "user_defined", "step": ev.step, "info": info})
                 elif ev.version:
                     entry["version"] = ev.version
                 continue
@@ -138,6 +186,7 @@ for root, _dirs, files in os.walk(out):
                 entry["version"] = ev.version
             if ev.HasField("graph_def"):
                 entry["graph_steps"].append(ev.step)
+            entry.setdefault("landscape_steps", []).extend(ev.step for v in ev.summary.value if v.WhichOneof("value") == "loss_landscape")
             for v in ev.summary.value:
                 kind = v.WhichOneof("value")
                 if kind == "scalar_value":

@@ -21,7 +21,7 @@ _MS_NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(?:(\d+)\.)?(.+)$")
 _TF_NAME = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
 _RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
 _WORKER_LOG = re.compile(r"^(?:worker|rank)[_-]?(\d+)\.log$")
-_SKIP_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "node_modules"}
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
 
 
 def classify(name: str) -> str | None:
@@ -111,7 +111,8 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None) -> list[Sou
                     for entry in it:
                         try:
                             if entry.is_dir(follow_symlinks=True):
-                                if entry.name not in _SKIP_DIRS:
+                                # hidden folders (.venv, .git, checkpoints of editors) never hold a run
+                                if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
                                     subdirs.append(entry.name)
                             elif entry.is_file(follow_symlinks=True):
                                 kind = classify(entry.name)

@@ -63,6 +63,18 @@ def _cmd_list_kernels(args) -> int:
     return 0
 
 
+def _cmd_config(args) -> int:
+    from .config import ConfigError, check_config
+
+    try:
+        report = check_config(args.file, steps=args.steps)
+    except ConfigError as exc:
+        print(f"msnb config: error: {exc}", file=sys.stderr)
+        return 2
+    print(report.to_json() if args.json else report.format_text())
+    return 0
+
+
 def _cmd_doctor(args) -> int:
     from . import doctor
 
@@ -129,6 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("config", help="print a YAML config resolved (base_config, ${} references) with lint findings")
+    p.add_argument("file", help="a mindformers-style YAML file")
+    p.add_argument("--json", action="store_true", help='print {"config": ..., "findings": [...]}')
+    p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
+    p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -34,6 +34,26 @@ class MsnbMagics(Magics):
         print(report.format_text())
         return report
 
+    @magic_arguments()
+    @argument("file", help="a mindformers-style YAML file")
+    @argument("--steps", type=int, default=None, help="how many steps the run will take")
+    @line_magic
+    def mfmon_config(self, line):
+        """Show a YAML config resolved (base_config inheritance and ${a.b}
+        references applied) with the lint findings for its monitoring settings.
+
+        Returns a ``msnb.config.ConfigReport``; a broken file shows the error
+        (file and key) instead of a traceback.
+        """
+        from .config import ConfigError, check_config
+
+        args = parse_argstring(self.mfmon_config, line)
+        try:
+            return check_config(args.file, steps=args.steps)
+        except ConfigError as exc:
+            print(f"msnb: {exc}")
+            return None
+
 
 def magic_names() -> list[str]:
     """The line and cell magics msnb registers, as ``%name`` / ``%%name``."""

@@ -76,3 +76,19 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
     msnb_rows = [line.split() for line in out.splitlines() if re.match(r"^\s+msnb\s+[\d,]+\s", line)]
     assert [row[1] for row in msnb_rows] == ["1,200", "1,200", "36"]  # 300 steps x 4 tags; 4 x (8 histograms + 1 loss)
     assert "msnb time / floor time" in out
+
+
+def test_readme_monitor_config_block_loads_without_findings(tmp_path):
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "monitor_config:" in b]
+    path = tmp_path / "monitor.yaml"
+    path.write_text(block)
+    from msnb.config import check_config, monitor_settings, load_config
+
+    report = check_config(path)
+    assert report.findings == []
+    settings = monitor_settings(load_config(path))
+    assert settings.per_print_times == settings.collect_freq == 50
+    assert settings.early_stop.window == 20
+    import re as _re
+
+    assert _re.match(settings.histogram_settings["regular"], "layers.0.attention.weight")

@@ -1,0 +1,57 @@
+"""A configuration file checked: resolved content plus lint findings (``msnb config``, ``%mfmon_config``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from .lint import lint
+from .loader import load_config
+from .monitor_schema import monitor_settings
+
+
+@dataclass
+class ConfigReport:
+    path: str
+    config: dict
+    files: list
+    findings: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"config": self.config, "findings": [f.as_dict() for f in self.findings], "files": self.files}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2, default=str)
+
+    def format_text(self) -> str:
+        lines = [f"# {self.path}"]
+        if len(self.files) > 1:
+            lines.append("# inherits: " + " <- ".join(self.files[:-1]))
+        lines.append(yaml.safe_dump(self.config, sort_keys=False, default_flow_style=False).rstrip())
+        lines.append("")
+        if self.findings:
+            lines.append(f"{len(self.findings)} finding(s):")
+            lines.extend(f"  {f}" for f in self.findings)
+        else:
+            lines.append("No findings.")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<ConfigReport {os.path.basename(self.path)}: {len(self.files)} file(s), {len(self.findings)} finding(s)>"
+
+    def _repr_markdown_(self) -> str:
+        rows = "\n".join(f"| {f.severity} | `{f.key}` | {f.message} | {f.rule} |" for f in self.findings)
+        table = f"| severity | key | why | rule |\n|---|---|---|---|\n{rows}" if self.findings else "No findings."
+        body = yaml.safe_dump(self.config, sort_keys=False).rstrip()
+        return f"**{os.path.basename(self.path)}** ({len(self.files)} file(s))\n\n```yaml\n{body}\n```\n\n{table}"
+
+
+def check_config(path: str | os.PathLike, *, steps: int | None = None, distributed: bool | None = None) -> ConfigReport:
+    """Load *path* (inheritance and references applied), validate monitor_config and lint it."""
+    loaded = load_config(path)
+    settings = monitor_settings(loaded)
+    findings = lint(loaded, settings, steps=steps, distributed=distributed)
+    return ConfigReport(path=loaded.path, config=loaded.data, files=loaded.files, findings=findings)

@@ -75,6 +75,34 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _cmd_plot(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .magics import _run_labeller
+    from .plot import plot_scalars, read_for_plot
+
+    result = read_for_plot(args.paths, verify=not args.no_verify)
+    for problem in result.problems:
+        print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
+    if not len(result.scalars):
+        print(f"msnb plot: error: no scalars under {', '.join(args.paths)}", file=sys.stderr)
+        return 2
+    tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+    try:
+        report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
+                              label_for_run=_run_labeller(args.paths))
+    except ValueError as exc:
+        print(f"msnb plot: error: {exc}", file=sys.stderr)
+        return 2
+    report.figure.savefig(args.out, dpi=args.dpi)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))
+    else:
+        print(f"wrote {args.out}: " + report.format_text())
+    return 0
+
+
 def _cmd_doctor(args) -> int:
     from . import doctor
 
@@ -147,6 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"config": ..., "findings": [...]}')
     p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
     p.set_defaults(func=_cmd_config)
+
+    p = sub.add_parser("plot", help="draw the scalar curves under PATH(s) to a PNG or SVG file")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--out", required=True, help="FILE.png or FILE.svg")
+    p.add_argument("--tags", help="comma-separated tags or panel names (loss, lr, grad_norm, step_time, throughput)")
+    p.add_argument("--smooth", type=float, default=0.6)
+    p.add_argument("--x", default="step", choices=["step", "wall", "relative"])
+    p.add_argument("--ranks", action="store_true", help="one line per rank")
+    p.add_argument("--log", action="store_true", help="logarithmic y axis")
+    p.add_argument("--dpi", type=int, default=100)
+    p.add_argument("--json", action="store_true", help="print the report as JSON (runs, tags, points, flags)")
+    p.add_argument("--no-verify", action="store_true")
+    p.set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -54,6 +54,70 @@ class MsnbMagics(Magics):
             print(f"msnb: {exc}")
             return None
 
+    @magic_arguments()
+    @argument("paths", nargs="+", help="summary directories, TensorBoard directories, event files or logs")
+    @argument("--tags", default=None, help="comma-separated tags or panel names (loss, lr, grad_norm, step_time, throughput)")
+    @argument("--smooth", type=float, default=0.6, help="TensorBoard-style smoothing weight in [0, 1)")
+    @argument("--x", default="step", choices=["step", "wall", "relative"], help="x axis")
+    @argument("--ranks", action="store_true", help="one line per rank instead of the mean over ranks")
+    @argument("--log", action="store_true", help="logarithmic y axis")
+    @line_magic
+    def mfmon_plot(self, line):
+        """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
+        NaN/Inf marked, ranks that left the others flagged.
+
+        Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
+        figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
+        """
+        from .plot import plot_scalars, read_for_plot
+        from .plot.render import show_figure
+
+        args = parse_argstring(self.mfmon_plot, line)
+        paths = [p.strip("\"'") for p in args.paths]
+        result = read_for_plot(paths)
+        for problem in result.problems:
+            print(f"msnb: {problem.severity}: {problem}")
+        if not len(result.scalars):
+            print(f"msnb: no scalars under {', '.join(paths)}")
+            return None
+        tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+        try:
+            report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
+                                  label_for_run=_run_labeller(paths))
+        except ValueError as exc:
+            print(f"msnb: {exc}")
+            return None
+        show_figure(report.figure)
+        if report.flags or report.nonfinite:
+            print(report.format_text())
+        return report
+
+    @magic_arguments()
+    @argument("path", help="the summary directory, TensorBoard directory or log of a running job")
+    @argument("--every", type=float, default=2.0, help="seconds between polls")
+    @argument("--for", dest="duration", type=float, default=600.0, help="seconds to follow before stopping")
+    @argument("--tags", default=None, help="comma-separated tags to draw (default: the usual panels)")
+    @line_magic
+    def mfmon_tail(self, line):
+        """Follow a running job: read only what it adds, redraw one live view in place.
+
+        Stops when the time is up or when the cell is interrupted, and returns
+        everything read (a ``msnb.events.ReadResult``).
+        """
+        from .plot import tail
+
+        args = parse_argstring(self.mfmon_tail, line)
+        tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+        return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
+
+
+def _run_labeller(paths):
+    """Label the run "." (the path itself) with the path's name in legends."""
+    import os
+
+    name = os.path.basename(os.path.normpath(paths[0])) if len(paths) == 1 else None
+    return lambda run: (name or run) if run == "." else run
+
 
 def magic_names() -> list[str]:
     """The line and cell magics msnb registers, as ``%name`` / ``%%name``."""

@@ -92,3 +92,17 @@ def test_readme_monitor_config_block_loads_without_findings(tmp_path):
     import re as _re
 
     assert _re.match(settings.histogram_settings["regular"], "layers.0.attention.weight")
+
+
+def test_plot_benchmark_runs_at_toy_size(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_plot.py"), "--points", "20000", "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith(("msnb ", "matplotlib"))]
+    assert [r[0] for r in rows[:3]] == ["msnb", "matplotlib", "matplotlib+pandas"]
+    assert all(r[-1] == "True" for r in rows[:3])  # spikes kept by every variant

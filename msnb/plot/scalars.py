@@ -1,0 +1,258 @@
+"""Scalar panels as TensorBoard and MindInsight draw them, as a matplotlib figure.
+
+One panel per tag; raw values faint and the smoothed curve solid; several runs
+(and, with ``ranks=True``, several ranks) overlaid; x as step, wall-clock time
+or time since the run started; NaN/Inf marked where they happened; ranks
+whose loss departed from the others flagged with the step it began.  Series
+are downsampled for drawing with M4 (spikes kept), never before smoothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..events.tables import ScalarTable
+from .divergence import rank_divergence
+from .downsample import m4
+from .smoothing import ema
+
+# panel name -> tags that mean it, in the spellings of MindSpore, mindformers and msnb's log reader
+ALIASES = {
+    "loss": ("loss", "loss/auto", "lm_loss", "train_loss"),
+    "lr": ("lr", "learning-rate", "learning_rate"),
+    "grad_norm": ("grad-norm", "global_norm", "grad_norm"),
+    "step_time": ("step_time_ms", "iteration-time", "per_step_time", "step_time"),
+    "throughput": ("throughput", "model-flops-throughput-per-npu"),
+}
+DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput")
+
+
+@dataclass
+class PlotReport:
+    """What was drawn: the figure plus the facts a reader of the plot should know.
+
+    ``points`` counts the points read for the drawn tags; ``drawn_points`` what
+    reached matplotlib after downsampling."""
+
+    figure: object
+    runs: list
+    ranks: dict
+    tags: list
+    points: int
+    drawn_points: int
+    flags: list = field(default_factory=list)
+    nonfinite: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "runs": self.runs, "ranks": self.ranks, "tags": self.tags, "points": self.points, "drawn_points": self.drawn_points,
+            "flags": [f.as_dict() for f in self.flags], "nonfinite": self.nonfinite,
+        }
+
+    def format_text(self) -> str:
+        lines = [f"drew {self.points:,} points ({self.drawn_points:,} after downsampling) of {', '.join(self.tags) or 'no tags'}"]
+        for run in self.runs:
+            ranks = self.ranks.get(run) or []
+            lines.append(f"  run {run}" + (f": ranks {', '.join(map(str, ranks))}" if ranks else ""))
+        for item in self.nonfinite:
+            lines.append(f"  {item['value']} in {item['tag']} of run {item['run']}" + (f" rank {item['rank']}" if item["rank"] >= 0 else "") + f" at step {item['step']}")
+        for f in self.flags:
+            lines.append(f"  FLAG run {f.run} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<PlotReport: {len(self.runs)} run(s), tags {self.tags}, {self.points:,} points, {len(self.flags)} flag(s)>"
+
+
+def resolve_tags(available, wanted=None) -> list[str]:
+    """Tags to draw: the given names (exact, or through :data:`ALIASES`), or the usual panels present."""
+    available = list(available)
+    have = set(available)
+    if wanted:
+        out = []
+        for name in wanted:
+            if name in have:
+                out.append(name)
+                continue
+            group = ALIASES.get(name) or next((g for g in ALIASES.values() if name in g), ())
+            match = next((t for t in group if t in have), None)
+            if match is None:
+                raise ValueError(f"no tag {name!r} in the data; tags present: {', '.join(sorted(have)) or 'none'}")
+            out.append(match)
+        return out
+    out = [next(t for t in ALIASES[p] if t in have) for p in DEFAULT_PANELS if any(t in have for t in ALIASES[p])]
+    return out or sorted(have)[:6]
+
+
+def _x_values(kind: str, steps, walls, run_start: float):
+    if kind == "step":
+        return steps.astype(np.float64), "step"
+    if kind == "wall":
+        import matplotlib.dates as mdates
+
+        return mdates.date2num(walls.astype("datetime64[us]") if walls.dtype.kind == "M" else (walls * 1e6).astype("datetime64[us]")), "wall-clock time"
+    if kind == "relative":
+        rel = walls - run_start
+        span = np.nanmax(rel) if rel.size else 0
+        if span > 3 * 3600:
+            return rel / 3600, "hours since start"
+        if span > 180:
+            return rel / 60, "minutes since start"
+        return rel, "seconds since start"
+    raise ValueError(f"x must be step, wall or relative, not {kind!r}")
+
+
+def _series(table: ScalarTable, tag: str, per_rank: bool):
+    """[(run, rank, steps, walls, values)] sorted by step; ranks averaged when not *per_rank*.
+
+    Works on index arrays into the table's columns (no table copies: a
+    million-point table is sliced once per series, not once per filter).
+    """
+    idx = np.flatnonzero(table.tag == tag)
+    runs_here = table.run[idx]
+    out = []
+    for run in sorted(set(runs_here.tolist())):
+        ridx = idx[runs_here == run]
+        rank_col = table.rank[ridx]
+        ranks = np.unique(rank_col)
+        groups = [(int(r), ridx[rank_col == r]) for r in ranks] if per_rank or ranks.size == 1 else [(None, ridx)]
+        for rank, gidx in groups:
+            steps, walls, values = table.step[gidx], table.wall_time[gidx], table.value[gidx]
+            if rank is None:
+                # mean over ranks at each step; a NaN on any rank stays visible as NaN
+                uniq, inv = np.unique(steps, return_inverse=True)
+                finite = np.isfinite(values)
+                sums = np.bincount(inv, weights=np.where(finite, values, 0.0), minlength=uniq.size)
+                counts = np.bincount(inv, weights=finite.astype(float), minlength=uniq.size)
+                bad = np.bincount(inv, weights=(~finite).astype(float), minlength=uniq.size) > 0
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mean = sums / counts
+                firstbad = np.full(uniq.size, np.nan)
+                bad_idx = np.flatnonzero(~finite)
+                firstbad[inv[bad_idx]] = values[bad_idx]
+                mean[bad] = firstbad[bad]
+                wall = np.full(uniq.size, np.nan)
+                np.fmin.at(wall, inv, walls)
+                steps, walls, values = uniq, wall, mean
+            elif steps.size > 1 and np.any(np.diff(steps) < 0):
+                order = np.argsort(steps, kind="stable")
+                steps, walls, values = steps[order], walls[order], values[order]
+            out.append((run, rank, steps, walls, values))
+    return out
+
+
+def plot_scalars(
+    scalars: ScalarTable,
+    *,
+    tags=None,
+    smooth: float = 0.6,
+    x: str = "step",
+    ranks: bool = False,
+    log: bool = False,
+    max_points: int = 2000,
+    divergence_threshold: float = 0.2,
+    figure=None,
+    title: str | None = None,
+    label_for_run=None,
+) -> PlotReport:
+    """Draw *scalars* into a new (or the given) figure and return what was drawn."""
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.transforms import blended_transform_factory
+
+    tags = resolve_tags(scalars.tags(), tags)
+    run_col = scalars.run
+    runs = sorted(set(run_col.tolist()))
+    masks = {run: run_col == run for run in runs}
+    rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
+    loss_tag = next((t for t in ALIASES["loss"] if t in set(scalars.tags())), None)
+    flags = rank_divergence(scalars, loss_tag, smooth=smooth, threshold=divergence_threshold) if loss_tag else []
+
+    n = max(1, len(tags))
+    cols = 1 if n == 1 else 2
+    rows = (n + cols - 1) // cols
+    fig = figure or Figure(figsize=(6.4 * cols, 3.4 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    starts = {run: float(np.nanmin(scalars.wall_time[masks[run]])) if masks[run].any() else 0.0 for run in runs}
+    series_keys: list = []
+    drawn = 0
+    nonfinite = []
+    label_for_run = label_for_run or (lambda run: run)
+
+    for ax, tag in zip(axes, tags):
+        xlabel = "step"
+        for run, rank, steps, walls, values in _series(scalars, tag, ranks):
+            key = (run, rank)
+            if key not in series_keys:
+                series_keys.append(key)
+            color = cycle[series_keys.index(key) % len(cycle)]
+            label = label_for_run(run) if rank is None or rank < 0 else f"{label_for_run(run)} rank {rank}"
+            xs, xlabel = _x_values(x, steps, walls, starts[run])
+            finite = np.isfinite(values) & np.isfinite(xs)
+            if finite.any():
+                fx, fy = xs[finite], values[finite]
+                if smooth > 0:
+                    rx, ry = m4(fx, fy, max_points)
+                    ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8)
+                    sx, sy = m4(fx, ema(fy, smooth), max_points)
+                    ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
+                    drawn += rx.size + sx.size
+                else:
+                    rx, ry = m4(fx, fy, max_points)
+                    ax.plot(rx, ry, color=color, linewidth=1.2, label=label)
+                    drawn += rx.size
+            bad = ~np.isfinite(values)
+            if bad.any():
+                trans = blended_transform_factory(ax.transData, ax.transAxes)
+                ax.plot(xs[bad], np.full(int(bad.sum()), 0.97), linestyle="none", marker="x", color="red", transform=trans,
+                        label=f"NaN/Inf ({label})", clip_on=False)
+                for s, v in zip(steps[bad][:20].tolist(), values[bad][:20].tolist()):
+                    nonfinite.append({"run": run, "rank": -1 if rank is None else int(rank), "tag": tag, "step": int(s), "value": str(v)})
+        for f in flags:
+            if f.tag != loss_tag or tag != loss_tag:
+                continue
+            fx = f.step
+            if x != "step":
+                w = scalars.where(run=f.run, rank=f.rank, step=f.step).wall_time
+                fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
+            if fx is not None:
+                ax.axvline(fx, color="red", linestyle="--", linewidth=1, label=f"rank {f.rank} diverges ({label_for_run(f.run)})")
+        ax.set_title(tag)
+        ax.set_xlabel(xlabel)
+        if x == "wall":
+            ax.xaxis_date()
+        if log:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
+    return PlotReport(fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite)
+
+
+def read_for_plot(paths, verify: bool = True):
+    """Read one or several paths into one table; with several, runs are prefixed by the path's name."""
+    from ..events import read
+    from ..events.reader import ReadResult
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    results = []
+    for p in paths:
+        r = read(p, verify=verify)
+        if len(paths) > 1:
+            name = os.path.basename(os.path.normpath(str(p)))
+            for t in ReadResult.TABLES:
+                table = getattr(r, t)
+                if len(table):
+                    table.run = np.array([name if run == "." else f"{name}/{run}" for run in table.run.tolist()], dtype=object)
+        results.append(r)
+    return ReadResult.merge(results)

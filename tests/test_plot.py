@@ -1,0 +1,182 @@
+"""Figures drawn from real files: what is on them (lines, labels, markers, flags), not only that a PNG exists."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import msnb
+from msnb.events import ScalarTable
+from msnb.plot import ema, m4, plot_scalars, rank_divergence
+
+
+def lines_by_label(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_mindspore_ranks_overlaid_smoothed_and_flagged(ms_files):
+    result = msnb.read(ms_files / "ranks")
+    report = plot_scalars(result.scalars, ranks=True, smooth=0.6)
+    (ax,) = [a for a in report.figure.axes if a.get_visible()]
+    assert ax.get_title() == "loss" and ax.get_xlabel() == "step"
+    lines = lines_by_label(ax)
+    assert {". rank 0", ". rank 1"} <= set(lines)
+    steps, values = result.scalars.series("loss", rank=1)
+    smoothed = lines[". rank 1"]
+    np.testing.assert_allclose(smoothed.get_xdata(), steps)
+    np.testing.assert_allclose(smoothed.get_ydata(), ema(values, 0.6))
+    raw = [l for l in ax.get_lines() if l.get_alpha() == 0.25]
+    assert len(raw) == 2 and any(np.allclose(l.get_ydata(), values) for l in raw)
+    # rank 1's loss is rank 0's plus one: it is the one flagged, from the first common step
+    assert [(f.rank, f.step) for f in report.flags] == [(1, 1)]
+    assert any(label.startswith("rank 1 diverges") for label in lines)
+    assert report.points == 100 and report.runs == ["."] and report.ranks == {".": [0, 1]}
+
+
+def test_mean_over_ranks_by_default(ms_files):
+    result = msnb.read(ms_files / "ranks")
+    report = plot_scalars(result.scalars, smooth=0)
+    ax = report.figure.axes[0]
+    (line,) = [l for l in ax.get_lines() if l.get_label() == "."]
+    r0 = result.scalars.series("loss", rank=0)[1]
+    r1 = result.scalars.series("loss", rank=1)[1]
+    np.testing.assert_allclose(line.get_ydata(), (r0 + r1) / 2, rtol=1e-6)
+
+
+def test_tensorboardx_nan_is_marked_where_it_happened(tb_files):
+    result = msnb.read(tb_files)
+    report = plot_scalars(result.scalars, tags=["loss", "lr", "grad_norm"], ranks=True)
+    titles = [a.get_title() for a in report.figure.axes if a.get_visible()]
+    assert titles == ["loss", "learning-rate", "grad-norm"]  # panel names resolve to mindformers' tags
+    loss_ax = report.figure.axes[0]
+    (marker,) = [l for l in loss_ax.get_lines() if l.get_marker() == "x"]
+    assert marker.get_xdata().tolist() == [60.0] and "rank 1" in marker.get_label()
+    assert report.nonfinite == [{"run": "tensorboard", "rank": 1, "tag": "loss", "step": 60, "value": "nan"}]
+    assert [(f.rank, f.step, "alone" in f.reason) for f in report.flags] == [(1, 60, True)]
+
+
+def test_x_axes_and_log_scale(mf_files):
+    result = msnb.read(mf_files / "tensorboard")
+    for kind, label in (("relative", "since start"), ("wall", "wall-clock time"), ("step", "step")):
+        report = plot_scalars(result.scalars, tags=["loss"], x=kind, log=True)
+        ax = report.figure.axes[0]
+        assert label in ax.get_xlabel() and ax.get_yscale() == "log"
+    with pytest.raises(ValueError, match="no tag 'nope'"):
+        plot_scalars(result.scalars, tags=["nope"])
+
+
+def test_three_ranks_one_departs(tmp_path):
+    """Three ranks; rank 2's loss starts climbing at step 60: flagged there, the others not."""
+    steps = np.arange(1, 121)
+    rng = np.random.default_rng(3)
+    rows = []
+    for rank in range(3):
+        loss = 2.0 / np.sqrt(steps) + rng.normal(0, 0.01, steps.size)
+        if rank == 2:
+            loss = np.where(steps >= 60, loss * (1 + 0.05 * (steps - 59)), loss)
+        rows.append((rank, loss))
+    table = ScalarTable(
+        run=np.array(["exp"] * 360, dtype=object), rank=np.repeat([0, 1, 2], 120), tag=np.array(["loss"] * 360, dtype=object),
+        step=np.tile(steps, 3), wall_time=np.zeros(360), value=np.concatenate([r[1] for r in rows]),
+    )
+    flags = rank_divergence(table, "loss", threshold=0.2)
+    assert [f.rank for f in flags] == [2]
+    assert 60 <= flags[0].step <= 66
+
+
+def test_m4_keeps_spikes_and_bounds_points():
+    n = 1_000_000
+    x = np.arange(n)
+    y = np.sin(x / 5000.0)
+    y[123_457] = 40.0
+    y[876_543] = -40.0
+    xs, ys = m4(x, y, 2000)
+    assert xs.size <= 8000 and ys.max() == 40.0 and ys.min() == -40.0
+    assert 123_457 in xs and 876_543 in xs and xs[0] == 0 and xs[-1] == n - 1
+    assert np.all(np.diff(xs) > 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf)), min_size=0, max_size=700), st.floats(0, 0.99))
+def test_ema_equals_tensorboards_loop(values, weight):
+    out = ema(values, weight)
+    last, count = 0.0, 0
+    expected = []
+    finite_values = [v for v in values if math.isfinite(v)]
+    constant = len(set(finite_values)) <= 1
+    for v in values:
+        if not math.isfinite(v) or weight == 0 or constant:
+            expected.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        count += 1
+        expected.append(last / (1 - weight**count))
+    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-6)
+
+
+def test_plot_cli(tb_files, tmp_path, run_msnb):
+    out = tmp_path / "curves.png"
+    proc = run_msnb("plot", tb_files, "--ranks", "--out", out, "--json", check=0)
+    report = json.loads(proc.stdout)
+    assert {"runs", "tags", "points", "flags"} <= set(report)
+    assert report["flags"][0] == {"run": "tensorboard", "rank": 1, "tag": "loss", "step": 60, "reason": "loss is nan on rank 1 alone from step 60"}
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = tmp_path / "curves.svg"
+    text = run_msnb("plot", tb_files, "--tags", "loss", "--out", svg, check=0).stdout
+    assert "FLAG run tensorboard rank 1" in text and svg.read_text().lstrip().startswith("<?xml")
+    run_msnb("plot", tmp_path / "nothing", "--out", tmp_path / "x.png", check=2)
+
+
+def test_plot_magic_returns_the_report(tb_files):
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "from IPython.utils.capture import capture_output\n"
+        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+        "with capture_output() as cap:\n"
+        f"    r = ip.run_line_magic('mfmon_plot', '{tb_files} --tags loss --ranks --smooth 0.3')\n"
+        "kinds = [sorted(o.data) for o in cap.outputs]\n"
+        "print(json.dumps({'report': r.as_dict(), 'kinds': kinds, 'text': cap.stdout}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert answer["report"]["tags"] == ["loss"] and answer["report"]["flags"][0]["rank"] == 1
+    # the figure is shown as a PNG even in a kernel that never set up a matplotlib backend
+    assert answer["kinds"] == [["image/png", "text/plain"]]
+    assert "FLAG run tensorboard rank 1" in answer["text"]
+
+
+def test_histograms_over_steps(ms_files):
+    from matplotlib.collections import PolyCollection
+
+    from msnb.plot import plot_histograms
+
+    hist = msnb.read(ms_files / "record").histograms
+    fig = plot_histograms(hist, "fc.weight", mode="ridge")
+    ax = fig.axes[0]
+    assert ax.get_title() == "fc.weight (3 histograms)"
+    assert sum(isinstance(c, PolyCollection) for c in ax.collections) == 3
+    assert [t.get_text() for t in ax.texts] == ["step 40", "step 80", "step 120"]
+    fig = plot_histograms(hist, mode="heatmap")
+    (image,) = fig.axes[0].get_images()
+    assert image.get_array().sum() == pytest.approx(float(hist.count.sum()), rel=0.01)
+    with pytest.raises(ValueError, match="no histogram 'nope'"):
+        plot_histograms(hist, "nope")
+
+
+def test_step_time_distribution_leaves_compilation_out(mf_files):
+    from msnb.plot import plot_step_time
+
+    scalars = msnb.read(mf_files / "output").scalars
+    fig, stats = plot_step_time(scalars, skip_first=1)
+    _, times = scalars.series("step_time_ms")
+    assert stats["tag"] == "step_time_ms" and stats["count"] == len(times) - 1
+    assert stats["median"] == pytest.approx(float(np.median(times[1:])))
+    assert fig.axes[0].get_title() == "step_time_ms (first 1 left out)"

@@ -6,7 +6,7 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 
@@ -109,6 +109,46 @@ class MsnbMagics(Magics):
         args = parse_argstring(self.mfmon_tail, line)
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
+
+    @magic_arguments()
+    @argument("config", nargs="?", default=None, help="a YAML whose monitor_config to test")
+    @argument("--steps", type=int, default=200)
+    @argument("--batch-size", type=int, default=32)
+    @argument("--lr", type=float, default=None)
+    @argument("--collect-freq", type=int, default=None)
+    @argument("--device", default=None, help="Ascend, GPU or CPU (default: the best one present)")
+    @argument("--workers", type=int, default=1, help="data-parallel CPU workers started with msrun")
+    @argument("--summary-dir", default=None)
+    @argument("--keep", action="store_true")
+    @argument("--no-live", action="store_true")
+    @argument("--mode", default="pynative", choices=["pynative", "graph"])
+    @argument("--timeout", type=float, default=None)
+    @line_cell_magic
+    def mfmon_smoke(self, line, cell=None):
+        """Run a short monitored training in a child process, watch it live, then judge it.
+
+        Line form: msnb's built-in network.  Cell form (``%%mfmon_smoke``): the
+        cell's code runs in the child and defines ``net``, ``loss_fn``,
+        ``optimizer`` and ``dataset`` (or a ``build()`` returning them).  The
+        verdict (loss falling, no NaN, summaries written and CRC-clean, tags,
+        step time, overhead, disk per day, config lint) and the plots are shown
+        inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
+        """
+        from .config import ConfigError
+        from .smoke import run_smoke
+
+        args = parse_argstring(self.mfmon_smoke, line)
+        try:
+            result = run_smoke(
+                args.config.strip("\"'") if args.config else None, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                collect_freq=args.collect_freq, device=args.device, workers=args.workers, summary_dir=args.summary_dir,
+                keep=args.keep, live=not args.no_live, code=cell, mode=args.mode, timeout=args.timeout,
+            )
+        except (ConfigError, ValueError, RuntimeError) as exc:
+            print(f"msnb: {exc}")
+            return None
+        result.show()
+        return result
 
 
 def _run_labeller(paths):

@@ -3,6 +3,7 @@
 Lines look like::
 
     epoch: 1 step: 16, loss is 14.0172                                      (LossMonitor)
+    ValueError: In epoch: 1 step: 3, loss is NAN or INF, training ...       (LossMonitor stopping a run: a NaN point)
     Train epoch time: 3078.914 ms, per step time: 48.108 ms                (TimeMonitor)
     2024-05-01 12:00:00,123 - mindformers[...] - INFO - { Epoch:[  1/  2], step:[    5/  100],
         loss:[2.345678/2.456789], per_step_time: 123ms, lr: 0.0001, overflow cond: False,
@@ -36,6 +37,8 @@ _MF_FIELDS = {
 }
 _MF_PROGRESS = re.compile(r"(" + _NUM + r")\s*samples/s/p")
 _LOSS_MONITOR = re.compile(r"epoch:\s*(\d+)\s+step:\s*(\d+),\s*loss is\s*(" + _NUM + r")")
+# LossMonitor's last words before it stops a run: "In epoch: 1 step: 3, loss is NAN or INF, training ..."
+_LOSS_MONITOR_NAN = re.compile(r"epoch:\s*(\d+)\s+step:\s*(\d+),\s*loss is NAN or INF")
 _TIME_MONITOR = re.compile(r"(\w+) epoch time:\s*(" + _NUM + r")\s*ms,\s*per step time:\s*(" + _NUM + r")\s*ms")
 
 
@@ -104,6 +107,12 @@ class LogParser:
                     if fm:
                         points.append((tag, gstep, wall, _float(fm.group(1))))
                 self.last_global = (gstep, wall)
+                self.matched += 1
+                continue
+            m = _LOSS_MONITOR_NAN.search(line)
+            if m:
+                gstep = self._global_step(int(m.group(1)), int(m.group(2)))
+                points.append(("loss", gstep, _wall_time(line), math.nan))
                 self.matched += 1
                 continue
             m = _LOSS_MONITOR.search(line)

@@ -1,0 +1,117 @@
+"""The smoke run's child process: one training, monitored, then exit.
+
+    python -m msnb.smoke.worker SPEC.json
+
+Runs apart from the notebook's kernel so that a crash, a hang or a NaN never
+takes the kernel down; under msrun one of these runs per rank.  The model is
+msnb's built-in one, or the user's code (a file defining ``net``, ``loss_fn``,
+``optimizer`` and ``dataset``, or a ``build()`` returning them).  Per-step
+times go to ``step_times[_rank<N>].csv`` beside the summary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import runpy
+import sys
+import time
+
+
+def _user_model(spec: dict):
+    """(net, loss_fn, optimizer, dataset) from the user's code file or module."""
+    if spec.get("code"):
+        ns = runpy.run_path(spec["code"], run_name="__msnb_smoke__")
+        where = "the cell's code"
+    else:
+        import importlib
+
+        module = spec["module"]
+        ns = runpy.run_path(module, run_name="__msnb_smoke__") if module.endswith(".py") else vars(importlib.import_module(module))
+        where = module
+    if callable(ns.get("build")):
+        built = ns["build"]()
+        if isinstance(built, dict):
+            ns = {**ns, **built}
+        else:
+            try:
+                net, loss_fn, optimizer, dataset = built
+            except (TypeError, ValueError):
+                raise TypeError(f"build() in {where} must return (net, loss_fn, optimizer, dataset) or a dict of them") from None
+            ns = {**ns, "net": net, "loss_fn": loss_fn, "optimizer": optimizer, "dataset": dataset}
+    missing = [k for k in ("net", "dataset") if ns.get(k) is None]
+    if missing:
+        raise NameError(f"{where} must define {', '.join(missing)} (and loss_fn, optimizer), or a build() returning them")
+    return ns["net"], ns.get("loss_fn"), ns.get("optimizer"), ns["dataset"]
+
+
+def main(spec_path: str) -> int:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    import mindspore as ms
+    from mindspore.train import Model
+    from mindspore.train.callback import Callback
+
+    from ..monitor import build_monitor_callbacks, current_rank
+
+    ms.set_context(mode=ms.GRAPH_MODE if spec.get("mode") == "graph" else ms.PYNATIVE_MODE)
+    ms.set_device(spec["device"])
+    world = 1
+    if spec.get("distributed"):
+        from mindspore.communication import get_group_size, init
+
+        init()
+        world = get_group_size()
+        ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    rank, _ = current_rank()
+    rank = rank or 0
+    steps = int(spec["steps"])
+    collect_freq = int(spec.get("collect_freq") or 1)
+
+    if spec.get("code") or spec.get("module"):
+        net, loss_fn, optimizer, dataset = _user_model(spec)
+        model = Model(net, loss_fn, optimizer) if loss_fn is not None or optimizer is not None else Model(net)
+    else:
+        from .builtin_model import build
+
+        train_net, dataset = build(steps, int(spec["batch_size"]), float(spec["lr"]), seed=int(spec.get("seed", 0)), shard=(rank, world))
+        model = Model(train_net)
+
+    times_path = os.path.join(spec["workdir"], "step_times.csv" if world == 1 else f"step_times_rank{rank}.csv")
+
+    class StepTimer(Callback):
+        """Per-step wall time, and whether SummaryCollector collected at that step (its overhead)."""
+
+        def __init__(self):
+            self.out = open(times_path, "w", buffering=1)
+            self.out.write("step,ms,collected,wall\n")
+            self.t0 = None
+
+        def on_train_step_begin(self, run_context):
+            self.t0 = time.perf_counter()
+
+        def on_train_step_end(self, run_context):
+            step = run_context.original_args().cur_step_num
+            ms_ = (time.perf_counter() - self.t0) * 1000 if self.t0 else float("nan")
+            collected = int(step == 1 or step % collect_freq == 0)
+            self.out.write(f"{step},{ms_:.3f},{collected},{time.time():.6f}\n")
+
+        def on_train_end(self, run_context):
+            self.out.close()
+
+    class StopAt(Callback):
+        def on_train_step_end(self, run_context):
+            if run_context.original_args().cur_step_num >= steps:
+                run_context.request_stop()
+
+    size = dataset.get_dataset_size()
+    epochs = max(1, math.ceil(steps / size)) if size else 1
+    callbacks = [StepTimer()] + build_monitor_callbacks(spec["config"]) + [StopAt()]
+    model.train(epochs, dataset, callbacks=callbacks, dataset_sink_mode=False)
+    print(f"msnb smoke worker: rank {rank} finished", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -28,10 +28,12 @@ def test_ci_runs_exactly_the_readme_install_and_test_commands():
     assert ci_lines.index(setup_block("install")) < ci_lines.index(setup_block("test"))
 
 
-def test_main_job_runs_and_passes(run_msnb):
+def test_main_job_runs_and_passes(run_msnb, tmp_path):
     args = shlex.split(setup_block("main"))
     assert args[0] == "msnb"
-    run_msnb(*args[1:], check=0)
+    proc = run_msnb(*args[1:], check=0, cwd=tmp_path)
+    assert "PASSED" in proc.stdout
+    assert (tmp_path / "msnb_smoke.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def readme_msnb_commands():
@@ -53,7 +55,7 @@ def test_every_magic_in_the_readme_exists_and_every_magic_is_in_the_readme():
 
 
 def test_readme_python_reading_example_runs(ms_files):
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "msnb.read(" in b]
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "msnb.read(" in b and "%%" not in b]
     code = block.replace('"output/summary"', repr(str(ms_files / "ranks")))
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)

@@ -179,7 +179,11 @@ def plot_scalars(
     for ax in axes[n:]:
         ax.set_visible(False)
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-    starts = {run: float(np.nanmin(scalars.wall_time[masks[run]])) if masks[run].any() else 0.0 for run in runs}
+    starts = {}
+    for run in runs:
+        walls = scalars.wall_time[masks[run]]
+        walls = walls[np.isfinite(walls)]  # log lines without a timestamp have none
+        starts[run] = float(walls.min()) if walls.size else 0.0
     series_keys: list = []
     drawn = 0
     nonfinite = []

@@ -17,6 +17,13 @@ def read(path, *, verify=True):
     return _read(path, verify=verify)
 
 
+def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
+    """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
+    from .registry import register_model as _register_model
+
+    return _register_model(config_cls, model_cls, model_type=model_type, on_conflict=on_conflict)
+
+
 def load_ipython_extension(ipython):
     """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
     from .magics import MsnbMagics

@@ -132,8 +132,44 @@ def _cmd_smoke(args) -> int:
     return 0 if result.passed else 1
 
 
+def _cmd_model_types(path: str, as_json: bool) -> int:
+    from .registry import scan_model_types
+
+    found = scan_model_types(path)
+
+    def use(u):
+        return {"name": u.name, "file": u.file, "line": u.line, "kind": u.kind, "owner": u.owner}
+
+    if as_json:
+        print(json.dumps({
+            "files": found["files"],
+            "definitions": [use(u) for u in found["definitions"]],
+            "duplicates": {k: [use(u) for u in v] for k, v in found["duplicates"].items()},
+            "collisions": {k: {"library": v["library"], "uses": [use(u) for u in v["uses"]]} for k, v in found["collisions"].items()},
+            "unknown": [use(u) for u in found["unknown"]],
+        }, indent=2))
+    else:
+        print(f"Scanned {found['files']} .py/.yaml file(s): {len(found['definitions'])} model_type definition(s)")
+        for name, v in sorted(found["collisions"].items()):
+            print(f"  COLLISION {name!r} is shipped by {v['library']}:")
+            for u in v["uses"]:
+                print(f"    {u.file}:{u.line} ({u.owner or u.kind})")
+        for name, items in sorted(found["duplicates"].items()):
+            print(f"  DUPLICATE {name!r} is defined by {len(items)} classes:")
+            for u in items:
+                print(f"    {u.file}:{u.line} class {u.owner}")
+        for u in found["unknown"]:
+            print(f"  UNKNOWN   {u.file}:{u.line} uses model_type {u.name!r}, defined nowhere in the project nor shipped")
+        if not (found["collisions"] or found["duplicates"]):
+            print("  no duplicates or collisions")
+    return 1 if found["collisions"] or found["duplicates"] else 0
+
+
 def _cmd_doctor(args) -> int:
     from . import doctor
+
+    if args.model_types:
+        return _cmd_model_types(args.model_types, args.json)
 
     report = doctor.run(probe=args.probe)
     print(report.to_json() if args.json else report.format_text())
@@ -239,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--probe", action="store_true", help="start MindSpore in a child process to confirm the device")
+    p.add_argument("--model-types", metavar="PATH", help="scan .py/.yaml files under PATH for model_type duplicates and collisions")
     p.set_defaults(func=_cmd_doctor)
     return parser
 

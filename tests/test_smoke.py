@@ -38,10 +38,13 @@ def statuses(result):
 def test_default_smoke_passes_and_cleans_up():
     result = run_smoke(live=False)
     assert result.passed, result.format_text()
-    assert statuses(result) == {
+    got = statuses(result)
+    timing = {"step_time", "monitor_overhead"}  # judged on wall time: a busy machine may make them warn, never fail
+    assert {k: v for k, v in got.items() if k not in timing} == {
         "device": "pass", "process": "pass", "summaries": "pass", "tags": "pass", "finite": "pass", "loss_falling": "pass",
-        "step_time": "pass", "monitor_overhead": "pass", "disk_per_day": "pass", "config_lint": "pass",
+        "disk_per_day": "pass", "config_lint": "pass",
     }
+    assert set(got) >= timing and all(got[k] in ("pass", "warn") for k in timing)
     assert result.device == "CPU" or os.path.exists("/dev/davinci0") or os.path.exists("/dev/nvidia0")
     assert result.steps_trained == 200
     assert {"loss/auto", "lr"} <= set(result.tables.scalars.tags())

@@ -19,6 +19,7 @@ classes.  The rules:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata as md
 import importlib.util
@@ -74,8 +75,17 @@ def _static_mapping(package: str, relative: str, name: str = "CONFIG_MAPPING_NAM
     return {}
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_cached() -> tuple:
+    return tuple(_shipped_uncached().items())
+
+
 def shipped_model_types() -> dict:
-    """model_type -> "library version" for every name transformers and mindformers ship."""
+    """model_type -> "library version" for every name transformers and mindformers ship (read once per process)."""
+    return dict(_shipped_cached())
+
+
+def _shipped_uncached() -> dict:
     out = {}
     for package, relative in (("mindformers", "models/auto/configuration_auto.py"), ("transformers", "models/auto/configuration_auto.py")):
         try:

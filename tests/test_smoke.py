@@ -4,12 +4,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
-import pytest
 
 from msnb import kernel
 from msnb.smoke import run_smoke
@@ -170,3 +168,12 @@ def test_a_mindformers_yaml_is_tested_on_the_builtin_network_and_says_so(tmp_pat
     import shutil
 
     shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def test_module_file_from_the_cli(tmp_path, run_msnb):
+    module = tmp_path / "my_model.py"
+    module.write_text(USER_CODE)
+    proc = run_msnb("smoke", "--module", module, "--steps", "30", "--json", "--out", tmp_path / "m.png", cwd=tmp_path, check=0)
+    verdict = json.loads(proc.stdout)
+    assert verdict["passed"] and verdict["steps_trained"] == 30
+    assert {c["name"] for c in verdict["checks"]} >= {"process", "summaries", "loss_falling"}

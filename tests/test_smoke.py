@@ -177,3 +177,10 @@ def test_module_file_from_the_cli(tmp_path, run_msnb):
     verdict = json.loads(proc.stdout)
     assert verdict["passed"] and verdict["steps_trained"] == 30
     assert {c["name"] for c in verdict["checks"]} >= {"process", "summaries", "loss_falling"}
+
+
+def test_summary_dir_is_kept_and_the_scratch_directory_is_not(tmp_path):
+    target = tmp_path / "smoke-summary"
+    result = run_smoke(live=False, steps=30, summary_dir=target)
+    assert result.passed and result.kept and result.summary_dir == str(target)
+    assert any(target.glob("*_MS")) and not Path(result.workdir).exists()

@@ -269,8 +269,8 @@ def run_smoke(
     )
     if view is not None:
         view.close(everything.scalars, status=("PASSED" if passed else "FAILED") + f" after {trained} steps; verdict below")
-    if not kept:
-        shutil.rmtree(workdir, ignore_errors=True)
+    if passed and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
     return result
 
 

@@ -105,3 +105,20 @@ def test_read_equals_follow_then_close(ms_files):
     again = follower.result
     assert len(again.scalars) == len(once.scalars)
     assert again.scalars.value.tolist()[:50] == once.scalars.value.tolist()[:50]
+
+
+def test_files_larger_than_one_read_chunk(ms_files, monkeypatch):
+    """Big files are read in chunks (64 MB by default): every chunk's records are kept, none twice."""
+    from msnb.events import reader
+
+    whole = msnb.read(ms_files)
+    monkeypatch.setattr(reader, "CHUNK", 1000)  # far smaller than the files; smaller than an image record, too
+    chunked = msnb.read(ms_files)
+    assert chunked.problems == []
+    for table in ("scalars", "histograms", "tensors", "images", "lineage", "markers"):
+        a, b = getattr(whole, table), getattr(chunked, table)
+        assert len(a) == len(b), table
+    import numpy as np
+
+    np.testing.assert_array_equal(chunked.scalars.value, whole.scalars.value)  # NaN equals NaN here
+    assert chunked.scalars.step.tolist() == whole.scalars.step.tolist()

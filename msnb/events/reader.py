@@ -74,6 +74,11 @@ class ReadResult:
         return out
 
 
+def _append(existing: Table, new: Table) -> Table:
+    """A file read in several chunks adds to what the earlier chunks gave."""
+    return type(new).concat([existing, new]) if len(existing) else new
+
+
 def _full(n: int, value) -> np.ndarray:
     arr = np.empty(n, dtype=object)
     arr.fill(value)
@@ -190,10 +195,10 @@ class FileState:
                     continue
                 rows.append(rec)
             if rows:
-                out.lineage = LineageTable(
+                out.lineage = _append(out.lineage, LineageTable(
                     run=_full(len(rows), src.run), rank=np.full(len(rows), src.rank), step=[r["step"] for r in rows],
                     wall_time=[r["wall_time"] for r in rows], kind=[r["kind"] for r in rows], fields=[r["fields"] for r in rows],
-                )
+                ))
             return
 
         if self.records == 0 and self.pos == 0:
@@ -208,7 +213,7 @@ class FileState:
         if n:
             tag_arr = np.empty(len(tags), dtype=object)
             tag_arr[:] = tags
-            out.scalars = ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values)
+            out.scalars = _append(out.scalars, ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values))
 
         by_kind: dict = {}
         markers = []
@@ -236,13 +241,13 @@ class FileState:
             cols_["run"] = _full(m, src.run)
             cols_["rank"] = np.full(m, src.rank)
             attr = {"histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts"}[kind]
-            setattr(out, attr, table_cls(**cols_))
+            setattr(out, attr, _append(getattr(out, attr), table_cls(**cols_)))
         if markers:
             m = len(markers)
-            out.markers = MarkerTable(
+            out.markers = _append(out.markers, MarkerTable(
                 run=_full(m, src.run), rank=np.full(m, src.rank), tag=[x[0] for x in markers], step=[x[1] for x in markers],
                 wall_time=[x[2] for x in markers], kind=[x[3] for x in markers], bytes=[x[4] for x in markers],
-            )
+            ))
 
     def _settle_flavor(self, buf, o: int, n: int, out: ReadResult) -> None:
         """The first record names the writer: trust it over the file name."""
@@ -280,10 +285,10 @@ class FileState:
         if points:
             n = len(points)
             src = self.source
-            out.scalars = ScalarTable(
+            out.scalars = _append(out.scalars, ScalarTable(
                 run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=[p[0] for p in points],
                 step=[p[1] for p in points], wall_time=[p[2] for p in points], value=[p[3] for p in points],
-            )
+            ))
 
 
 class Follower:

@@ -79,8 +79,8 @@ def _cmd_plot(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .magics import _run_labeller
     from .plot import plot_scalars, read_for_plot
+    from .plot.scalars import run_labeller
 
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
@@ -91,7 +91,7 @@ def _cmd_plot(args) -> int:
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
     try:
         report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
-                              label_for_run=_run_labeller(args.paths))
+                              label_for_run=run_labeller(args.paths))
     except ValueError as exc:
         print(f"msnb plot: error: {exc}", file=sys.stderr)
         return 2

@@ -92,6 +92,10 @@ class Report:
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
 
+    def __repr__(self) -> str:
+        errors = sum(f.severity == ERROR for f in self.findings)
+        return f"<doctor Report: {len(self.findings)} finding(s), {errors} blocking; best device {self.best_device}>"
+
     def format_text(self) -> str:
         lines = [f"Python      {self.python} ({self.executable})", f"Platform    {self.platform}", ""]
         lines.append("Packages")

@@ -71,6 +71,7 @@ class MsnbMagics(Magics):
         """
         from .plot import plot_scalars, read_for_plot
         from .plot.render import show_figure
+        from .plot.scalars import run_labeller
 
         args = parse_argstring(self.mfmon_plot, line)
         paths = [p.strip("\"'") for p in args.paths]
@@ -83,7 +84,7 @@ class MsnbMagics(Magics):
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         try:
             report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
-                                  label_for_run=_run_labeller(paths))
+                                  label_for_run=run_labeller(paths))
         except ValueError as exc:
             print(f"msnb: {exc}")
             return None
@@ -149,14 +150,6 @@ class MsnbMagics(Magics):
             return None
         result.show()
         return result
-
-
-def _run_labeller(paths):
-    """Label the run "." (the path itself) with the path's name in legends."""
-    import os
-
-    name = os.path.basename(os.path.normpath(paths[0])) if len(paths) == 1 else None
-    return lambda run: (name or run) if run == "." else run
 
 
 def magic_names() -> list[str]:

@@ -260,3 +260,10 @@ def read_for_plot(paths, verify: bool = True):
                     table.run = np.array([name if run == "." else f"{name}/{run}" for run in table.run.tolist()], dtype=object)
         results.append(r)
     return ReadResult.merge(results)
+
+
+def run_labeller(paths):
+    """Legend label for runs: the run "." (the path itself) is named after the path when one path was given."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    name = os.path.basename(os.path.normpath(str(paths[0]))) if len(paths) == 1 else None
+    return lambda run: (name or run) if run == "." else run

@@ -105,3 +105,22 @@ def test_tail_follows_a_growing_file(ms_files, tmp_path):
     assert out[0].startswith("[tail] following") and "stopped after" in out[-1]
     assert sum("loss" in line for line in out) >= 3  # redrawn as data arrived
     shutil.rmtree(tmp_path / "run")
+
+
+def test_tail_magic_returns_what_it_read(ms_files):
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+        f"r = ip.run_line_magic('mfmon_tail', '{ms_files / 'ranks'} --every 0.2 --for 1')\n"
+        "print(json.dumps({'points': len(r.scalars), 'ranks': sorted(set(r.scalars.rank.tolist()))}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == {"points": 100, "ranks": [0, 1]}
+    assert any("following" in line for line in lines) and any("stopped after 1 s" in line for line in lines)

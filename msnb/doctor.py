@@ -141,6 +141,15 @@ def _version_tuple(version: str) -> tuple:
     return tuple(out)
 
 
+def installed_major(name: str) -> int | None:
+    """Major version of an installed distribution, None when it is absent."""
+    try:
+        parts = _version_tuple(md.version(name))
+    except md.PackageNotFoundError:
+        return None
+    return parts[0] if parts else None
+
+
 def installed_versions(names=PACKAGES) -> dict:
     """Version of each distribution from its metadata (no import), None when absent."""
     out = {}

@@ -5,6 +5,7 @@ location) or a temporary prefix put on JUPYTER_PATH, never in the developer's
 real Jupyter folders.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -96,3 +97,21 @@ def load_expected(root: Path) -> dict:
     import json
 
     return json.loads((root / "expected.json").read_text())
+
+
+@contextlib.contextmanager
+def kernel_from_spec(name: str, **kwargs):
+    """A kernel started by name from its installed kernelspec, as Jupyter and VS Code start it; yields the client."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name=name, startup_timeout=120, **kwargs)
+    try:
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def stream_text(messages) -> str:
+    """What a cell printed, from the iopub messages an output hook collected."""
+    return "".join(m["content"].get("text", "") for m in messages if m["msg_type"] == "stream")

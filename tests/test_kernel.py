@@ -12,7 +12,7 @@ import pytest
 from msnb import kernel
 from msnb.kernel import KernelSpecError
 
-from .conftest import REPO
+from .conftest import REPO, kernel_from_spec, stream_text
 
 
 def spec_dir(prefix: Path, name: str = "mindspore") -> Path:
@@ -222,12 +222,9 @@ def test_jupyter_sees_the_installed_kernel(jupyter_dirs, run_msnb):
 
 def test_real_kernel_from_the_kernelspec_has_msnb_loaded(tmp_path, jupyter_dirs):
     """Start the kernel the way Jupyter and VS Code do: by name, from the kernelspec."""
-    from jupyter_client.manager import start_new_kernel
-
     script = write_set_env(tmp_path)
     kernel.install("msnb-test-live", prefix=jupyter_dirs["prefix"], ascend_env=script, env={"MSNB_TEST_MARK": "from-kernelspec"})
-    km, kc = start_new_kernel(kernel_name="msnb-test-live", startup_timeout=120)
-    try:
+    with kernel_from_spec("msnb-test-live") as kc:
         outputs = []
         code = (
             "import json, os, sys\n"
@@ -241,8 +238,7 @@ def test_real_kernel_from_the_kernelspec_has_msnb_loaded(tmp_path, jupyter_dirs)
         )
         reply = kc.execute_interactive(code, timeout=60, output_hook=outputs.append)
         assert reply["content"]["status"] == "ok"
-        text = "".join(m["content"]["text"] for m in outputs if m["msg_type"] == "stream")
-        state = json.loads(text)
+        state = json.loads(stream_text(outputs))
         assert "msnb" in state["loaded"]
         assert "mfmon_doctor" in state["magics"]
         assert state["mark"] == "from-kernelspec"
@@ -255,8 +251,5 @@ def test_real_kernel_from_the_kernelspec_has_msnb_loaded(tmp_path, jupyter_dirs)
         assert reply["content"]["status"] == "ok"
         import msnb
 
-        assert msnb.__version__ in "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        assert msnb.__version__ in stream_text(outputs)
 

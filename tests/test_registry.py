@@ -9,6 +9,8 @@ import pytest
 from msnb import kernel
 from msnb import registry as R
 
+from .conftest import kernel_from_spec, stream_text
+
 TF_CELL = textwrap.dedent("""\
     from transformers import PretrainedConfig
     import msnb
@@ -192,11 +194,8 @@ def test_doctor_scans_a_project(tmp_path, run_msnb):
 
 def test_the_notebook_scenario_twice_in_a_real_kernel(jupyter_dirs, tmp_path):
     """The registration cell run twice in a kernel started from the installed kernelspec, then a shipped name."""
-    from jupyter_client.manager import start_new_kernel
-
     kernel.install("msnb-test-registry", prefix=jupyter_dirs["prefix"])
-    km, kc = start_new_kernel(kernel_name="msnb-test-registry", startup_timeout=120, cwd=str(tmp_path))
-    try:
+    with kernel_from_spec("msnb-test-registry", cwd=str(tmp_path)) as kc:
         for attempt in range(2):
             reply = kc.execute_interactive(MF_CELL, timeout=300)
             assert reply["content"]["status"] == "ok", reply["content"]
@@ -209,9 +208,6 @@ def test_the_notebook_scenario_twice_in_a_real_kernel(jupyter_dirs, tmp_path):
         )
         reply = kc.execute_interactive(code, timeout=60, output_hook=out.append)
         assert reply["content"]["status"] == "ok"
-        text = "".join(m["content"].get("text", "") for m in out if m["msg_type"] == "stream")
+        text = stream_text(out)
         assert "1 True" in text
         assert "refused: model_type 'aimv2' is already used by transformers" in text
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)

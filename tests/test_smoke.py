@@ -12,7 +12,7 @@ from pathlib import Path
 from msnb import kernel
 from msnb.smoke import run_smoke
 
-from .conftest import msnb_command
+from .conftest import kernel_from_spec, msnb_command
 
 USER_CODE = textwrap.dedent("""\
     import numpy as np
@@ -134,11 +134,8 @@ def test_user_code_and_a_config(tmp_path):
 
 def test_kernel_survives_a_crashing_child(jupyter_dirs):
     """In a real kernel from the kernelspec: the cell shows the failure and the kernel keeps working."""
-    from jupyter_client.manager import start_new_kernel
-
     kernel.install("msnb-test-smoke", prefix=jupyter_dirs["prefix"])
-    km, kc = start_new_kernel(kernel_name="msnb-test-smoke", startup_timeout=120)
-    try:
+    with kernel_from_spec("msnb-test-smoke") as kc:
         outputs = []
         reply = kc.execute_interactive(
             "%%mfmon_smoke --steps 20 --no-live\nraise RuntimeError('the model is broken')\n", timeout=180, output_hook=outputs.append
@@ -149,9 +146,6 @@ def test_kernel_survives_a_crashing_child(jupyter_dirs):
         reply = kc.execute_interactive("print(6 * 7)", timeout=30, output_hook=outputs.append)
         assert reply["content"]["status"] == "ok"
         assert any(m["msg_type"] == "stream" and "42" in m["content"]["text"] for m in outputs)
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def test_a_mindformers_yaml_is_tested_on_the_builtin_network_and_says_so(tmp_path):

@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
+from ..doctor import installed_major
 from .loader import LoadedConfig
 from .monitor_schema import MonitorSettings, monitor_settings
 
@@ -27,15 +28,6 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.key}: {self.message} [{self.rule}]"
-
-
-def _protobuf_major() -> int | None:
-    import importlib.metadata as md
-
-    try:
-        return int(md.version("protobuf").split(".")[0])
-    except (md.PackageNotFoundError, ValueError):
-        return None
 
 
 def is_distributed(data: dict) -> bool:
@@ -138,7 +130,7 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 f"summary_dir is {len(rel.split(os.sep))} levels below summary_base_dir: MindInsight lists only its direct children (msnb reads any depth)",
             ))
 
-    major = _protobuf_major()
+    major = installed_major("protobuf")
     if major is not None and major >= 4 and s.collect_specified_data.get("collect_dataset_graph", True):
         out.append(Finding(
             "dataset-graph-protobuf", INFO, f"{mc}.collect_specified_data.collect_dataset_graph",

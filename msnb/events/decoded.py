@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .wire import FIXED64, LENGTH, VARINT, f64, fields, signed64, text, varint
+
 
 class DecodedEvent:
     """One Event payload, flattened.
@@ -38,3 +40,34 @@ class DecodedEvent:
             and self.wall_offset is not None
             and all(off is not None for _, _, off, _ in self.scalars)
         )
+
+
+def decode_envelope(buf, a: int, b: int, decode_value, graph_fields=(4,)) -> DecodedEvent:
+    """The Event message both formats share: 1 wall_time, 2 step, 3 version string, a graph, 5 summary.
+
+    MindSpore's ``mindspore.irpb.Event`` and TensorFlow's ``Event`` agree on
+    these field numbers; they differ in the graph fields and in Summary.Value,
+    which *decode_value(buf, start, end, event, payload_start)* handles.
+    """
+    ev = DecodedEvent()
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == FIXED64:
+            ev.wall_time = f64(buf, x)
+            ev.wall_offset = x - a
+        elif num == 2 and wire == VARINT:
+            ev.step = signed64(x)
+            _, stop = varint(buf, y, b)
+            ev.step_span = (y - a, stop - y)
+        elif num == 3 and wire == LENGTH:
+            ev.version = text(buf, x, y)
+        elif num in graph_fields and wire == LENGTH:
+            ev.graph_bytes = y - x
+        elif num == 5 and wire == LENGTH:
+            for vnum, vwire, va, vb in fields(buf, x, y):
+                if vnum == 1 and vwire == LENGTH:
+                    decode_value(buf, va, vb, ev, a)
+                else:
+                    ev.extra_fields = True
+        else:
+            ev.extra_fields = True  # MindSpore's explain records, TensorFlow's log messages and run metadata
+    return ev

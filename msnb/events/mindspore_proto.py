@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 
-from .decoded import DecodedEvent
+from .decoded import DecodedEvent, decode_envelope
 from .wire import FIXED32, FIXED64, LENGTH, VARINT, DecodeError, f32, f64, fields, packed_or_single, signed64, text, varint
 
 VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
@@ -25,28 +25,7 @@ DATA_TYPES = {
 
 def decode_event(buf, a: int, b: int) -> DecodedEvent:
     """Decode a ``mindspore.irpb.Event`` payload at ``buf[a:b]``."""
-    ev = DecodedEvent()
-    for num, wire, x, y in fields(buf, a, b):
-        if num == 1 and wire == FIXED64:
-            ev.wall_time = f64(buf, x)
-            ev.wall_offset = x - a
-        elif num == 2 and wire == VARINT:
-            ev.step = signed64(x)
-            _, stop = varint(buf, y, b)
-            ev.step_span = (y - a, stop - y)
-        elif num == 3 and wire == LENGTH:
-            ev.version = text(buf, x, y)
-        elif num == 4 and wire == LENGTH:
-            ev.graph_bytes = y - x
-        elif num == 5 and wire == LENGTH:
-            for vnum, vwire, va, vb in fields(buf, x, y):
-                if vnum == 1 and vwire == LENGTH:
-                    _decode_value(buf, va, vb, ev, a)
-                else:
-                    ev.extra_fields = True
-        else:
-            ev.extra_fields = True  # e.g. explain records: not summarised data
-    return ev
+    return decode_envelope(buf, a, b, _decode_value, graph_fields=(4,))
 
 
 def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
@@ -184,27 +163,38 @@ def _flat(buf, a: int, b: int, spec: dict, out: dict) -> None:
             out[name] = f64(buf, x)
 
 
+def _map_entry(buf, a: int, b: int) -> tuple[str, tuple | None]:
+    """A proto map entry (1 key string, 2 value): the key and the value's ``(wire, start, end)``."""
+    key, value = "", None
+    for num, wire, x, y in fields(buf, a, b):
+        if num == 1 and wire == LENGTH:
+            key = text(buf, x, y)
+        elif num == 2:
+            value = (wire, x, y)
+    return key, value
+
+
 def _user_defined(buf, a: int, b: int, out: dict) -> None:
+    """UserDefinedInfo: nested infos (1) and maps of dicts (2), int32 (3), strings (4), doubles (5)."""
     for num, wire, x, y in fields(buf, a, b):
         if wire != LENGTH:
             continue
         if num == 1:
             _user_defined(buf, x, y, out)
             continue
-        key, value = "", None
-        for enum_, ewire, ex, ey in fields(buf, x, y):
-            if enum_ == 1 and ewire == LENGTH:
-                key = text(buf, ex, ey)
-            elif enum_ == 2:
-                if num == 2 and ewire == LENGTH:
-                    value = {}
-                    _user_defined(buf, ex, ey, value)
-                elif num == 3 and ewire == VARINT:
-                    value = signed64(ex)
-                elif num == 4 and ewire == LENGTH:
-                    value = text(buf, ex, ey)
-                elif num == 5 and ewire == FIXED64:
-                    value = f64(buf, ex)
+        key, entry = _map_entry(buf, x, y)
+        value = None
+        if entry is not None:
+            ewire, ex, ey = entry
+            if num == 2 and ewire == LENGTH:
+                value = {}
+                _user_defined(buf, ex, ey, value)
+            elif num == 3 and ewire == VARINT:
+                value = signed64(ex)
+            elif num == 4 and ewire == LENGTH:
+                value = text(buf, ex, ey)
+            elif num == 5 and ewire == FIXED64:
+                value = f64(buf, ex)
         if key:
             out[key] = value
 
@@ -234,25 +224,25 @@ def _operation(buf, a: int, b: int) -> dict:
 
 
 def _operation_parameter(buf, a: int, b: int) -> dict:
+    """OperationParameter: maps of strings (1), string lists (2), bools (3), ints (4), doubles (5)."""
     params: dict = {}
     for num, wire, x, y in fields(buf, a, b):
         if wire != LENGTH:
             continue
-        key, value = "", None
-        for enum_, ewire, ex, ey in fields(buf, x, y):
-            if enum_ == 1 and ewire == LENGTH:
-                key = text(buf, ex, ey)
-            elif enum_ == 2:
-                if num == 1 and ewire == LENGTH:
-                    value = text(buf, ex, ey)
-                elif num == 2 and ewire == LENGTH:
-                    value = [text(buf, sx, sy) for sn, sw, sx, sy in fields(buf, ex, ey) if sn == 1 and sw == LENGTH]
-                elif num == 3 and ewire == VARINT:
-                    value = bool(ex)
-                elif num == 4 and ewire == VARINT:
-                    value = signed64(ex)
-                elif num == 5 and ewire == FIXED64:
-                    value = f64(buf, ex)
+        key, entry = _map_entry(buf, x, y)
+        value = None
+        if entry is not None:
+            ewire, ex, ey = entry
+            if num == 1 and ewire == LENGTH:
+                value = text(buf, ex, ey)
+            elif num == 2 and ewire == LENGTH:
+                value = [text(buf, sx, sy) for sn, sw, sx, sy in fields(buf, ex, ey) if sn == 1 and sw == LENGTH]
+            elif num == 3 and ewire == VARINT:
+                value = bool(ex)
+            elif num == 4 and ewire == VARINT:
+                value = signed64(ex)
+            elif num == 5 and ewire == FIXED64:
+                value = f64(buf, ex)
         if key:
             params[key] = value
     return params

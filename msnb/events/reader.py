@@ -250,23 +250,20 @@ class FileState:
             ))
 
     def _settle_flavor(self, buf, o: int, n: int, out: ReadResult) -> None:
-        """The first record names the writer: trust it over the file name."""
-        for flavor, decoder in ((self.flavor, _DECODERS[self.flavor]), (TFEVENTS if self.flavor == MS_SUMMARY else MS_SUMMARY, None)):
-            decoder = decoder or _DECODERS[flavor]
-            try:
-                ev = decoder(buf, o, o + n)
-            except (DecodeError, IndexError, ValueError):
-                continue
-            version = ev.version or ""
-            if version.startswith("brain.Event"):
-                self.flavor = TFEVENTS
-                return
-            if version.startswith(mindspore_proto.VERSION_PREFIXES):
-                self.flavor = MS_SUMMARY
-                return
-            if version:
-                out.problems.append(Problem(self.source.path, self.pos, "foreign", f"unexpected version record {version!r}; reading it as {self.flavor}", "info"))
-                return
+        """The first record names the writer: trust it over the file name.
+
+        Both formats share the Event envelope, so either decoder reads the version string.
+        """
+        try:
+            version = _DECODERS[self.flavor](buf, o, o + n).version or ""
+        except (DecodeError, IndexError, ValueError):
+            return
+        if version.startswith("brain.Event"):
+            self.flavor = TFEVENTS
+        elif version.startswith(mindspore_proto.VERSION_PREFIXES):
+            self.flavor = MS_SUMMARY
+        elif version:
+            out.problems.append(Problem(self.source.path, self.pos, "foreign", f"unexpected version record {version!r}; reading it as {self.flavor}", "info"))
 
     # -------------------------------------------------------------- logs
     def _read_log(self, f, size: int, final: bool, out: ReadResult) -> None:

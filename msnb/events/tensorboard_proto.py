@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decoded import DecodedEvent
+from .decoded import DecodedEvent, decode_envelope
 from .mindspore_proto import decode_image
-from .wire import FIXED32, FIXED64, LENGTH, VARINT, f32, f64, fields, packed_or_single, signed64, text, varint
+from .wire import FIXED32, FIXED64, LENGTH, VARINT, f32, f64, fields, packed_or_single, signed64, text
 
 # tensorflow/core/framework/types.proto
 DTYPES = {
@@ -23,29 +23,8 @@ _NUMERIC = {"float32", "float64", "int32", "uint8", "int16", "int8", "int64", "b
 
 
 def decode_event(buf, a: int, b: int) -> DecodedEvent:
-    """Decode a ``tensorflow.Event`` payload at ``buf[a:b]``."""
-    ev = DecodedEvent()
-    for num, wire, x, y in fields(buf, a, b):
-        if num == 1 and wire == FIXED64:
-            ev.wall_time = f64(buf, x)
-            ev.wall_offset = x - a
-        elif num == 2 and wire == VARINT:
-            ev.step = signed64(x)
-            _, stop = varint(buf, y, b)
-            ev.step_span = (y - a, stop - y)
-        elif num == 3 and wire == LENGTH:
-            ev.version = text(buf, x, y)
-        elif num in (4, 9) and wire == LENGTH:
-            ev.graph_bytes = y - x
-        elif num == 5 and wire == LENGTH:
-            for vnum, vwire, va, vb in fields(buf, x, y):
-                if vnum == 1 and vwire == LENGTH:
-                    _decode_value(buf, va, vb, ev, a)
-                else:
-                    ev.extra_fields = True
-        else:
-            ev.extra_fields = True  # log messages, session logs, run metadata
-    return ev
+    """Decode a ``tensorflow.Event`` payload at ``buf[a:b]`` (graph_def 4, meta_graph_def 9)."""
+    return decode_envelope(buf, a, b, _decode_value, graph_fields=(4, 9))
 
 
 def _plugin_name(buf, a: int, b: int) -> str:

@@ -10,10 +10,16 @@ the mindformers callbacks the config lists (built by mindformers).
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import os
 
-from ..config import ConfigError, LoadedConfig, MonitorSettings, load_config, parse_monitor_config
+from ..config import (
+    ConfigError,
+    LoadedConfig,
+    MonitorSettings,
+    load_config,
+    parse_monitor_config,
+)
+from ..doctor import installed_major
 
 
 def _communication_initialised() -> bool:
@@ -64,11 +70,7 @@ def safe_collect_specified_data(settings: MonitorSettings) -> dict:
     """
     data = dict(settings.collect_specified_data)
     data.setdefault("collect_landscape", None)
-    try:
-        protobuf_major = int(md.version("protobuf").split(".")[0])
-    except (md.PackageNotFoundError, ValueError):
-        protobuf_major = 0
-    if protobuf_major >= 4:
+    if (installed_major("protobuf") or 0) >= 4:
         data["collect_dataset_graph"] = False
     hs = settings.histogram_settings or {}
     if "histogram_regular" not in data:

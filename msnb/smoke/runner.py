@@ -25,13 +25,23 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..config import check_config, load_config, monitor_settings
+from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..events import Follower, read
 from ..events.tables import ScalarTable
 from .device import choose_device
 from .result import SmokeResult
-from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome, check_disk, check_loss, check_step_time, loss_series
+from .verdict import (
+    FAIL,
+    PASS,
+    WARN,
+    Check,
+    ProcessOutcome,
+    check_disk,
+    check_loss,
+    check_step_time,
+    loss_series,
+)
 
 DEFAULTS = {"steps": 200, "batch_size": 32, "lr": 0.05, "collect_freq": 5}
 LOG_TAIL_LINES = 25
@@ -184,7 +194,7 @@ def run_smoke(
     monitor, loaded = _effective_monitor(config, summary_dir=str(summary), collect_freq=collect_freq)
     (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
     findings = lint(loaded, steps=steps, distributed=workers > 1) if loaded is not None else []
-    findings += [f for f in check_config(workdir / "monitor.yaml", steps=steps, distributed=workers > 1).findings
+    findings += [f for f in lint(monitor, steps=steps, distributed=workers > 1)  # what the child will actually use
                  if f.rule not in {x.rule for x in findings} and f.severity != "info"]
 
     code_path = None

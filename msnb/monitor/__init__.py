@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..config import (
-    ConfigError,
-    LoadedConfig,
-    MonitorSettings,
-    load_config,
-    parse_monitor_config,
-)
+from ..config import ConfigError, LoadedConfig, MonitorSettings, load_config, parse_monitor_config
 from ..doctor import installed_major
 
 

@@ -31,17 +31,7 @@ from ..events import Follower, read
 from ..events.tables import ScalarTable
 from .device import choose_device
 from .result import SmokeResult
-from .verdict import (
-    FAIL,
-    PASS,
-    WARN,
-    Check,
-    ProcessOutcome,
-    check_disk,
-    check_loss,
-    check_step_time,
-    loss_series,
-)
+from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome, check_disk, check_loss, check_step_time, loss_series
 
 DEFAULTS = {"steps": 200, "batch_size": 32, "lr": 0.05, "collect_freq": 5}
 LOG_TAIL_LINES = 25

@@ -71,7 +71,9 @@ def main(argv=None) -> int:
     print(f"\nDrawing {args.points:,} points (smoothing included for msnb) to PNG")
     print(f"  {'variant':<18} {'seconds':>8} {'peak RSS':>9} {'+RSS':>7} {'spikes kept':>12}")
     for r in rows:
-        print(f"  {r['variant']:<18} {r['seconds']:>8.3f} {r['rss_peak_mb']:>7.0f}MB {r['rss_peak_mb'] - r['rss_before_mb']:>5.0f}MB {str(r['spikes_kept']):>12}")
+        print(
+            f"  {r['variant']:<18} {r['seconds']:>8.3f} {r['rss_peak_mb']:>7.0f}MB {r['rss_peak_mb'] - r['rss_before_mb']:>5.0f}MB {str(r['spikes_kept']):>12}"
+        )
     ours = rows[0]["seconds"]
     for r in rows[1:]:
         print(f"  msnb time / {r['variant']} time: {ours / r['seconds']:.2f}")

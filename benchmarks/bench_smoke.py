@@ -93,8 +93,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="default smoke runs to time")
     parser.add_argument("--steps", type=int, default=400, help="steps per overhead measurement")
-    parser.add_argument("--mode", choices=["pynative", "graph"], default="pynative",
-                        help="the smoke run's default; graph mode's 1 ms toy steps are the worst case")
+    parser.add_argument(
+        "--mode", choices=["pynative", "graph"], default="pynative", help="the smoke run's default; graph mode's 1 ms toy steps are the worst case"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each overhead variant")
     args = parser.parse_args(argv)
 
@@ -150,8 +151,9 @@ def main(argv=None) -> int:
         for (variant, name), values in sorted(inside.items()):
             per = statistics.median(values)
             print(f"  {labels[variant].strip():<44} {name:<20} {per:7.4f} ms  {per / base:6.2%}")
-        own = sum(statistics.median(v) for (variant, name), v in inside.items()
-                  if variant == "collector10_msnb" and name in ("SmoothedEarlyStop", "PeriodicFlush"))
+        own = sum(
+            statistics.median(v) for (variant, name), v in inside.items() if variant == "collector10_msnb" and name in ("SmoothedEarlyStop", "PeriodicFlush")
+        )
         print(f"  msnb's own callbacks: {own:.4f} ms a step = {own / base:.2%} of a bare step (target: under 2 %)")
     if "msnb_full" in rows and "collector_freq1" in rows:
         print(f"  msnb's full set vs SummaryCollector at collect_freq 1: {rows['msnb_full'] / rows['collector_freq1'] - 1:+.1%}")

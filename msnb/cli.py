@@ -12,6 +12,7 @@ import os
 import sys
 
 from . import __version__
+from .errors import MsnbError, NothingReadable
 
 
 def _cmd_install_kernel(args) -> int:
@@ -64,13 +65,9 @@ def _cmd_list_kernels(args) -> int:
 
 
 def _cmd_config(args) -> int:
-    from .config import ConfigError, check_config
+    from .config import check_config
 
-    try:
-        report = check_config(args.file, steps=args.steps)
-    except ConfigError as exc:
-        print(f"msnb config: error: {exc}", file=sys.stderr)
-        return 2
+    report = check_config(args.file, steps=args.steps)
     print(report.to_json() if args.json else report.format_text())
     return 0
 
@@ -86,15 +83,9 @@ def _cmd_plot(args) -> int:
     for problem in result.problems:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
     if not len(result.scalars):
-        print(f"msnb plot: error: no scalars under {', '.join(args.paths)}", file=sys.stderr)
-        return 2
+        raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-    try:
-        report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
-                              label_for_run=run_labeller(args.paths))
-    except ValueError as exc:
-        print(f"msnb plot: error: {exc}", file=sys.stderr)
-        return 2
+    report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths))
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
         print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))
@@ -107,20 +98,26 @@ def _cmd_smoke(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .config import ConfigError
     from .plot.live import LiveView
     from .smoke import run_smoke
 
     view = None if args.no_live or args.json else LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0)
-    try:
-        result = run_smoke(
-            args.config, steps=args.steps, batch_size=args.batch_size, lr=args.lr, collect_freq=args.collect_freq,
-            device=args.device, workers=args.workers, summary_dir=args.summary_dir, keep=args.keep, live=view is not None,
-            view=view, module=args.module, mode=args.mode, timeout=args.timeout,
-        )
-    except (ConfigError, ValueError, RuntimeError) as exc:
-        print(f"msnb smoke: error: {exc}", file=sys.stderr)
-        return 2
+    result = run_smoke(
+        args.config,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        collect_freq=args.collect_freq,
+        device=args.device,
+        workers=args.workers,
+        summary_dir=args.summary_dir,
+        keep=args.keep,
+        live=view is not None,
+        view=view,
+        module=args.module,
+        mode=args.mode,
+        timeout=args.timeout,
+    )
     if result.figure is not None and args.out:
         result.figure.savefig(args.out, dpi=100)
     if args.json:
@@ -141,13 +138,18 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
         return {"name": u.name, "file": u.file, "line": u.line, "kind": u.kind, "owner": u.owner}
 
     if as_json:
-        print(json.dumps({
-            "files": found["files"],
-            "definitions": [use(u) for u in found["definitions"]],
-            "duplicates": {k: [use(u) for u in v] for k, v in found["duplicates"].items()},
-            "collisions": {k: {"library": v["library"], "uses": [use(u) for u in v["uses"]]} for k, v in found["collisions"].items()},
-            "unknown": [use(u) for u in found["unknown"]],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "files": found["files"],
+                    "definitions": [use(u) for u in found["definitions"]],
+                    "duplicates": {k: [use(u) for u in v] for k, v in found["duplicates"].items()},
+                    "collisions": {k: {"library": v["library"], "uses": [use(u) for u in v["uses"]]} for k, v in found["collisions"].items()},
+                    "unknown": [use(u) for u in found["unknown"]],
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"Scanned {found['files']} .py/.yaml file(s): {len(found['definitions'])} model_type definition(s)")
         for name, v in sorted(found["collisions"].items()):
@@ -184,8 +186,7 @@ def _cmd_export(args) -> int:
     for problem in result.problems:
         print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
     if result.empty:
-        print(f"msnb export: error: nothing readable in {args.path}", file=sys.stderr)
-        return 2
+        raise NothingReadable(f"nothing readable in {args.path}")
     n = write(result, args.kind, args.format, sys.stdout)
     skipped = result.skipped
     if not n:
@@ -281,14 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from .kernel import KernelSpecError
+    """Run one command; an :class:`~msnb.errors.MsnbError` becomes one line on stderr and its exit code.
 
+    Any other exception is a bug in msnb and keeps its traceback.
+    """
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except KernelSpecError as exc:
+    except MsnbError as exc:
         print(f"msnb {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except BrokenPipeError:
         # the reader of our output went away (e.g. `| head`): not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -227,9 +227,7 @@ def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
         )
     if mi:
         if not ms:
-            findings.append(
-                Finding(WARNING, "mindinsight-without-mindspore", f"MindInsight {mi} is installed without MindSpore", "pip uninstall mindinsight")
-            )
+            findings.append(Finding(WARNING, "mindinsight-without-mindspore", f"MindInsight {mi} is installed without MindSpore", "pip uninstall mindinsight"))
         elif _version_tuple(mi)[:2] != _version_tuple(ms)[:2]:
             findings.append(
                 Finding(
@@ -262,8 +260,7 @@ def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
                     Finding(
                         ERROR,
                         "mindformers-mindspore-pair",
-                        f"mindformers {mf} supports MindSpore {', '.join(supported) or '(none listed)'}, "
-                        f"but MindSpore {ms} is installed",
+                        f"mindformers {mf} supports MindSpore {', '.join(supported) or '(none listed)'}, but MindSpore {ms} is installed",
                         f"pip install mindspore=={prefer}" if prefer else "install a MindSpore version mindformers supports",
                     )
                 )
@@ -307,7 +304,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
         dev_entries = []
 
     # Ascend: the wheel's plugin, an NPU device node, and the CANN toolkit.
-    npu_nodes = sorted(e for e in dev_entries if e.startswith("davinci") and e[len("davinci"):].isdigit())
+    npu_nodes = sorted(e for e in dev_entries if e.startswith("davinci") and e[len("davinci") :].isdigit())
     toolkit = _ascend_toolkit_home()
     missing = []
     if "ascend" not in plugins:
@@ -324,7 +321,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
 
     # GPU: a CUDA plugin in the wheel and an NVIDIA device.
     gpu_plugins = sorted(p for p in plugins if p.startswith("gpu"))
-    nvidia_nodes = sorted(e for e in dev_entries if e.startswith("nvidia") and e[len("nvidia"):].isdigit())
+    nvidia_nodes = sorted(e for e in dev_entries if e.startswith("nvidia") and e[len("nvidia") :].isdigit())
     missing = []
     if not gpu_plugins:
         missing.append("this MindSpore build has no GPU plugin")
@@ -351,12 +348,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
 
 def probe_device(device: str, *, timeout: float = 180.0) -> tuple[bool, str]:
     """Start MindSpore on *device* in a child process and add two tensors there."""
-    code = (
-        "import mindspore as ms, numpy as np\n"
-        f"ms.set_device({device!r})\n"
-        "x = ms.Tensor(np.ones(4, np.float32))\n"
-        "print(float((x + x).sum().asnumpy()))\n"
-    )
+    code = f"import mindspore as ms, numpy as np\nms.set_device({device!r})\nx = ms.Tensor(np.ones(4, np.float32))\nprint(float((x + x).sum().asnumpy()))\n"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -391,9 +383,7 @@ def run(*, probe: bool = False) -> Report:
                 )
             )
     if not any(k["made_by_msnb"] and k["interpreter_exists"] for k in kernels):
-        findings.append(
-            Finding(INFO, "no-msnb-kernel", "no MindSpore Kernel is installed for Jupyter / VS Code", "msnb install-kernel")
-        )
+        findings.append(Finding(INFO, "no-msnb-kernel", "no MindSpore Kernel is installed for Jupyter / VS Code", "msnb install-kernel"))
     return Report(
         python=platform.python_version(),
         executable=sys.executable,

@@ -21,6 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import KernelSpecError
+
 DEFAULT_NAME = "mindspore"
 DEFAULT_DISPLAY_NAME = "MindSpore Kernel"
 KERNEL_NAME_RE = re.compile(r"^[a-z0-9._-]+$")
@@ -30,10 +32,6 @@ LOGOS = ("logo-32x32.png", "logo-64x64.png")
 # Variables a shell sets for itself; a change in them says nothing about the
 # Ascend toolkit, so they never go into the kernelspec.
 _SHELL_NOISE = {"_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2", "BASH_EXECUTION_STRING"}
-
-
-class KernelSpecError(Exception):
-    """A kernelspec could not be installed, removed or read; the message says why."""
 
 
 @dataclass
@@ -125,10 +123,7 @@ def read_env_script(script: str | os.PathLike, *, timeout: float = 60.0) -> dict
         raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
     if proc.returncode != 0:
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-5:]
-        raise KernelSpecError(
-            f"--ascend-env: sourcing {path} failed with exit code {proc.returncode}"
-            + (":\n  " + "\n  ".join(tail) if tail else "")
-        )
+        raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {proc.returncode}" + (":\n  " + "\n  ".join(tail) if tail else ""))
     before_raw, _, after_raw = proc.stdout.partition(f"\0{sep}\0".encode())
 
     def parse(raw: bytes) -> dict:
@@ -140,11 +135,7 @@ def read_env_script(script: str | os.PathLike, *, timeout: float = 60.0) -> dict
         return out
 
     before, after = parse(before_raw), parse(after_raw)
-    return {
-        k: v
-        for k, v in after.items()
-        if k not in _SHELL_NOISE and before.get(k) != v and not k.startswith("BASH_FUNC_")
-    }
+    return {k: v for k, v in after.items() if k not in _SHELL_NOISE and before.get(k) != v and not k.startswith("BASH_FUNC_")}
 
 
 def build_spec(
@@ -238,10 +229,7 @@ def install(
         try:
             old = json.loads(existing.read_text())
         except (OSError, ValueError) as exc:
-            raise KernelSpecError(
-                f"a kernelspec already exists at {dest} and its kernel.json cannot be read ({exc}); "
-                "use --force to replace it"
-            ) from None
+            raise KernelSpecError(f"a kernelspec already exists at {dest} and its kernel.json cannot be read ({exc}); use --force to replace it") from None
         old_python = (old.get("argv") or [""])[0]
         if MARKER not in (old.get("metadata") or {}):
             raise KernelSpecError(
@@ -286,8 +274,7 @@ def uninstall(name: str = DEFAULT_NAME, *, force: bool = False) -> Path:
         spec = {}
     if MARKER not in (spec.get("metadata") or {}) and not force:
         raise KernelSpecError(
-            f"the kernelspec {name!r} at {spec_dir} was not made by msnb; not removing it "
-            "(use `jupyter kernelspec remove` for kernels of other tools)"
+            f"the kernelspec {name!r} at {spec_dir} was not made by msnb; not removing it (use `jupyter kernelspec remove` for kernels of other tools)"
         )
     shutil.rmtree(spec_dir)
     return spec_dir

@@ -6,8 +6,31 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
+import functools
+
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .errors import MsnbError, NothingReadable
+
+
+def user_errors(func):
+    """A user's mistake (any :class:`~msnb.errors.MsnbError`) fails the cell with one line, as IPython's own magics do.
+
+    ``UsageError`` is what IPython shows without a traceback; the cell is marked
+    failed, so "Run All" stops and nbval notices.  Anything else is a bug and
+    keeps its traceback.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except MsnbError as exc:
+            raise UsageError(f"msnb: {exc}") from None
+
+    return wrapper
 
 
 @magics_class
@@ -18,6 +41,7 @@ class MsnbMagics(Magics):
     @argument("--json", action="store_true", help="return the report as a JSON-ready dict instead of printing it")
     @argument("--probe", action="store_true", help="also start MindSpore in a child process to confirm the device")
     @line_magic
+    @user_errors
     def mfmon_doctor(self, line):
         """Check this environment for MindSpore monitoring: versions, known-bad
         combinations with their fixes, usable devices and installed kernels.
@@ -38,6 +62,7 @@ class MsnbMagics(Magics):
     @argument("file", help="a mindformers-style YAML file")
     @argument("--steps", type=int, default=None, help="how many steps the run will take")
     @line_magic
+    @user_errors
     def mfmon_config(self, line):
         """Show a YAML config resolved (base_config inheritance and ${a.b}
         references applied) with the lint findings for its monitoring settings.
@@ -45,14 +70,10 @@ class MsnbMagics(Magics):
         Returns a ``msnb.config.ConfigReport``; a broken file shows the error
         (file and key) instead of a traceback.
         """
-        from .config import ConfigError, check_config
+        from .config import check_config
 
         args = parse_argstring(self.mfmon_config, line)
-        try:
-            return check_config(args.file, steps=args.steps)
-        except ConfigError as exc:
-            print(f"msnb: {exc}")
-            return None
+        return check_config(args.file.strip("\"'"), steps=args.steps)
 
     @magic_arguments()
     @argument("paths", nargs="+", help="summary directories, TensorBoard directories, event files or logs")
@@ -62,6 +83,7 @@ class MsnbMagics(Magics):
     @argument("--ranks", action="store_true", help="one line per rank instead of the mean over ranks")
     @argument("--log", action="store_true", help="logarithmic y axis")
     @line_magic
+    @user_errors
     def mfmon_plot(self, line):
         """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
         NaN/Inf marked, ranks that left the others flagged.
@@ -79,15 +101,9 @@ class MsnbMagics(Magics):
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
         if not len(result.scalars):
-            print(f"msnb: no scalars under {', '.join(paths)}")
-            return None
+            raise NothingReadable(f"no scalars under {', '.join(paths)}")
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        try:
-            report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log,
-                                  label_for_run=run_labeller(paths))
-        except ValueError as exc:
-            print(f"msnb: {exc}")
-            return None
+        report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(paths))
         show_figure(report.figure)
         if report.flags or report.nonfinite:
             print(report.format_text())
@@ -99,6 +115,7 @@ class MsnbMagics(Magics):
     @argument("--for", dest="duration", type=float, default=600.0, help="seconds to follow before stopping")
     @argument("--tags", default=None, help="comma-separated tags to draw (default: the usual panels)")
     @line_magic
+    @user_errors
     def mfmon_tail(self, line):
         """Follow a running job: read only what it adds, redraw one live view in place.
 
@@ -125,6 +142,7 @@ class MsnbMagics(Magics):
     @argument("--mode", default="pynative", choices=["pynative", "graph"])
     @argument("--timeout", type=float, default=None)
     @line_cell_magic
+    @user_errors
     def mfmon_smoke(self, line, cell=None):
         """Run a short monitored training in a child process, watch it live, then judge it.
 
@@ -135,19 +153,24 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .config import ConfigError
         from .smoke import run_smoke
 
         args = parse_argstring(self.mfmon_smoke, line)
-        try:
-            result = run_smoke(
-                args.config.strip("\"'") if args.config else None, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                collect_freq=args.collect_freq, device=args.device, workers=args.workers, summary_dir=args.summary_dir,
-                keep=args.keep, live=not args.no_live, code=cell, mode=args.mode, timeout=args.timeout,
-            )
-        except (ConfigError, ValueError, RuntimeError) as exc:
-            print(f"msnb: {exc}")
-            return None
+        result = run_smoke(
+            args.config.strip("\"'") if args.config else None,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            collect_freq=args.collect_freq,
+            device=args.device,
+            workers=args.workers,
+            summary_dir=args.summary_dir,
+            keep=args.keep,
+            live=not args.no_live,
+            code=cell,
+            mode=args.mode,
+            timeout=args.timeout,
+        )
         result.show()
         return result
 

@@ -30,9 +30,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-class RegistrationError(ValueError):
-    """A registration msnb refused; the message says why and what to do."""
+from .errors import RegistrationError
 
 
 @dataclass
@@ -53,6 +51,7 @@ _REGISTERED: dict = {}  # model_type -> Registration
 
 
 # ------------------------------------------------------------------ names the libraries ship
+
 
 def _static_mapping(package: str, relative: str, name: str = "CONFIG_MAPPING_NAMES") -> dict:
     """A literal mapping from a library's source file, read with ast: no import, no side effects
@@ -98,6 +97,7 @@ def _shipped_uncached() -> dict:
 
 
 # ------------------------------------------------------------------ definitions
+
 
 def _where(cls: type) -> str:
     """``file:line`` of a class; for classes from notebook cells (no file), where their first method is."""
@@ -155,6 +155,7 @@ def suggest_name(name: str, taken) -> str:
 
 
 # ------------------------------------------------------------------ registries
+
 
 def _is_subclass_of(cls, module: str, name: str) -> bool:
     base = getattr(sys.modules.get(module), name, None)
@@ -243,6 +244,7 @@ def register_model(config_cls=None, model_cls=None, *, model_type: str | None = 
     if on_conflict not in ("error", "rename", "replace"):
         raise ValueError(f"on_conflict must be 'error', 'rename' or 'replace', not {on_conflict!r}")
     if config_cls is None:
+
         def decorate(cls):
             try:
                 config = getattr(cls, "config_class", None)
@@ -293,7 +295,9 @@ def register(config_cls: type, model_cls: type | None = None, *, model_type: str
     previous = _REGISTERED.get(name)
     replaced = False
     if previous is not None:
-        same = same_definition(previous.config_cls, config_cls) and (model_cls is None or previous.model_cls is None or same_definition(previous.model_cls, model_cls))
+        same = same_definition(previous.config_cls, config_cls) and (
+            model_cls is None or previous.model_cls is None or same_definition(previous.model_cls, model_cls)
+        )
         if same or on_conflict == "replace":
             replaced = True
         elif on_conflict == "rename":
@@ -327,6 +331,7 @@ def registered() -> dict:
 
 # ------------------------------------------------------------------ scanning a project
 
+
 @dataclass
 class ModelTypeUse:
     name: str
@@ -347,13 +352,24 @@ def _scan_python(path: Path) -> list:
             for stmt in node.body:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
                 value = getattr(stmt, "value", None)
-                if any(isinstance(t, ast.Name) and t.id == "model_type" for t in targets) and isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+                if (
+                    any(isinstance(t, ast.Name) and t.id == "model_type" for t in targets)
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                    and value.value
+                ):
                     found.append(ModelTypeUse(value.value, str(path), stmt.lineno, "class", node.name))
         elif isinstance(node, ast.Call):
             func = node.func
             fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
             owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
-            if fname == "register" and owner.endswith("AutoConfig") and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            if (
+                fname == "register"
+                and owner.endswith("AutoConfig")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 found.append(ModelTypeUse(node.args[0].value, str(path), node.lineno, "register", ast.unparse(node.args[1]) if len(node.args) > 1 else ""))
             elif fname in ("register_model", "register"):
                 for kw in node.keywords:
@@ -390,7 +406,16 @@ def scan_model_types(root: str | os.PathLike) -> dict:
     "unknown": [yaml uses of names neither defined nor shipped]}``.
     """
     root = Path(root)
-    files = [root] if root.is_file() else [p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".yml") and not any(part.startswith(".") or part in ("site-packages", "__pycache__", "node_modules") for part in p.relative_to(root).parts)]
+    files = (
+        [root]
+        if root.is_file()
+        else [
+            p
+            for p in root.rglob("*")
+            if p.suffix in (".py", ".yaml", ".yml")
+            and not any(part.startswith(".") or part in ("site-packages", "__pycache__", "node_modules") for part in p.relative_to(root).parts)
+        ]
+    )
     uses = []
     for path in sorted(files):
         uses.extend(_scan_python(path) if path.suffix == ".py" else _scan_yaml(path))

@@ -4,6 +4,7 @@ Run once with `python scripts/make_logos.py`; the PNGs are committed. The mark i
 a falling loss curve on MindSpore-ish blue, so the kernel is recognisable in
 VS Code's and JupyterLab's kernel pickers.
 """
+
 from pathlib import Path
 
 import matplotlib

@@ -69,7 +69,10 @@ def _run_writer(script: str, out: Path, timeout: int = 300) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [sys.executable, str(WRITERS / script), str(out)],
-        capture_output=True, text=True, timeout=timeout, cwd=str(out),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(out),
     )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out

@@ -21,29 +21,44 @@ def write(root: Path, name: str, text: str) -> Path:
 @pytest.fixture
 def tree(tmp_path):
     """team/monitor.yaml <- base.yaml <- run.yaml, plus a second base in a list."""
-    write(tmp_path, "team/monitor.yaml", """\
+    write(
+        tmp_path,
+        "team/monitor.yaml",
+        """\
         monitor_config:
           summary_dir: ./summary
           collect_freq: 50
           per_print_times: 10
         runner_config:
           epochs: 1
-    """)
-    write(tmp_path, "team/data.yaml", """\
+    """,
+    )
+    write(
+        tmp_path,
+        "team/data.yaml",
+        """\
         train_dataset:
           batch_size: 4
           data_loader: {type: MindDataset, dataset_dir: /data/a}
         runner_config:
           epochs: 3
-    """)
-    write(tmp_path, "base.yaml", """\
+    """,
+    )
+    write(
+        tmp_path,
+        "base.yaml",
+        """\
         base_config: team/monitor.yaml
         seed: 0
         runner_config:
           batch_size: 8
           sink_size: 2
-    """)
-    return write(tmp_path, "run.yaml", """\
+    """,
+    )
+    return write(
+        tmp_path,
+        "run.yaml",
+        """\
         base_config: [base.yaml, team/data.yaml]
         runner_config:
           batch_size: 16
@@ -52,7 +67,8 @@ def tree(tmp_path):
           per_print_times: ${monitor_config.collect_freq}
         train_dataset:
           data_loader: {dataset_dir: /data/b}
-    """)
+    """,
+    )
 
 
 def test_inheritance_two_levels_and_a_list_of_bases(tree):
@@ -297,7 +313,9 @@ def test_lint_rules(tmp_path):
     assert found["summary-dir-no-rank"].severity == "warning"
     assert "summary-dir-no-rank" not in findings_for(tmp_path, "use_parallel: true\nmonitor_config:\n  summary_dir: ./summary/rank_0\n  per_rank_dir: false\n")
 
-    found = findings_for(tmp_path, "callbacks:\n  - type: LossMonitor\n  - {type: EarlyStopping, monitor: eval_loss}\nmonitor_config:\n  early_stop: {window: 1}\n")
+    found = findings_for(
+        tmp_path, "callbacks:\n  - type: LossMonitor\n  - {type: EarlyStopping, monitor: eval_loss}\nmonitor_config:\n  early_stop: {window: 1}\n"
+    )
     assert "LossMonitor" in found["duplicate-printing"].message
     assert found["early-stop-raw-loss"].severity == "warning"
     assert "duplicate-printing" not in findings_for(tmp_path, "callbacks:\n  - type: LossMonitor\nmonitor_config:\n  keep_default_callbacks: false\n")

@@ -32,7 +32,8 @@ def test_core_install_reads_and_plots_without_mindspore(ms_files, tmp_path):
     msnb = str(venv / "bin" / "msnb")
     export = subprocess.run([msnb, "export", str(ms_files / "ranks")], capture_output=True, text=True, check=True).stdout
     assert export.splitlines()[0] == "run,rank,tag,step,wall_time,value" and len(export.splitlines()) == 101
-    plot = subprocess.run([msnb, "plot", str(ms_files / "ranks"), "--ranks", "--json", "--out", str(tmp_path / "p.png")],
-                          capture_output=True, text=True, check=True).stdout
+    plot = subprocess.run(
+        [msnb, "plot", str(ms_files / "ranks"), "--ranks", "--json", "--out", str(tmp_path / "p.png")], capture_output=True, text=True, check=True
+    ).stdout
     assert json.loads(plot)["flags"][0]["rank"] == 1
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"

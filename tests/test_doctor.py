@@ -49,7 +49,7 @@ def test_protobuf_4_with_mindspore_is_blocking_with_fix(mf_map):
 def test_numpy_2_with_mindspore_is_blocking(mf_map):
     found = doctor.check_versions({**HEALTHY, "numpy": "2.1.3"}, mf_map)
     f = next(f for f in found if f.code == "numpy2-mindspore")
-    assert f.severity == doctor.ERROR and 'numpy<2' in f.fix
+    assert f.severity == doctor.ERROR and "numpy<2" in f.fix
 
 
 def test_mindinsight_that_does_not_match_mindspore_is_flagged(mf_map):

@@ -103,6 +103,7 @@ def test_zero_filled_tail_is_reported_quickly(run_copy):
 
 # ------------------------------------------------------------------ properties
 
+
 @pytest.fixture(scope="module")
 def original(ms_files):
     (path,) = (ms_files / "record").glob("*_MS")
@@ -146,7 +147,10 @@ def test_any_truncation_and_flips_keep_every_untouched_record(original, tmp_path
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.binary(max_size=2048), st.sampled_from(["events.out.events.summary.1.0.h_MS", "events.out.tfevents.1.h", "x.out.events.summary.1.h_lineage", "train.log"]))
+@given(
+    st.binary(max_size=2048),
+    st.sampled_from(["events.out.events.summary.1.0.h_MS", "events.out.tfevents.1.h", "x.out.events.summary.1.h_lineage", "train.log"]),
+)
 def test_arbitrary_bytes_never_raise(tmp_path_factory, blob, name):
     path = tmp_path_factory.mktemp("fuzz") / name
     path.write_bytes(blob)

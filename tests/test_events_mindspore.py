@@ -132,7 +132,7 @@ def test_evaluation_lineage(ms, ms_files):
 
 
 def test_old_mindspore_files(ms, ms_files):
-    """"Mindspore.Event:1" and names without a device id, as older MindSpore wrote them; a loss landscape."""
+    """ "Mindspore.Event:1" and names without a device id, as older MindSpore wrote them; a loss landscape."""
     entry = load_expected(ms_files)["files"]["legacy/events.out.events.summary.1600000000.oldhost_MS"]
     (info,) = [f for f in ms.files if f["run"] == "legacy"]
     assert info["version"] == entry["version"] == "Mindspore.Event:1"

@@ -57,7 +57,14 @@ def test_text_and_histograms(tb, tb_files):
         hists = tb.histograms.where(rank=rank)
         assert len(hists) == len(entry["histograms"]) == 4
         for want, row in zip(entry["histograms"], hists.rows()):
-            assert (row["tag"], row["step"], row["min"], row["max"], row["sum"], row["count"]) == (want["tag"], want["step"], want["min"], want["max"], want["sum"], want["num"])
+            assert (row["tag"], row["step"], row["min"], row["max"], row["sum"], row["count"]) == (
+                want["tag"],
+                want["step"],
+                want["min"],
+                want["max"],
+                want["sum"],
+                want["num"],
+            )
             np.testing.assert_array_equal(row["counts"], want["bucket"])
             np.testing.assert_array_equal(row["right"][:-1], want["bucket_limit"][:-1])
             assert row["counts"].sum() == row["count"]
@@ -112,7 +119,7 @@ def test_mfloss_monitor_line_forms(tmp_path):
     assert sc.series("lr")[1].tolist() == [1e-4] * 3
     assert sc.series("loss_scale")[1].tolist() == [1024.0, 1024.0, 512.0]
     assert sc.series("step_time_ms")[1].tolist() == [120.0, 110.0, 100.0]
-    assert sc.series("throughput") [0].tolist() == [1] and sc.series("throughput")[1].tolist() == [33.33333]
+    assert sc.series("throughput")[0].tolist() == [1] and sc.series("throughput")[1].tolist() == [33.33333]
 
 
 def test_loss_monitor_epochs_without_time_monitor(tmp_path):

@@ -35,17 +35,14 @@ def test_load_ext_registers_magics_without_heavy_imports():
 def test_every_magic_is_documented_and_listed():
     names = magic_names()
     assert "%mfmon_doctor" in names
-    for kind, table in MsnbMagics.magics.items():
+    for _kind, table in MsnbMagics.magics.items():
         for name, method in table.items():
             doc = getattr(MsnbMagics, method).__doc__ or ""
             assert len(doc.strip()) > 40, f"%{name} needs a docstring users can read with ?"
 
 
 def test_doctor_magic_returns_the_report():
-    state = run_in_ipython(
-        "r = ip.run_line_magic('mfmon_doctor', '--json')\n"
-        "print(json.dumps({'keys': sorted(r), 'blocking': r['blocking']}))"
-    )
+    state = run_in_ipython("r = ip.run_line_magic('mfmon_doctor', '--json')\nprint(json.dumps({'keys': sorted(r), 'blocking': r['blocking']}))")
     assert {"packages", "findings", "devices", "kernels", "blocking"} <= set(state["keys"])
     assert state["blocking"] is False
 

@@ -144,8 +144,15 @@ def test_ascend_env_records_what_the_script_sets(tmp_path, jupyter_dirs, run_msn
         assert absent not in recorded
 
     run_msnb(
-        "install-kernel", "--prefix", jupyter_dirs["prefix"], "--ascend-env", script, "--env", "ASCEND_OPP_PATH=/override",
-        env={"LD_LIBRARY_PATH": "/usr/lib/existing"}, check=0,
+        "install-kernel",
+        "--prefix",
+        jupyter_dirs["prefix"],
+        "--ascend-env",
+        script,
+        "--env",
+        "ASCEND_OPP_PATH=/override",
+        env={"LD_LIBRARY_PATH": "/usr/lib/existing"},
+        check=0,
     )
     spec = json.loads((spec_dir(jupyter_dirs["prefix"]) / "kernel.json").read_text())
     assert spec["env"]["ASCEND_HOME_PATH"] == home
@@ -252,4 +259,3 @@ def test_real_kernel_from_the_kernelspec_has_msnb_loaded(tmp_path, jupyter_dirs)
         import msnb
 
         assert msnb.__version__ in stream_text(outputs)
-

@@ -8,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 import msnb
 
 from .conftest import WRITERS
@@ -20,21 +19,29 @@ def train(tmp_path: Path, config: str, *args, name="run", timeout=300):
     out = tmp_path / name
     proc = subprocess.run(
         [sys.executable, str(WRITERS / "monitored_training.py"), str(cfg), str(out), *map(str, args)],
-        capture_output=True, text=True, timeout=timeout, cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(tmp_path),
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((out / "result.json").read_text()), proc.stdout, out
 
 
 def test_callbacks_write_what_the_config_asked_for(tmp_path):
-    result, stdout, out = train(tmp_path, """\
+    result, stdout, out = train(
+        tmp_path,
+        """\
         monitor_config:
           summary_dir: @OUT@/summary
           collect_freq: 5
           per_print_times: 10
           flush_interval: 1
           histogram_settings: {regular: weight}
-    """, "--steps", 40)
+    """,
+        "--steps",
+        40,
+    )
     assert result["callbacks"] == ["LossMonitor", "TimeMonitor", "SummaryCollector", "PeriodicFlush"]
     printed = [line for line in stdout.splitlines() if "loss is" in line]
     assert [line.split("step: ")[1].split(",")[0] for line in printed] == ["10", "20", "30", "40"]
@@ -50,12 +57,19 @@ def test_callbacks_write_what_the_config_asked_for(tmp_path):
 
 
 def test_early_stop_stops_a_stalled_run(tmp_path):
-    result, _, _ = train(tmp_path, """\
+    result, _, _ = train(
+        tmp_path,
+        """\
         monitor_config:
           summary_dir: @OUT@/summary
           per_print_times: 0
           early_stop: {window: 10, patience: 30, min_delta: 0.001}
-    """, "--steps", 300, "--data", "stall")
+    """,
+        "--steps",
+        300,
+        "--data",
+        "stall",
+    )
     assert result["stopped_step"] is not None and result["steps"] == result["stopped_step"] < 300
     assert "10-step average" in result["reason"]
 
@@ -79,7 +93,9 @@ def test_early_stop_ignores_noise_while_the_smoothed_loss_falls(tmp_path):
 
 
 def test_mindformers_callbacks_are_built_by_mindformers(tmp_path):
-    result, stdout, _ = train(tmp_path, """\
+    result, stdout, _ = train(
+        tmp_path,
+        """\
         monitor_config:
           summary_dir: @OUT@/summary
           keep_default_callbacks: false
@@ -88,7 +104,10 @@ def test_mindformers_callbacks_are_built_by_mindformers(tmp_path):
             per_print_times: 5
             origin_epochs: 1
             dataset_size: 20
-    """, "--steps", 20)
+    """,
+        "--steps",
+        20,
+    )
     assert result["callbacks"] == ["SummaryCollector", "MFLossMonitor"]
     log = tmp_path / "output" / "log" / "rank_0" / "info.log"  # mindformers' logger, under the working directory
     steps = msnb.read(log).scalars.series("loss")[0].tolist()
@@ -107,9 +126,25 @@ def test_per_rank_directories_under_msrun(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     msrun = Path(sys.executable).parent / "msrun"
     proc = subprocess.run(
-        [str(msrun), "--worker_num=2", "--local_worker_num=2", f"--master_port={free_port()}", f"--log_dir={tmp_path}/msrun_log",
-         "--join=True", str(WRITERS / "monitored_training.py"), str(cfg), str(tmp_path / "out"), "--steps", "20", "--distributed"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=str(tmp_path),
+        [
+            str(msrun),
+            "--worker_num=2",
+            "--local_worker_num=2",
+            f"--master_port={free_port()}",
+            f"--log_dir={tmp_path}/msrun_log",
+            "--join=True",
+            str(WRITERS / "monitored_training.py"),
+            str(cfg),
+            str(tmp_path / "out"),
+            "--steps",
+            "20",
+            "--distributed",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=str(tmp_path),
     )
     logs = "".join(p.read_text(errors="replace")[-1500:] for p in (tmp_path / "msrun_log").glob("worker_*.log"))
     assert proc.returncode == 0, logs

@@ -79,8 +79,12 @@ def test_three_ranks_one_departs(tmp_path):
             loss = np.where(steps >= 60, loss * (1 + 0.05 * (steps - 59)), loss)
         rows.append((rank, loss))
     table = ScalarTable(
-        run=np.array(["exp"] * 360, dtype=object), rank=np.repeat([0, 1, 2], 120), tag=np.array(["loss"] * 360, dtype=object),
-        step=np.tile(steps, 3), wall_time=np.zeros(360), value=np.concatenate([r[1] for r in rows]),
+        run=np.array(["exp"] * 360, dtype=object),
+        rank=np.repeat([0, 1, 2], 120),
+        tag=np.array(["loss"] * 360, dtype=object),
+        step=np.tile(steps, 3),
+        wall_time=np.zeros(360),
+        value=np.concatenate([r[1] for r in rows]),
     )
     flags = rank_divergence(table, "loss", threshold=0.2)
     assert [f.rank for f in flags] == [2]

@@ -68,9 +68,23 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
     import sys
 
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_read.py"), "--steps", "300", "--hist-steps", "4",
-         "--data", str(tmp_path / "data"), "--skip", "mindinsight", "event_accumulator", "tbparse"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "bench_read.py"),
+            "--steps",
+            "300",
+            "--hist-steps",
+            "4",
+            "--data",
+            str(tmp_path / "data"),
+            "--skip",
+            "mindinsight",
+            "event_accumulator",
+            "tbparse",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
@@ -84,7 +98,7 @@ def test_readme_monitor_config_block_loads_without_findings(tmp_path):
     (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "monitor_config:" in b]
     path = tmp_path / "monitor.yaml"
     path.write_text(block)
-    from msnb.config import check_config, monitor_settings, load_config
+    from msnb.config import check_config, load_config, monitor_settings
 
     report = check_config(path)
     assert report.findings == []
@@ -102,7 +116,9 @@ def test_plot_benchmark_runs_at_toy_size(tmp_path):
 
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_plot.py"), "--points", "20000", "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith(("msnb ", "matplotlib"))]

@@ -120,7 +120,9 @@ def test_two_definitions_under_one_name_name_both(tmp_path):
     first = tmp_path / "team_a.py"
     second = tmp_path / "team_b.py"
     first.write_text("from transformers import PretrainedConfig\nclass SharedConfig(PretrainedConfig):\n    model_type = 'msnb_test_shared'\n    hidden = 1\n")
-    second.write_text("from transformers import PretrainedConfig\n\n\nclass OtherConfig(PretrainedConfig):\n    model_type = 'msnb_test_shared'\n    hidden = 2\n")
+    second.write_text(
+        "from transformers import PretrainedConfig\n\n\nclass OtherConfig(PretrainedConfig):\n    model_type = 'msnb_test_shared'\n    hidden = 2\n"
+    )
     import importlib.util
 
     def load(path):  # as `import team_a` would
@@ -168,14 +170,16 @@ def test_mindformers_classes_are_never_replaced_by_name(mindformers_imported):
 
 def test_doctor_scans_a_project(tmp_path, run_msnb):
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "a.py").write_text(textwrap.dedent("""\
+    (tmp_path / "models" / "a.py").write_text(
+        textwrap.dedent("""\
         from transformers import PretrainedConfig, AutoConfig
         class AConfig(PretrainedConfig):
             model_type = "team_llm"
         class Vision(PretrainedConfig):
             model_type = "aimv2"
         AutoConfig.register("team_llm", AConfig)
-    """))
+    """)
+    )
     (tmp_path / "models" / "b.py").write_text("from transformers import PretrainedConfig\nclass BConfig(PretrainedConfig):\n    model_type = 'team_llm'\n")
     (tmp_path / "run.yaml").write_text("model:\n  model_config:\n    model_type: team_llm\n  extra:\n    model_type: nowhere_defined\n")
     proc = run_msnb("doctor", "--model-types", tmp_path, "--json", check=1)
@@ -196,7 +200,7 @@ def test_the_notebook_scenario_twice_in_a_real_kernel(jupyter_dirs, tmp_path):
     """The registration cell run twice in a kernel started from the installed kernelspec, then a shipped name."""
     kernel.install("msnb-test-registry", prefix=jupyter_dirs["prefix"])
     with kernel_from_spec("msnb-test-registry", cwd=str(tmp_path)) as kc:
-        for attempt in range(2):
+        for _attempt in range(2):
             reply = kc.execute_interactive(MF_CELL, timeout=300)
             assert reply["content"]["status"] == "ok", reply["content"]
         out = []

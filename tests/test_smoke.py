@@ -8,7 +8,6 @@ import textwrap
 import time
 from pathlib import Path
 
-
 from msnb import kernel
 from msnb.smoke import run_smoke
 
@@ -39,8 +38,14 @@ def test_default_smoke_passes_and_cleans_up():
     got = statuses(result)
     timing = {"step_time", "monitor_overhead"}  # judged on wall time: a busy machine may make them warn, never fail
     assert {k: v for k, v in got.items() if k not in timing} == {
-        "device": "pass", "process": "pass", "summaries": "pass", "tags": "pass", "finite": "pass", "loss_falling": "pass",
-        "disk_per_day": "pass", "config_lint": "pass",
+        "device": "pass",
+        "process": "pass",
+        "summaries": "pass",
+        "tags": "pass",
+        "finite": "pass",
+        "loss_falling": "pass",
+        "disk_per_day": "pass",
+        "config_lint": "pass",
     }
     assert set(got) >= timing and all(got[k] in ("pass", "warn") for k in timing)
     assert result.device == "CPU" or os.path.exists("/dev/davinci0") or os.path.exists("/dev/nvidia0")
@@ -95,8 +100,14 @@ def smoke_processes(root: Path) -> list[int]:
 
 def test_interrupt_stops_the_child_and_its_workers(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    proc = subprocess.Popen(msnb_command() + ["smoke", "--steps", "100000", "--workers", "2", "--no-live", "--out", str(tmp_path / "i.png")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        msnb_command() + ["smoke", "--steps", "100000", "--workers", "2", "--no-live", "--out", str(tmp_path / "i.png")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(p.stat().st_size > 200 for p in tmp_path.glob("msnb-smoke-*/step_times*.csv")):
         time.sleep(0.5)

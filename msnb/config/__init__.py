@@ -7,6 +7,15 @@ from .monitor_schema import EarlyStopSettings, MonitorSettings, monitor_settings
 from .report import ConfigReport, check_config
 
 __all__ = [
-    "load_config", "LoadedConfig", "ConfigError", "lint", "Finding",
-    "MonitorSettings", "EarlyStopSettings", "monitor_settings", "parse_monitor_config", "check_config", "ConfigReport",
+    "load_config",
+    "LoadedConfig",
+    "ConfigError",
+    "lint",
+    "Finding",
+    "MonitorSettings",
+    "EarlyStopSettings",
+    "monitor_settings",
+    "parse_monitor_config",
+    "check_config",
+    "ConfigReport",
 ]

@@ -15,22 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from ..errors import ConfigError
+
 BASE_KEY = "base_config"
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be loaded; ``file`` and ``key`` say where."""
-
-    def __init__(self, message: str, *, file: str | os.PathLike | None = None, key: str | None = None, line: int | None = None):
-        self.file = str(file) if file is not None else None
-        self.key = key
-        self.line = line
-        where = self.file or ""
-        if line is not None:
-            where += f":{line}"
-        if key:
-            where += f" (key '{key}')" if where else f"key '{key}'"
-        super().__init__(f"{where}: {message}" if where else message)
 
 
 @dataclass

@@ -15,23 +15,53 @@ from dataclasses import dataclass, field
 from .loader import ConfigError, LoadedConfig
 
 # mindformers 1.9.0, tools/register/template.py: MonitorConfig (tests compare with the installed one)
-MINDFORMERS_MONITOR_KEYS = frozenset({
-    "monitor_on", "dump_path", "target", "invert", "step_interval", "local_loss_format", "local_norm_format",
-    "device_local_norm_format", "device_local_loss_format", "optimizer_state_format", "weight_state_format",
-    "max_attention_logit_format", "throughput_baseline", "print_struct", "check_for_global_norm",
-    "global_norm_spike_threshold", "global_norm_spike_count_threshold", "stable_rank_config", "health_checkpoint",
-})
+MINDFORMERS_MONITOR_KEYS = frozenset(
+    {
+        "monitor_on",
+        "dump_path",
+        "target",
+        "invert",
+        "step_interval",
+        "local_loss_format",
+        "local_norm_format",
+        "device_local_norm_format",
+        "device_local_loss_format",
+        "optimizer_state_format",
+        "weight_state_format",
+        "max_attention_logit_format",
+        "throughput_baseline",
+        "print_struct",
+        "check_for_global_norm",
+        "global_norm_spike_threshold",
+        "global_norm_spike_count_threshold",
+        "stable_rank_config",
+        "health_checkpoint",
+    }
+)
 
 # MindSpore's SummaryCollector collect_specified_data keys
-SUMMARY_COLLECT_KEYS = frozenset({
-    "collect_metric", "collect_graph", "collect_train_lineage", "collect_eval_lineage", "collect_input_data",
-    "collect_dataset_graph", "histogram_regular", "collect_landscape",
-})
+SUMMARY_COLLECT_KEYS = frozenset(
+    {
+        "collect_metric",
+        "collect_graph",
+        "collect_train_lineage",
+        "collect_eval_lineage",
+        "collect_input_data",
+        "collect_dataset_graph",
+        "histogram_regular",
+        "collect_landscape",
+    }
+)
 # msnb's own spelling for histogram selection, turned into histogram_regular
 HISTOGRAM_SETTINGS_KEYS = frozenset({"regular", "every_parameter"})
 
 EARLY_STOP_KEYS = {
-    "monitor": str, "window": int, "patience": int, "min_delta": (int, float), "mode": str, "stop_on_nan": bool,
+    "monitor": str,
+    "window": int,
+    "patience": int,
+    "min_delta": (int, float),
+    "mode": str,
+    "stop_on_nan": bool,
     "min_steps": int,
 }
 
@@ -72,10 +102,19 @@ class MonitorSettings:
 
 
 _TYPES = {
-    "summary_dir": str, "summary_base_dir": (str, type(None)), "collect_freq": int, "collect_tensor_freq": (int, type(None)),
-    "flush_interval": (int, float, type(None)), "max_file_size": (int, type(None)), "per_print_times": int,
-    "keep_default_callbacks": bool, "per_rank_dir": bool, "collect_specified_data": (dict, type(None)),
-    "histogram_settings": (dict, type(None)), "custom_lineage_data": (dict, type(None)), "early_stop": (dict, bool, type(None)),
+    "summary_dir": str,
+    "summary_base_dir": (str, type(None)),
+    "collect_freq": int,
+    "collect_tensor_freq": (int, type(None)),
+    "flush_interval": (int, float, type(None)),
+    "max_file_size": (int, type(None)),
+    "per_print_times": int,
+    "keep_default_callbacks": bool,
+    "per_rank_dir": bool,
+    "collect_specified_data": (dict, type(None)),
+    "histogram_settings": (dict, type(None)),
+    "custom_lineage_data": (dict, type(None)),
+    "early_stop": (dict, bool, type(None)),
 }
 MSNB_MONITOR_KEYS = frozenset(_TYPES)
 
@@ -116,7 +155,8 @@ def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: s
             known = ", ".join(sorted(MSNB_MONITOR_KEYS))
             raise ConfigError(
                 f"unknown key '{key}' in monitor_config; {hint}(msnb knows: {known}; mindformers' own monitor_config keys are accepted too)",
-                file=where(key), key=dotted,
+                file=where(key),
+                key=dotted,
             )
         _check_type(value, _TYPES[key], dotted, where(key))
         present.add(key)
@@ -129,13 +169,19 @@ def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: s
     if settings.collect_freq < 1:
         raise ConfigError(f"collect_freq must be 1 or more, got {settings.collect_freq}", file=where("collect_freq"), key=f"{prefix}.collect_freq")
     if settings.per_print_times < 0:
-        raise ConfigError(f"per_print_times must be 0 (off) or more, got {settings.per_print_times}", file=where("per_print_times"), key=f"{prefix}.per_print_times")
+        raise ConfigError(
+            f"per_print_times must be 0 (off) or more, got {settings.per_print_times}", file=where("per_print_times"), key=f"{prefix}.per_print_times"
+        )
     if settings.flush_interval is not None and settings.flush_interval <= 0:
         raise ConfigError("flush_interval is in seconds and must be positive", file=where("flush_interval"), key=f"{prefix}.flush_interval")
     if settings.histogram_settings:
         unknown = set(settings.histogram_settings) - HISTOGRAM_SETTINGS_KEYS
         if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} in histogram_settings (known: regular, every_parameter)", file=where("histogram_settings"), key=f"{prefix}.histogram_settings")
+            raise ConfigError(
+                f"unknown key(s) {sorted(unknown)} in histogram_settings (known: regular, every_parameter)",
+                file=where("histogram_settings"),
+                key=f"{prefix}.histogram_settings",
+            )
     settings.present = frozenset(present)
     return settings
 
@@ -143,7 +189,11 @@ def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: s
 def _parse_collect(value: dict, dotted: str, file: str) -> dict:
     for key, v in value.items():
         if key not in SUMMARY_COLLECT_KEYS:
-            raise ConfigError(f"unknown key '{key}' in collect_specified_data (SummaryCollector knows: {', '.join(sorted(SUMMARY_COLLECT_KEYS))})", file=file, key=f"{dotted}.{key}")
+            raise ConfigError(
+                f"unknown key '{key}' in collect_specified_data (SummaryCollector knows: {', '.join(sorted(SUMMARY_COLLECT_KEYS))})",
+                file=file,
+                key=f"{dotted}.{key}",
+            )
         if key == "histogram_regular":
             _check_type(v, (str, type(None)), f"{dotted}.{key}", file)
         elif key == "collect_landscape":

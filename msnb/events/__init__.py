@@ -12,6 +12,16 @@ from .records import Problem
 from .tables import NO_RANK, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, TensorTable, TextTable
 
 __all__ = [
-    "read", "Follower", "ReadResult", "Problem", "NO_RANK",
-    "ScalarTable", "HistogramTable", "TensorTable", "ImageTable", "TextTable", "LineageTable", "MarkerTable",
+    "read",
+    "Follower",
+    "ReadResult",
+    "Problem",
+    "NO_RANK",
+    "ScalarTable",
+    "HistogramTable",
+    "TensorTable",
+    "ImageTable",
+    "TextTable",
+    "LineageTable",
+    "MarkerTable",
 ]

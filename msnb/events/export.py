@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 
+from ..errors import UsageError
 from .tables import NO_RANK
 
 KINDS = ("scalars", "histograms", "tensors", "images", "lineage", "text")
@@ -22,7 +23,23 @@ _ATTR = {"text": "texts"}
 
 COLUMNS = {
     "scalars": ("run", "rank", "tag", "step", "wall_time", "value"),
-    "histograms": ("run", "rank", "tag", "step", "wall_time", "min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count", "left", "right", "counts"),
+    "histograms": (
+        "run",
+        "rank",
+        "tag",
+        "step",
+        "wall_time",
+        "min",
+        "max",
+        "sum",
+        "count",
+        "nan_count",
+        "pos_inf_count",
+        "neg_inf_count",
+        "left",
+        "right",
+        "counts",
+    ),
     "tensors": ("run", "rank", "tag", "step", "wall_time", "dims", "dtype", "values"),
     "images": ("run", "rank", "tag", "step", "wall_time", "height", "width", "colorspace", "png_base64"),
     "lineage": ("run", "rank", "step", "wall_time", "kind", "fields"),
@@ -46,7 +63,7 @@ def _plain(value):
 def rows(result, kind: str):
     """Rows of one kind as tuples in :data:`COLUMNS` order (ranks: None when unknown)."""
     if kind not in COLUMNS:
-        raise ValueError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
+        raise UsageError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
     table = getattr(result, _ATTR.get(kind, kind))
     cols = []
     for name in COLUMNS[kind]:
@@ -95,5 +112,5 @@ def write(result, kind: str, fmt: str, out) -> int:
             out.write("\n")
             n += 1
     else:
-        raise ValueError(f"unknown format {fmt!r}; choose csv or jsonl")
+        raise UsageError(f"unknown format {fmt!r}; choose csv or jsonl")
     return n

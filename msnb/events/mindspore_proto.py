@@ -18,8 +18,20 @@ VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
 
 # anf_ir.proto DataType -> numpy dtype name (the ones a summary tensor can hold)
 DATA_TYPES = {
-    1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8", 7: "uint16", 8: "uint32",
-    9: "uint64", 10: "float16", 11: "float32", 12: "float64", 13: "string", 46: "bfloat16",
+    1: "bool",
+    2: "int8",
+    3: "int16",
+    4: "int32",
+    5: "int64",
+    6: "uint8",
+    7: "uint16",
+    8: "uint32",
+    9: "uint64",
+    10: "float16",
+    11: "float32",
+    12: "float64",
+    13: "string",
+    46: "bfloat16",
 }
 
 
@@ -118,7 +130,7 @@ def decode_histogram(buf, a: int, b: int) -> dict:
                     counts.append(c)
                     continue
             l_, w_, c_ = 0.0, 0.0, 0
-            for bnum, bwire, bx, by in fields(buf, x, y):
+            for bnum, bwire, bx, _by in fields(buf, x, y):
                 if bnum == 1 and bwire == FIXED64:
                     l_ = f64(buf, bx)
                 elif bnum == 2 and bwire == FIXED64:
@@ -141,7 +153,15 @@ def decode_histogram(buf, a: int, b: int) -> dict:
 
 # ---------------------------------------------------------------- lineage
 
-_HYPER = {1: ("optimizer", "s"), 2: ("learning_rate", "f"), 3: ("loss_function", "s"), 4: ("epoch", "i"), 5: ("parallel_mode", "s"), 6: ("device_num", "i"), 8: ("batch_size", "i")}
+_HYPER = {
+    1: ("optimizer", "s"),
+    2: ("learning_rate", "f"),
+    3: ("loss_function", "s"),
+    4: ("epoch", "i"),
+    5: ("parallel_mode", "s"),
+    6: ("device_num", "i"),
+    8: ("batch_size", "i"),
+}
 _TRAIN_DATASET = {1: ("train_dataset_path", "s"), 2: ("train_dataset_size", "i")}
 _ALGORITHM = {1: ("network", "s"), 2: ("loss", "f")}
 _MODEL = {3: ("model_path", "s"), 4: ("model_size", "i")}

@@ -63,7 +63,7 @@ class ReadResult:
         return f"<ReadResult: {', '.join(parts) or 'nothing'} from {len(self.files)} file(s); {len(self.problems)} problem(s)>"
 
     @classmethod
-    def merge(cls, results) -> "ReadResult":
+    def merge(cls, results) -> ReadResult:
         results = list(results)
         out = cls()
         for t in cls.TABLES:
@@ -195,10 +195,17 @@ class FileState:
                     continue
                 rows.append(rec)
             if rows:
-                out.lineage = _append(out.lineage, LineageTable(
-                    run=_full(len(rows), src.run), rank=np.full(len(rows), src.rank), step=[r["step"] for r in rows],
-                    wall_time=[r["wall_time"] for r in rows], kind=[r["kind"] for r in rows], fields=[r["fields"] for r in rows],
-                ))
+                out.lineage = _append(
+                    out.lineage,
+                    LineageTable(
+                        run=_full(len(rows), src.run),
+                        rank=np.full(len(rows), src.rank),
+                        step=[r["step"] for r in rows],
+                        wall_time=[r["wall_time"] for r in rows],
+                        kind=[r["kind"] for r in rows],
+                        fields=[r["fields"] for r in rows],
+                    ),
+                )
             return
 
         if self.records == 0 and self.pos == 0:
@@ -213,7 +220,10 @@ class FileState:
         if n:
             tag_arr = np.empty(len(tags), dtype=object)
             tag_arr[:] = tags
-            out.scalars = _append(out.scalars, ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values))
+            out.scalars = _append(
+                out.scalars,
+                ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values),
+            )
 
         by_kind: dict = {}
         markers = []
@@ -244,10 +254,18 @@ class FileState:
             setattr(out, attr, _append(getattr(out, attr), table_cls(**cols_)))
         if markers:
             m = len(markers)
-            out.markers = _append(out.markers, MarkerTable(
-                run=_full(m, src.run), rank=np.full(m, src.rank), tag=[x[0] for x in markers], step=[x[1] for x in markers],
-                wall_time=[x[2] for x in markers], kind=[x[3] for x in markers], bytes=[x[4] for x in markers],
-            ))
+            out.markers = _append(
+                out.markers,
+                MarkerTable(
+                    run=_full(m, src.run),
+                    rank=np.full(m, src.rank),
+                    tag=[x[0] for x in markers],
+                    step=[x[1] for x in markers],
+                    wall_time=[x[2] for x in markers],
+                    kind=[x[3] for x in markers],
+                    bytes=[x[4] for x in markers],
+                ),
+            )
 
     def _settle_flavor(self, buf, o: int, n: int, out: ReadResult) -> None:
         """The first record names the writer: trust it over the file name.
@@ -282,10 +300,17 @@ class FileState:
         if points:
             n = len(points)
             src = self.source
-            out.scalars = _append(out.scalars, ScalarTable(
-                run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=[p[0] for p in points],
-                step=[p[1] for p in points], wall_time=[p[2] for p in points], value=[p[3] for p in points],
-            ))
+            out.scalars = _append(
+                out.scalars,
+                ScalarTable(
+                    run=_full(n, src.run),
+                    rank=np.full(n, src.rank, dtype=np.int64),
+                    tag=[p[0] for p in points],
+                    step=[p[1] for p in points],
+                    wall_time=[p[2] for p in points],
+                    value=[p[3] for p in points],
+                ),
+            )
 
 
 class Follower:

@@ -156,14 +156,17 @@ def scan(buf: bytes, path: str = "", *, start: int = 0, verify: bool = True, fin
                 if nxt is None:
                     if not final:
                         break  # hold back: a later poll may find the next intact record
-                    problems.append(
-                        Problem(path, base_offset + pos, "header", f"corrupt record header; {end - pos} bytes to the end of the data skipped")
-                    )
+                    problems.append(Problem(path, base_offset + pos, "header", f"corrupt record header; {end - pos} bytes to the end of the data skipped"))
                     skipped += end - pos
                     pos = end
                     break
                 problems.append(
-                    Problem(path, base_offset + pos, "header", f"corrupt record header; skipped {nxt - pos} bytes to the next intact record at byte {base_offset + nxt}")
+                    Problem(
+                        path,
+                        base_offset + pos,
+                        "header",
+                        f"corrupt record header; skipped {nxt - pos} bytes to the next intact record at byte {base_offset + nxt}",
+                    )
                 )
                 skipped += nxt - pos
                 pos = nxt
@@ -182,8 +185,7 @@ def scan(buf: bytes, path: str = "", *, start: int = 0, verify: bool = True, fin
                 path,
                 base_offset + pos,
                 "truncated",
-                f"truncated last record ({end - pos} bytes of an incomplete record at the end of the file); "
-                "every record before it was read",
+                f"truncated last record ({end - pos} bytes of an incomplete record at the end of the file); every record before it was read",
             )
         )
         skipped += end - pos
@@ -200,9 +202,7 @@ def scan(buf: bytes, path: str = "", *, start: int = 0, verify: bool = True, fin
         bad = _masked_array(crcs) != stored
         if bad.any():
             for o, n in zip(offs[bad].tolist(), lens[bad].tolist()):
-                problems.append(
-                    Problem(path, base_offset + o - HEADER, "crc", f"record of {n} bytes fails its payload checksum; skipped, reading went on")
-                )
+                problems.append(Problem(path, base_offset + o - HEADER, "crc", f"record of {n} bytes fails its payload checksum; skipped, reading went on"))
                 skipped += HEADER + n + FOOTER
             keep = ~bad
             offs, lens = offs[keep], lens[keep]

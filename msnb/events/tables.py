@@ -43,11 +43,11 @@ class Table:
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self)} rows; columns {', '.join(self.COLUMNS)}>"
 
-    def take(self, index) -> "Table":
+    def take(self, index) -> Table:
         """Rows selected by a boolean mask or an index array."""
         return type(self)(**{c: getattr(self, c)[index] for c in self.COLUMNS})
 
-    def where(self, **conditions) -> "Table":
+    def where(self, **conditions) -> Table:
         """Rows whose columns equal the given values (a list or set means "any of")."""
         mask = np.ones(len(self), dtype=bool)
         for name, wanted in conditions.items():
@@ -73,7 +73,7 @@ class Table:
         return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})
 
     @classmethod
-    def concat(cls, tables) -> "Table":
+    def concat(cls, tables) -> Table:
         tables = [t for t in tables if t is not None and len(t)]
         if not tables:
             return cls()
@@ -116,8 +116,33 @@ class ScalarTable(Table):
 class HistogramTable(Table):
     """One row per histogram: summary statistics plus bucket edges and counts (arrays)."""
 
-    COLUMNS = ("run", "rank", "tag", "step", "wall_time", "min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count", "left", "right", "counts")
-    _DTYPES = {**_KEY, "min": np.float64, "max": np.float64, "sum": np.float64, "count": np.int64, "nan_count": np.int64, "pos_inf_count": np.int64, "neg_inf_count": np.int64}
+    COLUMNS = (
+        "run",
+        "rank",
+        "tag",
+        "step",
+        "wall_time",
+        "min",
+        "max",
+        "sum",
+        "count",
+        "nan_count",
+        "pos_inf_count",
+        "neg_inf_count",
+        "left",
+        "right",
+        "counts",
+    )
+    _DTYPES = {
+        **_KEY,
+        "min": np.float64,
+        "max": np.float64,
+        "sum": np.float64,
+        "count": np.int64,
+        "nan_count": np.int64,
+        "pos_inf_count": np.int64,
+        "neg_inf_count": np.int64,
+    }
 
 
 class TensorTable(Table):

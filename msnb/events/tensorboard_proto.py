@@ -16,8 +16,20 @@ from .wire import FIXED32, FIXED64, LENGTH, VARINT, f32, f64, fields, packed_or_
 
 # tensorflow/core/framework/types.proto
 DTYPES = {
-    1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string", 9: "int64",
-    10: "bool", 14: "bfloat16", 17: "uint16", 19: "float16", 22: "uint32", 23: "uint64",
+    1: "float32",
+    2: "float64",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    9: "int64",
+    10: "bool",
+    14: "bfloat16",
+    17: "uint16",
+    19: "float16",
+    22: "uint32",
+    23: "uint64",
 }
 _NUMERIC = {"float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bool", "uint16", "float16", "uint32", "uint64"}
 
@@ -98,7 +110,7 @@ def decode_tensor(buf, a: int, b: int) -> dict:
         elif num == 2 and wire == LENGTH:
             for snum, swire, sx, sy in fields(buf, x, y):
                 if snum == 2 and swire == LENGTH:
-                    for dnum, dwire, dx, dy in fields(buf, sx, sy):
+                    for dnum, dwire, dx, _dy in fields(buf, sx, sy):
                         if dnum == 1 and dwire == VARINT:
                             dims.append(signed64(dx))
         elif num == 4 and wire == LENGTH:

@@ -62,7 +62,8 @@ class SmoothedEarlyStop(Callback):
             self.best, self.best_step = avg, step
         elif step >= s.min_steps and step - self.best_step >= s.patience:
             self._stop(
-                run_context, step,
+                run_context,
+                step,
                 f"the {s.window}-step average loss has not improved by {s.min_delta} for {step - self.best_step} steps "
                 f"(best {self.best if s.mode == 'min' else -self.best:.6g} at step {self.best_step})",
             )

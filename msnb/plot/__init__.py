@@ -11,6 +11,20 @@ from .smoothing import ema
 from .tail import tail
 
 __all__ = [
-    "plot_scalars", "PlotReport", "read_for_plot", "resolve_tags", "plot_histograms", "plot_step_time",
-    "rank_divergence", "RankFlag", "figure_png", "show_figure", "LiveView", "in_notebook", "status_line", "tail", "ema", "m4",
+    "plot_scalars",
+    "PlotReport",
+    "read_for_plot",
+    "resolve_tags",
+    "plot_histograms",
+    "plot_step_time",
+    "rank_divergence",
+    "RankFlag",
+    "figure_png",
+    "show_figure",
+    "LiveView",
+    "in_notebook",
+    "status_line",
+    "tail",
+    "ema",
+    "m4",
 ]

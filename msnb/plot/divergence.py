@@ -12,9 +12,8 @@ higher is flagged.  The flag carries the step where the departure began.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import warnings
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -88,11 +87,16 @@ def rank_divergence(scalars, tag: str = "loss", *, smooth: float = 0.6, threshol
         for i, r, start, median, crossed in candidates:
             step = int(common[start])
             end = min(crossed + patience - 1, common.size - 1)
-            flags.append(RankFlag(
-                run, r, tag, step,
-                f"smoothed {tag} of rank {r} departs from the other ranks' median by more than {threshold:.0%} from step {step} "
-                f"({clean[i][end]:.4g} vs {median[end]:.4g} at step {int(common[end])})",
-            ))
+            flags.append(
+                RankFlag(
+                    run,
+                    r,
+                    tag,
+                    step,
+                    f"smoothed {tag} of rank {r} departs from the other ranks' median by more than {threshold:.0%} from step {step} "
+                    f"({clean[i][end]:.4g} vs {median[end]:.4g} at step {int(common[end])})",
+                )
+            )
     return flags
 
 

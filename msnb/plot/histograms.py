@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import UsageError
+
 
 def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", max_steps: int = 12, figure=None):
     """Draw one tag's histograms over steps; returns the figure."""
     from matplotlib.figure import Figure
 
     if not len(histograms):
-        raise ValueError("no histograms to draw")
+        raise UsageError("no histograms to draw")
     tags = sorted(set(histograms.tag.tolist()))
     tag = tag or tags[0]
     h = histograms.where(tag=tag)
     if not len(h):
-        raise ValueError(f"no histogram {tag!r}; present: {', '.join(tags)}")
+        raise UsageError(f"no histogram {tag!r}; present: {', '.join(tags)}")
     order = np.argsort(h.step, kind="stable")
     fig = figure or Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
@@ -46,7 +48,7 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
         ax.set_xlabel("step")
         ax.set_ylabel("value")
     else:
-        raise ValueError(f"mode must be ridge or heatmap, not {mode!r}")
+        raise UsageError(f"mode must be ridge or heatmap, not {mode!r}")
     ax.set_title(f"{tag} ({len(h)} histograms)")
     return fig
 
@@ -55,12 +57,12 @@ def plot_step_time(scalars, tag: str | None = None, *, skip_first: int = 1, figu
     """Distribution of step times, the first *skip_first* (compilation) left out; returns (figure, stats)."""
     from matplotlib.figure import Figure
 
-    from .scalars import ALIASES
+    from ..events.tags import ALIASES
 
     present = set(scalars.tags())
     tag = tag or next((t for t in ALIASES["step_time"] if t in present), None)
     if tag is None:
-        raise ValueError(f"no step-time tag among {', '.join(sorted(present))}")
+        raise UsageError(f"no step-time tag among {', '.join(sorted(present))}")
     steps, values = scalars.series(tag)
     order = np.argsort(steps, kind="stable")
     v = values[order][skip_first:]

@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from ..errors import UsageError
+
 
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (a front end can show rich output)."""
@@ -29,7 +31,7 @@ def in_notebook() -> bool:
 
 def status_line(scalars, *, step=None, total=None, started=None, tag=None, smooth: float = 0.6) -> str:
     """``step 120/200 (60%), ETA 12 s, loss 0.532 (smoothed)`` from what is known so far."""
-    from .scalars import ALIASES
+    from ..events.tags import ALIASES
     from .smoothing import ema
 
     parts = []
@@ -108,7 +110,7 @@ class LiveView:
 
         try:
             tags = resolve_tags(scalars.tags(), self.tags)[:4]
-        except ValueError:
+        except UsageError:
             return None
         fig = Figure(figsize=(6.4 if len(tags) == 1 else 10, 2.8 if len(tags) <= 2 else 5), layout="constrained", dpi=80)
         plot_scalars(scalars, tags=tags, smooth=self.smooth, ranks=self.ranks, figure=fig, max_points=800)

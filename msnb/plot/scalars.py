@@ -14,20 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import UsageError
 from ..events.tables import ScalarTable
+from ..events.tags import ALIASES, DEFAULT_PANELS
 from .divergence import rank_divergence
 from .downsample import m4
 from .smoothing import ema
-
-# panel name -> tags that mean it, in the spellings of MindSpore, mindformers and msnb's log reader
-ALIASES = {
-    "loss": ("loss", "loss/auto", "lm_loss", "train_loss"),
-    "lr": ("lr", "learning-rate", "learning_rate"),
-    "grad_norm": ("grad-norm", "global_norm", "grad_norm"),
-    "step_time": ("step_time_ms", "iteration-time", "per_step_time", "step_time"),
-    "throughput": ("throughput", "model-flops-throughput-per-npu"),
-}
-DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput")
 
 
 @dataclass
@@ -48,8 +40,13 @@ class PlotReport:
 
     def as_dict(self) -> dict:
         return {
-            "runs": self.runs, "ranks": self.ranks, "tags": self.tags, "points": self.points, "drawn_points": self.drawn_points,
-            "flags": [f.as_dict() for f in self.flags], "nonfinite": self.nonfinite,
+            "runs": self.runs,
+            "ranks": self.ranks,
+            "tags": self.tags,
+            "points": self.points,
+            "drawn_points": self.drawn_points,
+            "flags": [f.as_dict() for f in self.flags],
+            "nonfinite": self.nonfinite,
         }
 
     def format_text(self) -> str:
@@ -58,7 +55,9 @@ class PlotReport:
             ranks = self.ranks.get(run) or []
             lines.append(f"  run {run}" + (f": ranks {', '.join(map(str, ranks))}" if ranks else ""))
         for item in self.nonfinite:
-            lines.append(f"  {item['value']} in {item['tag']} of run {item['run']}" + (f" rank {item['rank']}" if item["rank"] >= 0 else "") + f" at step {item['step']}")
+            lines.append(
+                f"  {item['value']} in {item['tag']} of run {item['run']}" + (f" rank {item['rank']}" if item["rank"] >= 0 else "") + f" at step {item['step']}"
+            )
         for f in self.flags:
             lines.append(f"  FLAG run {f.run} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
         return "\n".join(lines)
@@ -80,7 +79,7 @@ def resolve_tags(available, wanted=None) -> list[str]:
             group = ALIASES.get(name) or next((g for g in ALIASES.values() if name in g), ())
             match = next((t for t in group if t in have), None)
             if match is None:
-                raise ValueError(f"no tag {name!r} in the data; tags present: {', '.join(sorted(have)) or 'none'}")
+                raise UsageError(f"no tag {name!r} in the data; tags present: {', '.join(sorted(have)) or 'none'}")
             out.append(match)
         return out
     out = [next(t for t in ALIASES[p] if t in have) for p in DEFAULT_PANELS if any(t in have for t in ALIASES[p])]
@@ -102,7 +101,7 @@ def _x_values(kind: str, steps, walls, run_start: float):
         if span > 180:
             return rel / 60, "minutes since start"
         return rel, "seconds since start"
-    raise ValueError(f"x must be step, wall or relative, not {kind!r}")
+    raise UsageError(f"x must be step, wall or relative, not {kind!r}")
 
 
 def _series(table: ScalarTable, tag: str, per_rank: bool):
@@ -214,8 +213,16 @@ def plot_scalars(
             bad = ~np.isfinite(values)
             if bad.any():
                 trans = blended_transform_factory(ax.transData, ax.transAxes)
-                ax.plot(xs[bad], np.full(int(bad.sum()), 0.97), linestyle="none", marker="x", color="red", transform=trans,
-                        label=f"NaN/Inf ({label})", clip_on=False)
+                ax.plot(
+                    xs[bad],
+                    np.full(int(bad.sum()), 0.97),
+                    linestyle="none",
+                    marker="x",
+                    color="red",
+                    transform=trans,
+                    label=f"NaN/Inf ({label})",
+                    clip_on=False,
+                )
                 for s, v in zip(steps[bad][:20].tolist(), values[bad][:20].tolist()):
                     nonfinite.append({"run": run, "rank": -1 if rank is None else int(rank), "tag": tag, "step": int(s), "value": str(v)})
         for f in flags:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import UsageError
+
 _BLOCK = 256
 
 
@@ -18,7 +20,7 @@ def ema(values, weight: float) -> np.ndarray:
     """Smoothed copy of *values* (TensorBoard's slider: 0 = raw, 0.99 = very smooth)."""
     x = np.asarray(values, dtype=np.float64)
     if not 0.0 <= weight < 1.0:
-        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+        raise UsageError(f"smoothing weight must be in [0, 1), got {weight}")
     out = x.copy()
     finite = np.isfinite(x)
     f = x[finite]

@@ -8,7 +8,9 @@ import time
 from .live import LiveView
 
 
-def tail(path: str | os.PathLike, *, every: float = 2.0, duration: float = 600.0, tags=None, smooth: float = 0.6, view: LiveView | None = None, verify: bool = True):
+def tail(
+    path: str | os.PathLike, *, every: float = 2.0, duration: float = 600.0, tags=None, smooth: float = 0.6, view: LiveView | None = None, verify: bool = True
+):
     """Follow *path* (a summary directory, a TensorBoard directory or a log) for *duration* seconds.
 
     Polls every *every* seconds, reading only what was added, and redraws the

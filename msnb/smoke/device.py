@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import SmokeError
+
 DEVICES = ("Ascend", "GPU", "CPU")
 
 
@@ -13,7 +15,7 @@ def choose_device(requested: str | None = None) -> tuple[str, str]:
     if requested:
         name = next((d for d in DEVICES if d.lower() == requested.lower()), None)
         if name is None:
-            raise ValueError(f"unknown device {requested!r}; choose Ascend, GPU or CPU")
+            raise SmokeError(f"unknown device {requested!r}; choose Ascend, GPU or CPU")
         status = next(d for d in found if d.device == name)
         why = f"{name} requested with --device" + ("" if status.usable else f" (msnb's checks say: {status.reason})")
         return name, why
@@ -21,4 +23,4 @@ def choose_device(requested: str | None = None) -> tuple[str, str]:
         if status.usable:
             others = "; ".join(f"no {d.device}: {d.reason}" for d in found if d.device != status.device and not d.usable)
             return status.device, f"{status.device}: {status.reason}" + (f" ({others})" if others else "")
-    raise RuntimeError("no device can run MindSpore here: " + "; ".join(f"{d.device}: {d.reason}" for d in found))
+    raise SmokeError("no device can run MindSpore here: " + "; ".join(f"{d.device}: {d.reason}" for d in found))

@@ -27,6 +27,7 @@ import yaml
 
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
+from ..errors import SmokeError
 from ..events import Follower, read
 from ..events.tables import ScalarTable
 from .device import choose_device
@@ -176,7 +177,7 @@ def run_smoke(
     """
     started = time.monotonic()
     if workers < 1:
-        raise ValueError("workers must be 1 or more")
+        raise SmokeError("workers must be 1 or more")
     device_name, device_reason = choose_device(device)
     workdir = Path(tempfile.mkdtemp(prefix="msnb-smoke-"))  # private: 0700
     summary = Path(summary_dir).expanduser().resolve() if summary_dir else workdir / "summary"
@@ -184,8 +185,11 @@ def run_smoke(
     monitor, loaded = _effective_monitor(config, summary_dir=str(summary), collect_freq=collect_freq)
     (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
     findings = lint(loaded, steps=steps, distributed=workers > 1) if loaded is not None else []
-    findings += [f for f in lint(monitor, steps=steps, distributed=workers > 1)  # what the child will actually use
-                 if f.rule not in {x.rule for x in findings} and f.severity != "info"]
+    findings += [
+        f
+        for f in lint(monitor, steps=steps, distributed=workers > 1)  # what the child will actually use
+        if f.rule not in {x.rule for x in findings} and f.severity != "info"
+    ]
 
     code_path = None
     if code is not None:
@@ -197,10 +201,18 @@ def run_smoke(
         mf_model = arch or "a mindformers model"
     spec = {
         "mindformers_model": mf_model,
-        "steps": int(steps), "batch_size": int(batch_size), "lr": float(lr if lr is not None else DEFAULTS["lr"]),
-        "device": device_name, "mode": mode, "config": str(workdir / "monitor.yaml"), "workdir": str(workdir),
-        "collect_freq": monitor["monitor_config"]["collect_freq"], "code": str(code_path) if code_path else None,
-        "module": str(module) if module else None, "distributed": workers > 1, "seed": 0,
+        "steps": int(steps),
+        "batch_size": int(batch_size),
+        "lr": float(lr if lr is not None else DEFAULTS["lr"]),
+        "device": device_name,
+        "mode": mode,
+        "config": str(workdir / "monitor.yaml"),
+        "workdir": str(workdir),
+        "collect_freq": monitor["monitor_config"]["collect_freq"],
+        "code": str(code_path) if code_path else None,
+        "module": str(module) if module else None,
+        "distributed": workers > 1,
+        "seed": 0,
     }
     (workdir / "spec.json").write_text(json.dumps(spec))
 
@@ -214,8 +226,16 @@ def run_smoke(
         cmd = [sys.executable, "-m", "msnb.smoke.worker", str(workdir / "spec.json")]
     else:
         entry = Path(__file__).with_name("msrun_entry.py")
-        cmd = [os.path.join(bin_dir, "msrun"), f"--worker_num={workers}", f"--local_worker_num={workers}", f"--master_port={_free_port()}",
-               f"--log_dir={workdir / 'logs'}", "--join=True", str(entry), str(workdir / "spec.json")]
+        cmd = [
+            os.path.join(bin_dir, "msrun"),
+            f"--worker_num={workers}",
+            f"--local_worker_num={workers}",
+            f"--master_port={_free_port()}",
+            f"--log_dir={workdir / 'logs'}",
+            "--join=True",
+            str(entry),
+            str(workdir / "spec.json"),
+        ]
     log_path = workdir / "train.log"
 
     from ..plot.live import LiveView
@@ -262,10 +282,24 @@ def run_smoke(
     figure, hist_figure = _figures(summary_read, times)
     kept = keep or summary_dir is not None or not passed
     result = SmokeResult(
-        passed=passed, checks=checks, summary_dir=str(summary), kept=kept, device=device_name, device_reason=device_reason,
-        steps=int(steps), steps_trained=trained, elapsed_s=outcome.elapsed_s, workdir=str(workdir), tables=everything,
-        step_times={r: t[:3] for r, t in times.items()}, log_tail=log_tail, findings=findings, figure=figure,
-        histogram_figure=hist_figure, first_live_delay_s=delay, ranks=sorted(times) if times else [],
+        passed=passed,
+        checks=checks,
+        summary_dir=str(summary),
+        kept=kept,
+        device=device_name,
+        device_reason=device_reason,
+        steps=int(steps),
+        steps_trained=trained,
+        elapsed_s=outcome.elapsed_s,
+        workdir=str(workdir),
+        tables=everything,
+        step_times={r: t[:3] for r, t in times.items()},
+        log_tail=log_tail,
+        findings=findings,
+        figure=figure,
+        histogram_figure=hist_figure,
+        first_live_delay_s=delay,
+        ranks=sorted(times) if times else [],
     )
     if view is not None:
         view.close(everything.scalars, status=("PASSED" if passed else "FAILED") + f" after {trained} steps; verdict below")
@@ -277,12 +311,15 @@ def run_smoke(
 def _judge(outcome, summary_read, everything, times, spec, device_name, device_reason, findings, summary: Path, workers: int) -> list:
     checks = [Check("device", PASS, device_reason)]
     if spec.get("mindformers_model"):
-        checks.append(Check(
-            "model", WARN,
-            f"the YAML describes {spec['mindformers_model']}; msnb does not run a mindformers Trainer in smoke runs yet "
-            "(its models need Ascend: they fail on the CPU backend), so the YAML's monitor_config was tested on msnb's "
-            "built-in network",
-        ))
+        checks.append(
+            Check(
+                "model",
+                WARN,
+                f"the YAML describes {spec['mindformers_model']}; msnb does not run a mindformers Trainer in smoke runs yet "
+                "(its models need Ascend: they fail on the CPU backend), so the YAML's monitor_config was tested on msnb's "
+                "built-in network",
+            )
+        )
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     if outcome.interrupted:
         checks.append(Check("process", FAIL, f"interrupted by the user after {trained} steps; the child and its workers were stopped"))
@@ -320,7 +357,14 @@ def _judge(outcome, summary_read, everything, times, spec, device_name, device_r
         elif missing_tags:
             checks.append(Check("tags", WARN, f"missing {', '.join(missing_tags)} (present: {', '.join(sorted(tags))})"))
         else:
-            checks.append(Check("tags", PASS, f"{', '.join(sorted(tags))}" + (f"; histograms: {', '.join(sorted(set(summary_read.histograms.tag.tolist())))}" if len(summary_read.histograms) else "")))
+            checks.append(
+                Check(
+                    "tags",
+                    PASS,
+                    f"{', '.join(sorted(tags))}"
+                    + (f"; histograms: {', '.join(sorted(set(summary_read.histograms.tag.tolist())))}" if len(summary_read.histograms) else ""),
+                )
+            )
 
     for rank in expected_ranks:
         label = "" if rank is None else f"[rank {rank}]"
@@ -334,7 +378,7 @@ def _judge(outcome, summary_read, everything, times, spec, device_name, device_r
     collect_freq = int(spec.get("collect_freq") or 1)
     builtin = not spec.get("code") and not spec.get("module")
     checks.extend(check_step_time({r: t[:3] for r, t in times.items()}, collect_freq, builtin_model=builtin))
-    medians = [float(np.median(t[1][max(3, t[1].size // 20):])) for t in times.values() if t[1].size > 5]
+    medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in times.values() if t[1].size > 5]
     size = sum(p.stat().st_size for p in summary.rglob("*") if p.is_file()) if summary.exists() else 0
     checks.append(check_disk(size, trained * max(1, workers), float(np.median(medians)) if medians else None, builtin_model=builtin))
 
@@ -353,8 +397,11 @@ def _figures(summary_read, times: dict):
     tables = [summary_read.scalars]
     for rank, (steps, ms, _collected, walls) in times.items():
         n = steps.size
-        tables.append(ScalarTable(run=np.full(n, ".", dtype=object), rank=np.full(n, rank), tag=np.full(n, "step_time_ms", dtype=object),
-                                  step=steps, wall_time=walls, value=ms))
+        tables.append(
+            ScalarTable(
+                run=np.full(n, ".", dtype=object), rank=np.full(n, rank), tag=np.full(n, "step_time_ms", dtype=object), step=steps, wall_time=walls, value=ms
+            )
+        )
     scalars = ScalarTable.concat(tables)
     figure = hist_figure = None
     if len(scalars):

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..plot.scalars import ALIASES
+from ..events.tags import ALIASES
 from ..plot.smoothing import ema
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -38,6 +38,7 @@ class ProcessOutcome:
 
 def spearman(x, y) -> float:
     """Spearman's rank correlation (ties get average ranks)."""
+
     def ranks(a):
         order = np.argsort(a, kind="stable")
         r = np.empty(len(a))
@@ -96,7 +97,7 @@ def check_loss(steps, values, label: str) -> list[Check]:
     z = rho * math.sqrt(values.size - 1)  # rank correlation is ~N(0, 1/(n-1)) when there is no trend
     smooth = ema(values, 0.6)
     head = float(np.mean(smooth[: max(3, values.size // 10)]))
-    tail = float(np.mean(smooth[-max(3, values.size // 10):]))
+    tail = float(np.mean(smooth[-max(3, values.size // 10) :]))
     change = (tail - head) / abs(head) if head else float("nan")
     detail = f"Spearman rho {rho:+.2f} over {values.size} points (z {z:+.1f}); smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
     if tail > 10 * abs(head) or (rho > 0.3 and z > 2.58):
@@ -116,7 +117,7 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
     the 90th percentile is over twice the median and over 5 ms above it.
     """
     out = []
-    for rank, (steps, ms, collected) in sorted(times.items()):
+    for rank, (_steps, ms, collected) in sorted(times.items()):
         label = "" if len(times) == 1 else f"[rank {rank}]"
         if ms.size < 5:
             out.append(Check(f"step_time{label}", WARN, f"only {ms.size} timed steps"))
@@ -128,14 +129,17 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
         p90 = float(np.percentile(plain, 90))
         unstable = p90 > 2 * med and p90 - med > 5.0
         detail = f"median {med:.2f} ms, p90 {p90:.2f} ms after the first {skip} steps (first step {ms[0]:.0f} ms: compilation and start-up)"
-        out.append(Check(f"step_time{label}", WARN if unstable else PASS, (f"unstable: p90 is {p90 / med:.1f}x the median; " if unstable else "stable: ") + detail))
+        out.append(
+            Check(f"step_time{label}", WARN if unstable else PASS, (f"unstable: p90 is {p90 / med:.1f}x the median; " if unstable else "stable: ") + detail)
+        )
         if collect_freq > 1 and body_collected.any() and (~body_collected).any():
             with_c = float(np.median(body[body_collected]))
             without = float(np.median(body[~body_collected]))
             extra = max(0.0, with_c - without)
             overhead = extra / collect_freq / without if without > 0 else float("nan")
-            detail = (f"a collecting step takes {with_c:.2f} ms vs {without:.2f} ms (+{extra:.2f} ms); every {collect_freq} steps "
-                      f"that is {overhead:.1%} of step time")
+            detail = (
+                f"a collecting step takes {with_c:.2f} ms vs {without:.2f} ms (+{extra:.2f} ms); every {collect_freq} steps that is {overhead:.1%} of step time"
+            )
             if builtin_model:
                 out.append(Check(f"monitor_overhead{label}", PASS, detail + " (built-in model: reported, not judged; a real model's steps cost more)"))
             else:
@@ -155,8 +159,10 @@ def check_disk(summary_bytes: int, trained_steps: int, median_ms: float | None, 
         return Check("disk_per_day", WARN, "cannot project: no timed steps")
     per_step = summary_bytes / trained_steps
     gb = per_step * 86400 / (median_ms / 1000) / 1e9
-    detail = (f"{summary_bytes / 1e6:.2f} MB for {trained_steps} steps ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
-              f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day")
+    detail = (
+        f"{summary_bytes / 1e6:.2f} MB for {trained_steps} steps ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
+        f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day"
+    )
     if builtin_model:
         return Check("disk_per_day", PASS, detail + " (built-in model: a real model's slower steps write less a day)")
     return Check("disk_per_day", PASS if gb < 20 else WARN, detail if gb < 20 else detail + ": raise collect_freq")

@@ -19,12 +19,11 @@ os.makedirs(out, exist_ok=True)
 os.chdir(out)
 
 import mindspore as ms  # noqa: E402
+from mindformers.core.callback import MFLossMonitor  # noqa: E402
+from mindformers.utils.tensorboard import _set_tensorboard_writer, _unset_tensorboard_writer  # noqa: E402
 from mindspore import nn  # noqa: E402
 from mindspore.train import Model  # noqa: E402
 from mindspore.train.callback import Callback  # noqa: E402
-
-from mindformers.core.callback import MFLossMonitor  # noqa: E402
-from mindformers.utils.tensorboard import _set_tensorboard_writer, _unset_tensorboard_writer  # noqa: E402
 
 ms.set_context(mode=ms.PYNATIVE_MODE)
 ms.set_device("CPU")

@@ -155,21 +155,34 @@ for root, _dirs, files in os.walk(out):
                 ev.ParseFromString(payload)
                 if ev.HasField("train_lineage"):
                     hp = ev.train_lineage.hyper_parameters
-                    entry["lineage"].append({
-                        "kind": "train", "step": ev.step, "optimizer": hp.optimizer, "learning_rate": hp.learning_rate,
-                        "loss_function": hp.loss_function, "epoch": hp.epoch, "parallel_mode": hp.parallel_mode,
-                        "device_num": hp.device_num, "batch_size": hp.batch_size,
-                        "network": ev.train_lineage.algorithm.network, "loss": ev.train_lineage.algorithm.loss,
-                        "train_dataset_path": ev.train_lineage.train_dataset.train_dataset_path,
-                        "train_dataset_size": ev.train_lineage.train_dataset.train_dataset_size,
-                    })
+                    entry["lineage"].append(
+                        {
+                            "kind": "train",
+                            "step": ev.step,
+                            "optimizer": hp.optimizer,
+                            "learning_rate": hp.learning_rate,
+                            "loss_function": hp.loss_function,
+                            "epoch": hp.epoch,
+                            "parallel_mode": hp.parallel_mode,
+                            "device_num": hp.device_num,
+                            "batch_size": hp.batch_size,
+                            "network": ev.train_lineage.algorithm.network,
+                            "loss": ev.train_lineage.algorithm.loss,
+                            "train_dataset_path": ev.train_lineage.train_dataset.train_dataset_path,
+                            "train_dataset_size": ev.train_lineage.train_dataset.train_dataset_size,
+                        }
+                    )
                 elif ev.HasField("dataset_graph"):
                     entry["lineage"].append({"kind": "dataset_graph", "step": ev.step})
                 elif ev.HasField("evaluation_lineage"):
-                    entry["lineage"].append({
-                        "kind": "evaluation", "step": ev.step, "metric": ev.evaluation_lineage.metric,
-                        "valid_dataset_size": ev.evaluation_lineage.valid_dataset.valid_dataset_size,
-                    })
+                    entry["lineage"].append(
+                        {
+                            "kind": "evaluation",
+                            "step": ev.step,
+                            "metric": ev.evaluation_lineage.metric,
+                            "valid_dataset_size": ev.evaluation_lineage.valid_dataset.valid_dataset_size,
+                        }
+                    )
                 elif ev.HasField("user_defined_info"):
                     info = {}
                     for part in ev.user_defined_info.user_info:
@@ -193,17 +206,37 @@ for root, _dirs, files in os.walk(out):
                     entry["scalars"].append([v.tag, ev.step, ev.wall_time, num(v.scalar_value)])
                 elif kind == "histogram":
                     h = v.histogram
-                    entry["histograms"].append({
-                        "tag": v.tag, "step": ev.step, "min": h.min, "max": h.max, "sum": h.sum, "count": h.count,
-                        "nan_count": h.nan_count, "pos_inf_count": h.pos_inf_count, "neg_inf_count": h.neg_inf_count,
-                        "left": [b.left for b in h.buckets], "width": [b.width for b in h.buckets], "counts": [b.count for b in h.buckets],
-                    })
+                    entry["histograms"].append(
+                        {
+                            "tag": v.tag,
+                            "step": ev.step,
+                            "min": h.min,
+                            "max": h.max,
+                            "sum": h.sum,
+                            "count": h.count,
+                            "nan_count": h.nan_count,
+                            "pos_inf_count": h.pos_inf_count,
+                            "neg_inf_count": h.neg_inf_count,
+                            "left": [b.left for b in h.buckets],
+                            "width": [b.width for b in h.buckets],
+                            "counts": [b.count for b in h.buckets],
+                        }
+                    )
                 elif kind == "tensor":
                     t = v.tensor
                     entry["tensors"].append({"tag": v.tag, "step": ev.step, "dims": list(t.dims), "data_type": t.data_type, "float_data": list(t.float_data)})
                 elif kind == "image":
                     im = v.image
-                    entry["images"].append({"tag": v.tag, "step": ev.step, "height": im.height, "width": im.width, "colorspace": im.colorspace, "sha256": hashlib.sha256(im.encoded_image).hexdigest()})
+                    entry["images"].append(
+                        {
+                            "tag": v.tag,
+                            "step": ev.step,
+                            "height": im.height,
+                            "width": im.width,
+                            "colorspace": im.colorspace,
+                            "sha256": hashlib.sha256(im.encoded_image).hexdigest(),
+                        }
+                    )
         expected["files"][rel] = entry
 
 with open(os.path.join(out, "expected.json"), "w") as f:

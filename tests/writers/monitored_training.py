@@ -71,9 +71,18 @@ stop = next((c for c in callbacks if isinstance(c, SmoothedEarlyStop)), None)
 os.makedirs(args.out, exist_ok=True)
 name = "result.json" if world == 1 else f"result_rank{rank}.json"
 with open(os.path.join(args.out, name), "w") as f:
-    json.dump({
-        "steps": len(record.losses), "losses": record.losses, "rank": rank, "world": world,
-        "callbacks": [type(c).__name__ for c in callbacks],
-        "stopped_step": stop.stopped_step if stop else None, "reason": stop.reason if stop else None,
-        "summary_dir": next(c._summary_dir for c in callbacks if type(c).__name__ == "SummaryCollector") if any(type(c).__name__ == "SummaryCollector" for c in callbacks) else None,
-    }, f)
+    json.dump(
+        {
+            "steps": len(record.losses),
+            "losses": record.losses,
+            "rank": rank,
+            "world": world,
+            "callbacks": [type(c).__name__ for c in callbacks],
+            "stopped_step": stop.stopped_step if stop else None,
+            "reason": stop.reason if stop else None,
+            "summary_dir": next(c._summary_dir for c in callbacks if type(c).__name__ == "SummaryCollector")
+            if any(type(c).__name__ == "SummaryCollector" for c in callbacks)
+            else None,
+        },
+        f,
+    )

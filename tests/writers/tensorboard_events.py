@@ -74,8 +74,18 @@ for root, _dirs, files in os.walk(out):
                     entry["texts"].append([v.tag, ev.step, [s.decode() for s in v.tensor.string_val]])
                 elif kind == "histo":
                     h = v.histo
-                    entry["histograms"].append({"tag": v.tag, "step": ev.step, "min": h.min, "max": h.max, "num": h.num, "sum": h.sum,
-                                                "bucket_limit": list(h.bucket_limit), "bucket": list(h.bucket)})
+                    entry["histograms"].append(
+                        {
+                            "tag": v.tag,
+                            "step": ev.step,
+                            "min": h.min,
+                            "max": h.max,
+                            "num": h.num,
+                            "sum": h.sum,
+                            "bucket_limit": list(h.bucket_limit),
+                            "bucket": list(h.bucket),
+                        }
+                    )
         expected["files"][os.path.relpath(path, out)] = entry
 
 with open(os.path.join(out, "expected.json"), "w") as f:

@@ -1,0 +1,52 @@
+"""One exception tree for the whole library.
+
+Everything msnb raises on purpose derives from :class:`MsnbError`, so a caller
+(the CLI, the magics, a user's script) catches one class and shows one line.
+Anything else escaping msnb is a bug and keeps its traceback.
+
+Damage found in *data* is never raised: readers return it as
+``ReadResult.problems`` (see :mod:`msnb.events.problems`).
+"""
+
+from __future__ import annotations
+
+
+class MsnbError(Exception):
+    """Root of every error msnb raises on purpose; ``exit_code`` is what the CLI returns for it."""
+
+    exit_code = 2
+
+
+class UsageError(MsnbError, ValueError):
+    """A caller's mistake: an option out of range, a path that is not there, nothing readable."""
+
+
+class ConfigError(MsnbError, ValueError):
+    """A configuration that cannot be loaded; ``file``, ``key`` and ``line`` say where."""
+
+    def __init__(self, message: str, *, file=None, key: str | None = None, line: int | None = None):
+        self.file = str(file) if file is not None else None
+        self.key = key
+        self.line = line
+        where = self.file or ""
+        if line is not None:
+            where += f":{line}"
+        if key:
+            where += f" (key '{key}')" if where else f"key '{key}'"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class KernelSpecError(MsnbError):
+    """A kernelspec could not be installed, removed or read; the message says why."""
+
+
+class RegistrationError(MsnbError, ValueError):
+    """A model registration msnb refused; the message says why and what to do."""
+
+
+class NothingReadable(UsageError):
+    """A path held no summary, event file or log msnb could read."""
+
+
+class SmokeError(UsageError):
+    """A smoke run that cannot start (bad options, missing msrun, unusable directories)."""

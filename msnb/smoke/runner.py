@@ -29,10 +29,11 @@ from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..errors import SmokeError
 from ..events import Follower, read
-from ..events.tables import ScalarTable
 from .device import choose_device
+from .figures import smoke_figures
+from .judging import judge_smoke
 from .result import SmokeResult
-from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome, check_disk, check_loss, check_step_time, loss_series
+from .verdict import FAIL, ProcessOutcome
 
 DEFAULTS = {"steps": 200, "batch_size": 32, "lr": 0.05, "collect_freq": 5}
 LOG_TAIL_LINES = 25
@@ -273,13 +274,13 @@ def run_smoke(
         log_tail = "\n".join([log_tail] + worker_tails).strip()
     outcome = ProcessOutcome(returncode, interrupted, timed_out, time.monotonic() - started, log_tail)
 
-    checks = _judge(outcome, summary_read, everything, times, spec, device_name, device_reason, findings, summary, workers)
+    checks = judge_smoke(outcome, summary_read, everything, times, spec, device_name, device_reason, findings, summary, workers)
     passed = not any(c.status == FAIL for c in checks)
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
     delay = (first_live_wall - first_step_wall) if first_live_wall and first_step_wall else None
 
-    figure, hist_figure = _figures(summary_read, times)
+    figure, hist_figure = smoke_figures(summary_read, times)
     kept = keep or summary_dir is not None or not passed
     result = SmokeResult(
         passed=passed,
@@ -306,109 +307,3 @@ def run_smoke(
     if passed and not keep:
         shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
     return result
-
-
-def _judge(outcome, summary_read, everything, times, spec, device_name, device_reason, findings, summary: Path, workers: int) -> list:
-    checks = [Check("device", PASS, device_reason)]
-    if spec.get("mindformers_model"):
-        checks.append(
-            Check(
-                "model",
-                WARN,
-                f"the YAML describes {spec['mindformers_model']}; msnb does not run a mindformers Trainer in smoke runs yet "
-                "(its models need Ascend: they fail on the CPU backend), so the YAML's monitor_config was tested on msnb's "
-                "built-in network",
-            )
-        )
-    trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
-    if outcome.interrupted:
-        checks.append(Check("process", FAIL, f"interrupted by the user after {trained} steps; the child and its workers were stopped"))
-    elif outcome.timed_out:
-        checks.append(Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({trained} steps): stopped"))
-    elif outcome.returncode != 0:
-        last = outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output"
-        checks.append(Check("process", FAIL, f"training exited with code {outcome.returncode} after {trained} steps: {last}"))
-    else:
-        checks.append(Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s (MindSpore's start included)"))
-
-    expected_ranks = list(range(workers)) if workers > 1 else [None]
-    ms_files = [f for f in summary_read.files if f["kind"] == "ms_summary"]
-    problems = [p for p in summary_read.problems if p.severity != "info"]
-    if not ms_files:
-        checks.append(Check("summaries", FAIL, f"no summary file was written under {summary}"))
-    elif problems:
-        checks.append(Check("summaries", FAIL, f"{len(problems)} problem(s) reading the summaries: {problems[0]}"))
-    else:
-        ranks_found = sorted({f["rank"] for f in ms_files})
-        missing = [r for r in expected_ranks if r is not None and not any(f"rank_{r}" in f["path"] for f in ms_files)]
-        if missing:
-            checks.append(Check("summaries", FAIL, f"no summary for rank(s) {missing} (found {ranks_found})"))
-        else:
-            records = sum(f["records"] for f in ms_files)
-            checks.append(Check("summaries", PASS, f"{len(ms_files)} summary file(s), {records} records, CRC-clean, readable without MindSpore"))
-
-    tags = set(summary_read.scalars.tags())
-    loss_tag = next((t for t in ("loss/auto", "loss") if t in tags), None)
-    wanted = ["loss/auto"] + (["lr"] if not spec.get("code") and not spec.get("module") else [])
-    missing_tags = [t for t in wanted if t not in tags]
-    if ms_files:
-        if loss_tag is None:
-            checks.append(Check("tags", FAIL, f"no loss in the summary (tags: {', '.join(sorted(tags)) or 'none'})"))
-        elif missing_tags:
-            checks.append(Check("tags", WARN, f"missing {', '.join(missing_tags)} (present: {', '.join(sorted(tags))})"))
-        else:
-            checks.append(
-                Check(
-                    "tags",
-                    PASS,
-                    f"{', '.join(sorted(tags))}"
-                    + (f"; histograms: {', '.join(sorted(set(summary_read.histograms.tag.tolist())))}" if len(summary_read.histograms) else ""),
-                )
-            )
-
-    for rank in expected_ranks:
-        label = "" if rank is None else f"[rank {rank}]"
-        tag, steps, values = loss_series(summary_read, everything, 0 if rank is None else rank)
-        if tag is None:
-            if outcome.returncode == 0 or trained:
-                checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded"))
-            continue
-        checks.extend(check_loss(steps, values, label))
-
-    collect_freq = int(spec.get("collect_freq") or 1)
-    builtin = not spec.get("code") and not spec.get("module")
-    checks.extend(check_step_time({r: t[:3] for r, t in times.items()}, collect_freq, builtin_model=builtin))
-    medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in times.values() if t[1].size > 5]
-    size = sum(p.stat().st_size for p in summary.rglob("*") if p.is_file()) if summary.exists() else 0
-    checks.append(check_disk(size, trained * max(1, workers), float(np.median(medians)) if medians else None, builtin_model=builtin))
-
-    warnings = [f for f in findings if f.severity in ("warning", "error")]
-    if warnings:
-        checks.append(Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings)))
-    else:
-        checks.append(Check("config_lint", PASS, "no findings in the monitoring settings"))
-    return checks
-
-
-def _figures(summary_read, times: dict):
-    """Loss, learning rate and step time (and histograms when collected), from the files on disk."""
-    from ..plot import plot_histograms, plot_scalars
-
-    tables = [summary_read.scalars]
-    for rank, (steps, ms, _collected, walls) in times.items():
-        n = steps.size
-        tables.append(
-            ScalarTable(
-                run=np.full(n, ".", dtype=object), rank=np.full(n, rank), tag=np.full(n, "step_time_ms", dtype=object), step=steps, wall_time=walls, value=ms
-            )
-        )
-    scalars = ScalarTable.concat(tables)
-    figure = hist_figure = None
-    if len(scalars):
-        tags = [t for t in ("loss/auto", "lr", "step_time_ms") if t in set(scalars.tags())] or None
-        several = len(set(scalars.rank.tolist()) - {-1}) > 1
-        report = plot_scalars(scalars, tags=tags, ranks=several, label_for_run=lambda run: "smoke" if run == "." else run)
-        figure = report.figure
-    if len(summary_read.histograms):
-        hist_figure = plot_histograms(summary_read.histograms)
-    return figure, hist_figure

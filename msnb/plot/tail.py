@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..errors import UsageError
 from .live import LiveView
 
 
@@ -17,9 +18,28 @@ def tail(
     live view when something new arrived.  Stops when the time is up or on
     KeyboardInterrupt (the notebook's stop button), and returns everything read
     (a :class:`~msnb.events.ReadResult`).
+
+    Args:
+        path: what to follow; it may not exist yet (a job about to start).
+        every: seconds between polls (> 0).
+        duration: seconds to follow before stopping (> 0).
+        tags: tags or meanings to draw (default: the usual panels).
+        smooth: smoothing weight of the drawn curves, in [0, 1).
+        view: a :class:`LiveView` to draw into (default: a new one).
+        verify: check CRCs while reading.
+
+    Returns:
+        The :class:`~msnb.events.ReadResult` of everything read.
+
+    Raises:
+        UsageError: *every* or *duration* is not positive.
     """
     from ..events import Follower
 
+    if not every > 0:
+        raise UsageError(f"--every must be a positive number of seconds, not {every}")
+    if not duration > 0:
+        raise UsageError(f"--for must be a positive number of seconds, not {duration}")
     follower = Follower(path, verify=verify)
     view = view or LiveView(title=str(path), tags=tags, smooth=smooth, min_interval=min(every, 1.0))
     started = time.monotonic()

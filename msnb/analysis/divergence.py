@@ -1,0 +1,236 @@
+"""Which ranks of a data-parallel run have left the others, judged against the noise between them.
+
+Ranks see different batches, so their losses differ step to step (30 % and
+more with small batches) but follow one trend.  So:
+
+1. Work in log space when the loss is positive: the common trend and a spike
+   every rank saw (a bad batch, a learning-rate jump) cancel in differences,
+   and relative noise becomes additive.
+2. Residual of each rank against the ranks' median at each step (three ranks
+   or more: the median ignores the one that leaves).  With two ranks there is
+   no median that helps: the gap between them is judged instead.
+3. The residual's noise scale comes from its step-to-step differences
+   (which a slow drift hardly moves).
+4. Moving means of the residual over several windows (short ones catch jumps,
+   long ones slow drifts) become z-scores against that scale.  A rank is
+   flagged where a z-score stays beyond ``divergence_k`` *and* the mean gap
+   beyond ``divergence_min_gap`` for ``divergence_patience`` consecutive steps.
+5. The step reported is where the departure began: the change point of the
+   cumulative residual (the classic CUSUM estimate: the last low of
+   ``cumsum(z - 0.25)`` before the crossing), not where it became visible.
+
+With two ranks a flag says that two ranks cannot tell which one is wrong,
+unless one is clearly the odd one: its own trend changed at the onset while
+the other kept the run's earlier trend (e.g. rising while the run fell).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .rules import DEFAULT_RULES, RankFlag, Rules
+from .series import align, curves
+
+_REFERENCE = 0.25  # CUSUM reference value, in noise scales: what a drift must exceed to count as having begun
+
+
+def _transform(matrix: np.ndarray):
+    """Log of a positive loss (relative noise, shared spikes cancel), else values scaled by their typical size."""
+    finite = np.isfinite(matrix)
+    vals = matrix[finite]
+    if vals.size and np.all(vals > 0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(finite, np.log(np.where(finite, matrix, 1.0)), np.nan), True
+    scale = float(np.median(np.abs(vals))) if vals.size else 1.0
+    return np.where(finite, matrix / (scale or 1.0), np.nan), False
+
+
+def _noise_scale(e: np.ndarray) -> np.ndarray:
+    """Per-row noise of a residual, from its step-to-step differences.
+
+    Differences remove a slow drift, so a drifting rank does not hide itself
+    by inflating its own scale.  The standard deviation (not a MAD) is what
+    a moving mean's spread follows, also for skewed, heavy-tailed batch noise;
+    differences beyond 10 MADs are clipped so one absurd value cannot blind
+    the rule.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        d = np.diff(e, axis=1)
+        med = np.nanmedian(d, axis=1, keepdims=True)
+        mad = 1.4826 * np.nanmedian(np.abs(d - med), axis=1, keepdims=True)
+        lim = 10 * np.maximum(mad, 1e-12)
+        d = np.clip(d - med, -lim, lim)
+        sigma = np.sqrt(np.nanmean(d * d, axis=1) / 2.0)
+    return np.maximum(np.nan_to_num(sigma, nan=0.0), 1e-4)
+
+
+def _winsorize(e: np.ndarray, rules: Rules) -> np.ndarray:
+    """Clip each row's residuals at 5 robust scales (never below 3 minimum gaps): a few wild batches cannot fake a departure."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = np.nanmedian(e, axis=1, keepdims=True)
+        mad = 1.4826 * np.nanmedian(np.abs(e - med), axis=1, keepdims=True)
+    lim = np.maximum(5 * np.nan_to_num(mad, nan=0.0), 3 * rules.divergence_min_gap)
+    return np.clip(e, -lim, lim)
+
+
+def _first_persistent(hit: np.ndarray, patience: int) -> np.ndarray:
+    """Per row, index where *hit* first holds for *patience* consecutive columns, or -1."""
+    c = np.cumsum(hit, axis=1)
+    reset = np.maximum.accumulate(np.where(~hit, c, 0), axis=1)
+    run = c - reset
+    done = run >= patience
+    first = np.where(done.any(axis=1), np.argmax(done, axis=1) - patience + 1, -1)
+    return first
+
+
+def _median_rows(a: np.ndarray) -> np.ndarray:
+    """Median over rows per column; the NaN-aware (slow) path only when there are NaNs."""
+    if np.isfinite(a).all():
+        return np.median(a, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(a, axis=0)
+
+
+def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = False):
+    """Where each row of a residual matrix departs from zero beyond its noise, persistently.
+
+    Args:
+        e: residuals (rows x steps), NaN where a value is missing.
+        rules: ``divergence_windows``, ``divergence_k``, ``divergence_min_gap``, ``divergence_patience``.
+        center: subtract the rows' median of each moving mean (three ranks or
+            more: skewed batch noise makes every rank's mean residual against
+            the median non-zero alike; this removes that shared bias).
+
+    Returns:
+        ``(crossing, onset, gap, z, sigma)`` per row: column where the
+        persistent departure starts (-1 for none), column where it began,
+        the mean gap and z-score at the crossing, and the noise scale.
+    """
+    rows, t = e.shape
+    valid = np.isfinite(e)
+    e = _winsorize(e, rules)
+    e0 = np.where(valid, e, 0.0)
+    sigma = _noise_scale(e)
+    c0 = np.concatenate([np.zeros((rows, 1)), np.cumsum(e0, axis=1)], axis=1)
+    n0 = np.concatenate([np.zeros((rows, 1)), np.cumsum(valid, axis=1)], axis=1)
+    hit = np.zeros((rows, t), dtype=bool)
+    best_gap = np.zeros((rows, t))
+    best_z = np.zeros((rows, t))
+    for w in rules.divergence_windows:
+        if w > t:
+            continue
+        s = c0[:, w:] - c0[:, :-w]
+        n = n0[:, w:] - n0[:, :-w]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = np.where(n > 0, s / np.maximum(n, 1), 0.0)
+        if center:
+            m = m - np.median(m, axis=0)
+        z = m * np.sqrt(n) / sigma[:, None]
+        on = (np.abs(z) > rules.divergence_k) & (np.abs(m) > rules.divergence_min_gap) & (n >= w / 2)
+        cols = slice(w - 1, t)
+        stronger = on & (np.abs(z) > np.abs(best_z[:, cols]))
+        best_gap[:, cols] = np.where(stronger, m, best_gap[:, cols])
+        best_z[:, cols] = np.where(stronger, z, best_z[:, cols])
+        hit[:, cols] |= on
+    crossing = _first_persistent(hit, rules.divergence_patience)
+    onset = np.full(rows, -1)
+    gap = np.zeros(rows)
+    zs = np.zeros(rows)
+    for i in np.flatnonzero(crossing >= 0):
+        j = crossing[i]
+        end = min(j + rules.divergence_patience - 1, t - 1)
+        gap[i], zs[i] = best_gap[i, end], best_z[i, end]
+        sign = 1.0 if zs[i] >= 0 else -1.0
+        x = np.concatenate([[0.0], np.cumsum(sign * e0[i, : j + 1] / sigma[i] - _REFERENCE * valid[i, : j + 1])])
+        onset[i] = min(int(np.argmin(x)), j)
+    return crossing, onset, gap, zs, sigma
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    ok = np.isfinite(y)
+    if ok.sum() < 3:
+        return float("nan")
+    return float(np.polyfit(x[ok].astype(float), y[ok], 1)[0])
+
+
+def _odd_one(y: np.ndarray, onset: int, end: int) -> int | None:
+    """Of two ranks, the one whose trend changed at the onset while the other kept the run's; None when unclear."""
+    x = np.arange(y.shape[1])
+    post = slice(onset, end + 1)
+    s = [_slope(x[post], y[i, post]) for i in range(2)]
+    if onset >= 10:
+        pre = slice(max(0, onset - max(end - onset, 20)), onset)
+        before = _slope(np.tile(x[pre], 2), np.concatenate([y[0, pre], y[1, pre]]))
+        change = [abs(v - before) for v in s]
+        if all(math.isfinite(c) for c in change) and max(change) > 3 * min(change):
+            return int(np.argmax(change))
+    if all(math.isfinite(v) for v in s) and (s[0] > 0) != (s[1] > 0) and max(s) > 3 * abs(min(s)):
+        return int(np.argmax(s))  # one rises while the other falls
+    return None
+
+
+def rank_divergence(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES, threshold: float | None = None, run=None) -> list[RankFlag]:
+    """Flags for ranks that departed from the others, in every run of *scalars* with two or more ranks.
+
+    Args:
+        scalars: a ScalarTable as ``msnb.read`` returns it.
+        tag: the real tag to judge (resolve aliases first).
+        rules: the divergence parameters (see :class:`~msnb.analysis.rules.Rules`).
+        threshold: minimum relative gap (0.2 = 20 %), overriding ``rules.divergence_min_gap``.
+        run: only this run.
+
+    Returns:
+        One flag per departed rank (with two ranks at most one flag per run),
+        at the step the departure began.
+    """
+    if threshold is not None:
+        from dataclasses import replace
+
+        rules = replace(rules, divergence_min_gap=math.log1p(threshold))
+    flags: list[RankFlag] = []
+    by_run: dict = {}
+    for c in curves(scalars, tag, run=run):
+        if c.rank >= 0:
+            by_run.setdefault(c.run, []).append(c)
+    for name, cs in sorted(by_run.items()):
+        if len(cs) < 2:
+            continue
+        steps, raw = align(cs)
+        if steps.size < rules.divergence_patience + 2:
+            continue
+        y, logged = _transform(raw)
+        ranks = [c.rank for c in cs]
+        if len(cs) >= 3:
+            e = y - _median_rows(y)
+        else:
+            e = (y[1] - y[0])[None, :]
+        crossing, onset, gap, z, sigma = departures(e, rules, center=len(cs) >= 3)
+        for i in np.flatnonzero(crossing >= 0):
+            j, o = int(crossing[i]), int(onset[i])
+            end = min(j + rules.divergence_patience - 1, steps.size - 1)
+            size = f"{math.expm1(abs(gap[i])):.0%}" if logged else f"{abs(gap[i]):.2g} typical sizes"
+            noise = f"{sigma[i]:.1%}" if logged else f"{sigma[i]:.2g}"
+            if len(cs) >= 3:
+                r = ranks[i]
+                where = "above" if gap[i] > 0 else "below"
+                reason = (
+                    f"{tag} of rank {r} departs from the ranks' median from step {steps[o]}: {size} {where} it by step {steps[end]} "
+                    f"({abs(z[i]):.1f} noise scales; rank-to-rank noise {noise} a step)"
+                )
+            else:
+                odd = _odd_one(y, o, end)
+                higher = 1 if gap[i] > 0 else 0
+                r = ranks[higher if odd is None else odd]
+                reason = (
+                    f"{tag} of ranks {ranks[0]} and {ranks[1]} part from step {steps[o]}: rank {ranks[higher]} {size} higher by step {steps[end]} "
+                    f"({abs(z[i]):.1f} noise scales; gap noise {noise} a step); "
+                    + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one whose trend changed")
+                )
+            flags.append(RankFlag(name, r, tag, int(steps[o]), reason))
+    return flags

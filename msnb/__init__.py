@@ -20,7 +20,7 @@ def read(path, *, verify=True):
 def check(source, *, tag="loss", rules=None, verify=True):
     """Judge runs (a path, several paths or a ReadResult): checks and flags per run, as ``msnb check`` prints them.
 
-    See :func:`msnb.check.check`; imported lazily so ``import msnb`` stays cheap.
+    See :func:`msnb.analysis.check.check`; imported lazily so ``import msnb`` stays cheap.
 
     Args:
         source: a path, a list of paths, or a ``ReadResult``.
@@ -31,11 +31,10 @@ def check(source, *, tag="loss", rules=None, verify=True):
     Returns:
         A ``CheckResult`` (``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``).
     """
-    from importlib import import_module
-
+    from .analysis.check import check as _check
     from .analysis.rules import DEFAULT_RULES
 
-    return import_module("msnb.check").check(source, tag=tag, rules=rules or DEFAULT_RULES, verify=verify)
+    return _check(source, tag=tag, rules=rules or DEFAULT_RULES, verify=verify)
 
 
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):

@@ -95,9 +95,9 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from importlib import import_module
+    from .analysis.check import check
 
-    result = import_module("msnb.check").check(args.paths, tag=args.tag or "loss", verify=not args.no_verify)
+    result = check(args.paths, tag=args.tag or "loss", verify=not args.no_verify)
     print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
     return result.exit_code
 

@@ -118,13 +118,13 @@ class MsnbMagics(Magics):
         """Judge existing runs with the smoke verdict's rules: NaN/Inf per rank, loss
         trend and stall, unrecovered spikes, rank divergence, step time.
 
-        Returns a ``msnb.check.CheckResult`` (shown as a table; ``.passed``,
+        Returns a ``msnb.analysis.check.CheckResult`` (shown as a table; ``.passed``,
         ``.flags``, ``.as_dict()``); nothing readable fails the cell.
         """
-        from importlib import import_module
+        from .analysis.check import check
 
         args = parse_argstring(self.mfmon_check, line)
-        return import_module("msnb.check").check([p.strip("\"'") for p in args.paths], tag=args.tag or "loss")
+        return check([p.strip("\"'") for p in args.paths], tag=args.tag or "loss")
 
     @magic_arguments()
     @argument("path", help="the summary directory, TensorBoard directory or log of a running job")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import html
 import os
 
-from .analysis.judge import RunVerdict, judge_run, status_word
-from .analysis.rules import DEFAULT_RULES, FAIL, WARN, Rules
-from .errors import NothingReadable
+from ..errors import NothingReadable
+from .judge import RunVerdict, judge_run, status_word
+from .rules import DEFAULT_RULES, FAIL, WARN, Rules
 
 _COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
 
@@ -87,8 +87,8 @@ class CheckResult:
 
 def _read_paths(paths, verify: bool):
     """Read one or several paths; with several, each path's runs are prefixed by its name, and "." is named after the path."""
-    from .events import read
-    from .events.reader import ReadResult
+    from ..events import read
+    from ..events.reader import ReadResult
 
     results = []
     for p in paths:
@@ -126,7 +126,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     Raises:
         NothingReadable: no scalars were found, or no run has the tag.
     """
-    from .events.reader import ReadResult
+    from ..events.reader import ReadResult
 
     if isinstance(source, ReadResult):
         result, where = source, "the data given"

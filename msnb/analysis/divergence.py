@@ -15,13 +15,13 @@ more with small batches) but follow one trend.  So:
    long ones slow drifts) become z-scores against that scale.  A rank is
    flagged where a z-score stays beyond ``divergence_k`` *and* the mean gap
    beyond ``divergence_min_gap`` for ``divergence_patience`` consecutive steps.
-5. The step reported is where the departure began: the change point of the
-   cumulative residual (the classic CUSUM estimate: the last low of
-   ``cumsum(z - 0.25)`` before the crossing), not where it became visible.
+5. The step reported is where the departure began, not where it became
+   visible: the start that best explains the residual up to the crossing as
+   a level step or a linear ramp (least squares, :func:`change_point`).
 
 With two ranks a flag says that two ranks cannot tell which one is wrong,
-unless one is clearly the odd one: its own trend changed at the onset while
-the other kept the run's earlier trend (e.g. rising while the run fell).
+unless one is clearly the odd one: its loss rises after the onset while the
+other's does not.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ import numpy as np
 
 from .rules import DEFAULT_RULES, RankFlag, Rules
 from .series import align, curves
-
-_REFERENCE = 0.25  # CUSUM reference value, in noise scales: what a drift must exceed to count as having begun
 
 
 def _transform(matrix: np.ndarray):
@@ -146,32 +144,64 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
         j = crossing[i]
         end = min(j + rules.divergence_patience - 1, t - 1)
         gap[i], zs[i] = best_gap[i, end], best_z[i, end]
-        sign = 1.0 if zs[i] >= 0 else -1.0
-        x = np.concatenate([[0.0], np.cumsum(sign * e0[i, : j + 1] / sigma[i] - _REFERENCE * valid[i, : j + 1])])
-        onset[i] = min(int(np.argmin(x)), j)
+        onset[i] = change_point(e0[i, : end + 1] * (1.0 if zs[i] >= 0 else -1.0))
     return crossing, onset, gap, zs, sigma
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
+def change_point(x: np.ndarray) -> int:
+    """Where a departure (upwards) of *x* began: the best least-squares start of a level step or a linear ramp.
+
+    For each candidate start, the sum of squares explained by "zero before,
+    a constant after" and by "zero before, a straight ramp after"; the start
+    that explains most wins.  Cumulative sums make every start cost O(1).
+
+    Args:
+        x: the residual up to the end of the departure (oriented upwards, NaN as 0).
+
+    Returns:
+        Index in *x* where the departure began.
+    """
+    n_all = x.size
+    tau = np.arange(n_all)
+    k = np.arange(n_all, dtype=float)
+    s0 = np.cumsum(x[::-1])[::-1]  # sum of x[tau:]
+    s1 = np.cumsum((k * x)[::-1])[::-1]  # sum of t * x[tau:]
+    n = n_all - tau
+    level = np.where(s0 > 0, s0 * s0 / n, 0.0)
+    lin = s1 - tau * s0  # sum of (t - tau) x_t
+    q = (n - 1) * n * (2 * n - 1) / 6.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ramp = np.where((lin > 0) & (q > 0), lin * lin / q, 0.0)
+    return int(np.argmax(np.maximum(level, ramp)))
+
+
+def _slope(x: np.ndarray, y: np.ndarray):
+    """Least-squares slope of *y* over *x* and its standard error (NaN, inf when too few points)."""
     ok = np.isfinite(y)
-    if ok.sum() < 3:
-        return float("nan")
-    return float(np.polyfit(x[ok].astype(float), y[ok], 1)[0])
+    if ok.sum() < 10:
+        return float("nan"), float("inf")
+    x, y = x[ok].astype(float), y[ok]
+    xc = x - x.mean()
+    sxx = float(np.sum(xc * xc))
+    b = float(np.sum(xc * (y - y.mean())) / sxx)
+    resid = y - y.mean() - b * xc
+    se = math.sqrt(float(np.sum(resid * resid)) / max(1, x.size - 2) / sxx)
+    return b, se
 
 
 def _odd_one(y: np.ndarray, onset: int, end: int) -> int | None:
-    """Of two ranks, the one whose trend changed at the onset while the other kept the run's; None when unclear."""
-    x = np.arange(y.shape[1])
-    post = slice(onset, end + 1)
-    s = [_slope(x[post], y[i, post]) for i in range(2)]
-    if onset >= 10:
-        pre = slice(max(0, onset - max(end - onset, 20)), onset)
-        before = _slope(np.tile(x[pre], 2), np.concatenate([y[0, pre], y[1, pre]]))
-        change = [abs(v - before) for v in s]
-        if all(math.isfinite(c) for c in change) and max(change) > 3 * min(change):
-            return int(np.argmax(change))
-    if all(math.isfinite(v) for v in s) and (s[0] > 0) != (s[1] > 0) and max(s) > 3 * abs(min(s)):
-        return int(np.argmax(s))  # one rises while the other falls
+    """Of two ranks, the one clearly rising after the onset while the other is not; None when that is unclear.
+
+    Only a sign is trusted: both ranks share the run's curvature, so the size
+    of a slope says little about which rank moved.
+    """
+    stop = min(y.shape[1], onset + max(end - onset + 1, 200))
+    x = np.arange(onset, stop)
+    fits = [_slope(x, y[i, onset:stop]) for i in range(2)]
+    for i in range(2):
+        (b, se), (other, other_se) = fits[i], fits[1 - i]
+        if math.isfinite(b) and b > 3 * se and not other > 2 * other_se:
+            return i
     return None
 
 
@@ -230,7 +260,7 @@ def rank_divergence(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES,
                 reason = (
                     f"{tag} of ranks {ranks[0]} and {ranks[1]} part from step {steps[o]}: rank {ranks[higher]} {size} higher by step {steps[end]} "
                     f"({abs(z[i]):.1f} noise scales; gap noise {noise} a step); "
-                    + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one whose trend changed")
+                    + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one whose loss rises")
                 )
             flags.append(RankFlag(name, r, tag, int(steps[o]), reason))
     return flags

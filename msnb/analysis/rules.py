@@ -46,10 +46,11 @@ class Rules:
     """Parameters of every rule, with the defaults the judge uses.
 
     Trend (``loss_falling``): Spearman's rho between step and loss, with
-    ``z = rho * sqrt(n - 1)``; falling when ``rho < -trend_rho`` and
-    ``z < -trend_z``, rising (a failure) when the mirror holds or the smoothed
-    tail exceeds ``rising_factor`` times the head.  Fewer than ``min_points``
-    points: too few to judge.
+    ``z = rho * sqrt(n - 1)``; falling when rho is below minus ``trend_rho``
+    and z below minus ``trend_z``, rising (a failure) when the mirror holds or
+    the smoothed tail exceeds ``rising_factor`` times the head (smoothing
+    weight ``smooth``, TensorBoard's).  Fewer than ``min_points`` points: too
+    few to judge.
 
     Stall (``loss_stalled``): over the last ``stall_fraction`` of the points
     (at least ``stall_min_points``), no significant fall (Spearman) and a

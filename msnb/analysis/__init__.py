@@ -5,7 +5,7 @@ imports only the data layer below it.  Every rule's parameters live in
 :class:`Rules`.
 """
 
-from .divergence import rank_divergence
+from .divergence import divergence_details, rank_divergence
 from .nonfinite import NonFinite, find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
 from .series import Curve, align, curves, resolve_restarts, stride
@@ -32,6 +32,7 @@ __all__ = [
     "loss_trend",
     "loss_stall",
     "rank_divergence",
+    "divergence_details",
     "NonFinite",
     "find_nonfinite",
     "nonfinite_flags",

@@ -58,8 +58,9 @@ def _noise_scale(e: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         d = np.diff(e, axis=1)
-        med = np.nanmedian(d, axis=1, keepdims=True)
-        mad = 1.4826 * np.nanmedian(np.abs(d - med), axis=1, keepdims=True)
+        ds = _sample(d)
+        med = _median(ds, 1, True)
+        mad = 1.4826 * _median(np.abs(ds - med), 1, True)
         lim = 10 * np.maximum(mad, 1e-12)
         d = np.clip(d - med, -lim, lim)
         sigma = np.sqrt(np.nanmean(d * d, axis=1) / 2.0)
@@ -70,8 +71,9 @@ def _winsorize(e: np.ndarray, rules: Rules) -> np.ndarray:
     """Clip each row's residuals at 5 robust scales (never below 3 minimum gaps): a few wild batches cannot fake a departure."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        med = np.nanmedian(e, axis=1, keepdims=True)
-        mad = 1.4826 * np.nanmedian(np.abs(e - med), axis=1, keepdims=True)
+        es = _sample(e)
+        med = _median(es, 1, True)
+        mad = 1.4826 * _median(np.abs(es - med), 1, True)
     lim = np.maximum(5 * np.nan_to_num(mad, nan=0.0), 3 * rules.divergence_min_gap)
     return np.clip(e, -lim, lim)
 
@@ -86,13 +88,26 @@ def _first_persistent(hit: np.ndarray, patience: int) -> np.ndarray:
     return first
 
 
-def _median_rows(a: np.ndarray) -> np.ndarray:
-    """Median over rows per column; the NaN-aware (slow) path only when there are NaNs."""
+def _median_rows(a: np.ndarray, every: int = 1) -> np.ndarray:
+    """Median over rows per column; with *every* > 1 computed on every n-th column and interpolated (for slow-moving medians)."""
+    if every <= 1 or a.shape[1] <= 4 * every:
+        return _median(np.ascontiguousarray(a.T), axis=1)
+    cols = np.arange(0, a.shape[1], every)
+    return np.interp(np.arange(a.shape[1]), cols, _median(np.ascontiguousarray(a[:, cols].T), axis=1))
+
+
+def _sample(a: np.ndarray, most: int = 4096) -> np.ndarray:
+    """At most *most* evenly spaced columns of *a*: robust scales do not need every point."""
+    return a if a.shape[1] <= most else a[:, :: -(-a.shape[1] // most)]
+
+
+def _median(a: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
+    """np.median along *axis*, NaN ignored; the NaN-aware (slow) path only when there are NaNs."""
     if np.isfinite(a).all():
-        return np.median(a, axis=0)
+        return np.median(a, axis=axis, keepdims=keepdims)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(a, axis=0)
+        return np.nanmedian(a, axis=axis, keepdims=keepdims)
 
 
 def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = False):
@@ -112,30 +127,34 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
     """
     rows, t = e.shape
     valid = np.isfinite(e)
+    complete = bool(valid.all())
     e = _winsorize(e, rules)
     e0 = np.where(valid, e, 0.0)
     sigma = _noise_scale(e)
     c0 = np.concatenate([np.zeros((rows, 1)), np.cumsum(e0, axis=1)], axis=1)
-    n0 = np.concatenate([np.zeros((rows, 1)), np.cumsum(valid, axis=1)], axis=1)
+    n0 = None if complete else np.concatenate([np.zeros((rows, 1)), np.cumsum(valid, axis=1)], axis=1)
+    windows = [w for w in rules.divergence_windows if w <= t]
+
+    def window_mean(w, cols=slice(None)):
+        """Moving mean over *w* steps ending at each column >= w-1 (and how many values it saw)."""
+        s = c0[cols, w:] - c0[cols, :-w]
+        if n0 is None:
+            return s / w, float(w)
+        n = n0[cols, w:] - n0[cols, :-w]
+        return np.where(n > 0, s / np.maximum(n, 1), 0.0), n
+
     hit = np.zeros((rows, t), dtype=bool)
-    best_gap = np.zeros((rows, t))
-    best_z = np.zeros((rows, t))
-    for w in rules.divergence_windows:
-        if w > t:
-            continue
-        s = c0[:, w:] - c0[:, :-w]
-        n = n0[:, w:] - n0[:, :-w]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            m = np.where(n > 0, s / np.maximum(n, 1), 0.0)
+    centers = {}
+    for w in windows:
+        m, n = window_mean(w)
         if center:
-            m = m - np.median(m, axis=0)
-        z = m * np.sqrt(n) / sigma[:, None]
-        on = (np.abs(z) > rules.divergence_k) & (np.abs(m) > rules.divergence_min_gap) & (n >= w / 2)
-        cols = slice(w - 1, t)
-        stronger = on & (np.abs(z) > np.abs(best_z[:, cols]))
-        best_gap[:, cols] = np.where(stronger, m, best_gap[:, cols])
-        best_z[:, cols] = np.where(stronger, z, best_z[:, cols])
-        hit[:, cols] |= on
+            centers[w] = _median_rows(m, every=max(1, w // 4))  # the shared bias moves slowly: a median every w/4 steps is enough
+            m = m - centers[w]
+        z = m * (np.sqrt(n) / sigma[:, None])
+        on = (np.abs(z) > rules.divergence_k) & (np.abs(m) > rules.divergence_min_gap)
+        if n0 is not None:
+            on &= n >= w / 2
+        hit[:, w - 1 :] |= on
     crossing = _first_persistent(hit, rules.divergence_patience)
     onset = np.full(rows, -1)
     gap = np.zeros(rows)
@@ -143,7 +162,16 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
     for i in np.flatnonzero(crossing >= 0):
         j = crossing[i]
         end = min(j + rules.divergence_patience - 1, t - 1)
-        gap[i], zs[i] = best_gap[i, end], best_z[i, end]
+        for w in windows:  # the window that saw the departure most clearly at its end
+            if end < w - 1:
+                continue
+            m, n = window_mean(w, slice(i, i + 1))
+            k = end - (w - 1)
+            mk = float(m[0, k] - (centers[w][k] if center else 0.0))
+            nk = float(n if n0 is None else n[0, k])
+            zk = mk * math.sqrt(nk) / sigma[i]
+            if abs(mk) > rules.divergence_min_gap and abs(zk) > abs(zs[i]):
+                gap[i], zs[i] = mk, zk
         onset[i] = change_point(e0[i, : end + 1] * (1.0 if zs[i] >= 0 else -1.0))
     return crossing, onset, gap, zs, sigma
 
@@ -219,13 +247,18 @@ def rank_divergence(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES,
         One flag per departed rank (with two ranks at most one flag per run),
         at the step the departure began.
     """
+    return [flag for flag, _visible in divergence_details(scalars, tag, rules=rules, threshold=threshold, run=run)]
+
+
+def divergence_details(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES, threshold: float | None = None, run=None, curve_list=None) -> list:
+    """Like :func:`rank_divergence`, with the step at which each departure became visible: ``[(flag, visible_step)]``."""
     if threshold is not None:
         from dataclasses import replace
 
         rules = replace(rules, divergence_min_gap=math.log1p(threshold))
-    flags: list[RankFlag] = []
+    flags: list = []
     by_run: dict = {}
-    for c in curves(scalars, tag, run=run):
+    for c in curve_list if curve_list is not None else curves(scalars, tag, run=run):
         if c.rank >= 0:
             by_run.setdefault(c.run, []).append(c)
     for name, cs in sorted(by_run.items()):
@@ -262,5 +295,5 @@ def rank_divergence(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES,
                     f"({abs(z[i]):.1f} noise scales; gap noise {noise} a step); "
                     + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one whose loss rises")
                 )
-            flags.append(RankFlag(name, r, tag, int(steps[o]), reason))
+            flags.append((RankFlag(name, r, tag, int(steps[o]), reason), int(steps[j])))
     return flags

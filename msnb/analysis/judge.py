@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..events.tags import ALIASES, resolve
-from .divergence import rank_divergence
+from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
 from .series import align, curves, stride
@@ -80,7 +80,8 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     Returns:
         The run's verdict.
     """
-    mine = scalars.take(scalars.run == run)
+    in_run = scalars.run == run
+    mine = scalars if in_run.all() else scalars.take(in_run)
     ranks = sorted(int(r) for r in np.unique(mine.rank) if r >= 0)
     verdict = RunVerdict(run, ranks)
     present = set(mine.tags())
@@ -99,8 +100,7 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     if found:
         verdict.checks.append(Check("finite", FAIL, "; ".join(f.reason for f in nf_flags)))
     else:
-        n = int(np.isin(mine.tag, watched).sum())
-        verdict.checks.append(Check("finite", PASS, f"no NaN or Inf in {n} records of {', '.join(watched)}"))
+        verdict.checks.append(Check("finite", PASS, f"no NaN or Inf in {', '.join(watched)} on any record"))
     verdict.flags.extend(nf_flags)
 
     cs = curves(mine, loss_tag)
@@ -126,7 +126,7 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
 
     if len(ranked) > 1:
         gone = {(f.rank) for f in nf_flags}
-        div = [f for f in rank_divergence(mine, loss_tag, rules=rules) if f.rank not in gone]
+        div = [f for f, _visible in divergence_details(mine, loss_tag, rules=rules, curve_list=cs) if f.rank not in gone]
         if div:
             verdict.checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)))
         else:

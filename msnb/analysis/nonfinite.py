@@ -41,11 +41,11 @@ def find_nonfinite(scalars, tags, *, keep_steps: int = 20) -> list[NonFinite]:
     Returns:
         One entry per (run, rank, tag) with a non-finite record, sorted by run, rank, tag.
     """
-    mask = np.isin(scalars.tag, list(tags)) & ~np.isfinite(scalars.value)
-    if not mask.any():
+    bad = np.flatnonzero(~np.isfinite(scalars.value))
+    bad = bad[np.isin(scalars.tag[bad], list(tags))]
+    if not bad.size:
         return []
     out = []
-    bad = np.flatnonzero(mask)
     keys = sorted(set(zip(scalars.run[bad].tolist(), scalars.rank[bad].tolist(), scalars.tag[bad].tolist())))
     for run, rank, tag in keys:
         rows = (scalars.run == run) & (scalars.rank == rank) & (scalars.tag == tag)

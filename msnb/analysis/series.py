@@ -89,9 +89,11 @@ def curves(scalars, tag: str, run=None) -> list[Curve]:
     names = sorted(set(runs.tolist()))
     run_code = np.searchsorted(np.array(names, dtype=object), runs) if len(names) > 1 else np.zeros(idx.size, np.int64)
     ranks = scalars.rank[idx]
-    order = np.lexsort((ranks, run_code))  # stable: read order kept within each (run, rank)
-    idx, run_code, ranks = idx[order], run_code[order], ranks[order]
-    cuts = np.flatnonzero((np.diff(run_code) != 0) | (np.diff(ranks) != 0)) + 1
+    key = run_code * (int(ranks.max()) + 2) + (ranks + 1)
+    if np.any(key[1:] < key[:-1]):  # files are read grouped by run and rank, so this is rare
+        order = np.argsort(key, kind="stable")  # stable: read order kept within each (run, rank)
+        idx, run_code, ranks, key = idx[order], run_code[order], ranks[order], key[order]
+    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
     for g in np.split(np.arange(idx.size), cuts):
         rows = idx[g]
         s, v, restarts, replaced = resolve_restarts(scalars.step[rows], scalars.value[rows])
@@ -133,6 +135,8 @@ def align(curve_list: list[Curve]):
     if not curve_list:
         return np.zeros(0, np.int64), np.zeros((0, 0))
     common = curve_list[0].steps
+    if all(np.array_equal(common, c.steps) for c in curve_list[1:]):  # the usual case: every rank logged the same steps
+        return common, np.vstack([c.values for c in curve_list])
     for c in curve_list[1:]:
         common = np.intersect1d(common, c.steps, assume_unique=True)
     matrix = np.vstack([c.values[np.searchsorted(c.steps, common)] for c in curve_list]) if common.size else np.zeros((len(curve_list), 0))

@@ -59,9 +59,12 @@ def unrecovered_spikes(steps, values, rules: Rules = DEFAULT_RULES):
 
 def run_curve(matrix: np.ndarray) -> np.ndarray:
     """The run's loss at each common step: the median over ranks (a rank's NaN ignored)."""
+    a = np.ascontiguousarray(np.where(np.isfinite(matrix), matrix, np.nan).T)
+    if np.isfinite(a).all():
+        return np.median(a, axis=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(np.where(np.isfinite(matrix), matrix, np.nan), axis=0)
+        return np.nanmedian(a, axis=1)
 
 
 def spike_flag(run: str, tag: str, steps, values, rules: Rules = DEFAULT_RULES) -> RankFlag | None:

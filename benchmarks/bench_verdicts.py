@@ -114,7 +114,7 @@ def main():
             checks = {c.name: c for c in verdict.checks}
             flags = verdict.flags
 
-            def record(rule, problem, found, delay=None, visible=None):
+            def record(rule, problem, found, delay=None, visible=None, elapsed=elapsed):
                 s = stats[rule]
                 s["runs"] += 1
                 s["time"].append(elapsed)

@@ -124,9 +124,21 @@ def test_slow_drift_found_near_its_onset(ranks):
 
 def test_two_ranks_that_part_without_an_odd_one_say_so():
     m = noisy_ranks(2, 600, 0.05, 9)
-    m[1, 300:] *= 1.5  # a level step: neither trend changed, so which one is wrong is unknowable
+    m[0, 300:] *= 0.8  # both moved, in opposite directions: which one is wrong is unknowable
+    m[1, 300:] *= 1.25
     (flag,) = rank_divergence(table(m))
     assert 299 <= flag.step <= 303 and "two ranks cannot tell which one is wrong" in flag.reason
+
+
+def test_of_two_ranks_the_one_that_moved_is_named():
+    m = noisy_ranks(2, 600, 0.05, 9)
+    m[0, 300:] *= 1.5  # rank 0 jumps, rank 1 keeps the run's trend: rank 0 is the odd one, although it is the higher one either way
+    (flag,) = rank_divergence(table(m))
+    assert flag.rank == 0 and "rank 0 is the one that moved" in flag.reason
+    m = noisy_ranks(2, 600, 0.05, 9)
+    m[0, 300:] *= 0.6  # rank 0 drops: still the one that moved, though rank 1 is now the higher
+    (flag,) = rank_divergence(table(m))
+    assert flag.rank == 0
 
 
 def test_rules_can_be_overridden():

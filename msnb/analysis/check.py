@@ -85,15 +85,24 @@ class CheckResult:
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
+def path_labels(paths) -> list[str]:
+    """Names for several paths: the shortest trailing parts that tell them apart (``a/summary``, ``b/summary``)."""
+    parts = [os.path.normpath(os.path.abspath(str(p))).split(os.sep) for p in paths]
+    for k in range(1, max(len(p) for p in parts) + 1):
+        labels = ["/".join(p[-k:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
 def _read_paths(paths, verify: bool):
-    """Read one or several paths; with several, each path's runs are prefixed by its name, and "." is named after the path."""
+    """Read one or several paths; with several, each path's runs are prefixed by its label, and "." is named after the path."""
     from ..events import read
     from ..events.reader import ReadResult
 
     results = []
-    for p in paths:
+    for p, name in zip(paths, path_labels(paths)):
         r = read(p, verify=verify)
-        name = os.path.basename(os.path.normpath(str(p))) or str(p)
         if len(r.scalars):
             runs = r.scalars.run.tolist()
             prefix = len(paths) > 1

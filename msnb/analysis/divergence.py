@@ -20,8 +20,8 @@ more with small batches) but follow one trend.  So:
    a level step or a linear ramp (least squares, :func:`change_point`).
 
 With two ranks a flag says that two ranks cannot tell which one is wrong,
-unless one is clearly the odd one: its loss rises after the onset while the
-other's does not.
+unless one is clearly the odd one: its level moved at the onset while the
+other kept the run's earlier trend (see :func:`_odd_one`).
 """
 
 from __future__ import annotations
@@ -218,11 +218,32 @@ def _slope(x: np.ndarray, y: np.ndarray):
 
 
 def _odd_one(y: np.ndarray, onset: int, end: int) -> int | None:
-    """Of two ranks, the one clearly rising after the onset while the other is not; None when that is unclear.
+    """Of two ranks, the one that moved at the onset while the other kept the run's trend; None when that is unclear.
 
-    Only a sign is trusted: both ranks share the run's curvature, so the size
-    of a slope says little about which rank moved.
+    Each rank's mean level after the onset is compared with its level before,
+    less what the run's earlier trend predicts, in units of that rank's own
+    noise: the odd one moved clearly (over 5 scales) and over three times as
+    much as the other.  Without steps before the onset, a rank that clearly
+    rises while the other does not is the odd one.
     """
+    k = max(10, end - onset + 1)
+    if onset >= k and onset + k <= y.shape[1]:
+        lo = max(0, onset - 3 * k)
+        x = np.arange(lo, onset)
+        trend, _se = _slope(np.tile(x, 2), np.concatenate([y[0, lo:onset], y[1, lo:onset]]))
+        trend = 0.0 if not math.isfinite(trend) else trend
+        score = []
+        for i in range(2):
+            before, after = y[i, onset - k : onset], y[i, onset : onset + k]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                moved = float(np.nanmean(after) - np.nanmean(before)) - trend * k
+                sigma = float(np.nanstd(np.diff(y[i, lo:onset]))) / math.sqrt(2.0)
+            score.append(abs(moved) / max(sigma * math.sqrt(2.0 / k), 1e-9) if math.isfinite(moved) else 0.0)
+        a = int(np.argmax(score))
+        if score[a] > 5 and score[a] > 3 * score[1 - a]:
+            return a
+        return None
     stop = min(y.shape[1], onset + max(end - onset + 1, 200))
     x = np.arange(onset, stop)
     fits = [_slope(x, y[i, onset:stop]) for i in range(2)]
@@ -293,7 +314,7 @@ def divergence_details(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RUL
                 reason = (
                     f"{tag} of ranks {ranks[0]} and {ranks[1]} part from step {steps[o]}: rank {ranks[higher]} {size} higher by step {steps[end]} "
                     f"({abs(z[i]):.1f} noise scales; gap noise {noise} a step); "
-                    + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one whose loss rises")
+                    + ("two ranks cannot tell which one is wrong" if odd is None else f"rank {r} is the one that moved")
                 )
             flags.append((RankFlag(name, r, tag, int(steps[o]), reason), int(steps[j])))
     return flags

@@ -17,6 +17,26 @@ def read(path, *, verify=True):
     return _read(path, verify=verify)
 
 
+def check(source, *, tag="loss", rules=None, verify=True):
+    """Judge runs (a path, several paths or a ReadResult): checks and flags per run, as ``msnb check`` prints them.
+
+    See :func:`msnb.analysis.check.check`; imported lazily so ``import msnb`` stays cheap.
+
+    Args:
+        source: a path, a list of paths, or a ``ReadResult``.
+        tag: the loss tag or its meaning.
+        rules: a :class:`msnb.analysis.Rules` (default: the judge's defaults).
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``CheckResult`` (``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``).
+    """
+    from .analysis.check import check as _check
+    from .analysis.rules import DEFAULT_RULES
+
+    return _check(source, tag=tag, rules=rules or DEFAULT_RULES, verify=verify)
+
+
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
     from .registry import register_model as _register_model

@@ -94,6 +94,14 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+def _cmd_check(args) -> int:
+    from .analysis.check import check
+
+    result = check(args.paths, tag=args.tag or "loss", verify=not args.no_verify)
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
+    return result.exit_code
+
+
 def _cmd_smoke(args) -> int:
     import matplotlib
 
@@ -254,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON (runs, tags, points, flags)")
     p.add_argument("--no-verify", action="store_true")
     p.set_defaults(func=_cmd_plot)
+
+    p = sub.add_parser("check", help="judge existing runs: NaN/Inf, loss trend and stall, spikes, rank divergence, step time")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a run directory (rank_N folders), a file, a log, or a directory of runs")
+    p.add_argument("--json", action="store_true", help='print {"passed", "runs": [...], "flags": [...]} as one JSON document')
+    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
     p.add_argument("config", nargs="?", help="a YAML whose monitor_config to test (optional)")

@@ -110,6 +110,23 @@ class MsnbMagics(Magics):
         return report
 
     @magic_arguments()
+    @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
+    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @line_magic
+    @user_errors
+    def mfmon_check(self, line):
+        """Judge existing runs with the smoke verdict's rules: NaN/Inf per rank, loss
+        trend and stall, unrecovered spikes, rank divergence, step time.
+
+        Returns a ``msnb.analysis.check.CheckResult`` (shown as a table; ``.passed``,
+        ``.flags``, ``.as_dict()``); nothing readable fails the cell.
+        """
+        from .analysis.check import check
+
+        args = parse_argstring(self.mfmon_check, line)
+        return check([p.strip("\"'") for p in args.paths], tag=args.tag or "loss")
+
+    @magic_arguments()
     @argument("path", help="the summary directory, TensorBoard directory or log of a running job")
     @argument("--every", type=float, default=2.0, help="seconds between polls")
     @argument("--for", dest="duration", type=float, default=600.0, help="seconds to follow before stopping")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .tags import resolve
+
 NO_RANK = -1
 
 
@@ -103,9 +105,19 @@ class ScalarTable(Table):
     def tags(self) -> list[str]:
         return sorted(set(self.tag.tolist()))
 
+    def resolve_tag(self, tag: str) -> str | None:
+        """The real tag this table holds for *tag* (itself, or a spelling of its meaning: ``loss`` -> ``loss/auto``), else None."""
+        return resolve(tag, set(self.tag.tolist()))
+
     def series(self, tag: str, *, run=None, rank=None):
-        """(steps, values) of one tag, optionally one run and rank, in read order."""
-        mask = self.tag == tag
+        """(steps, values) of one tag, optionally one run and rank, in read order (every record kept).
+
+        *tag* may be a meaning (``loss``, ``lr``, ``grad_norm``...): it finds
+        MindSpore's ``loss/auto``, mindformers' ``loss``, ``lm-loss``...; use
+        :meth:`resolve_tag` to know which real tag that was.
+        """
+        real = self.resolve_tag(tag)
+        mask = self.tag == (real if real is not None else tag)
         if run is not None:
             mask &= self.run == run
         if rank is not None:

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis import find_nonfinite, nonfinite_flags, rank_divergence
+from ..analysis.smoothing import ema
 from ..errors import UsageError
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS
-from .divergence import rank_divergence
 from .downsample import m4
-from .smoothing import ema
 
 
 @dataclass
@@ -152,7 +152,7 @@ def plot_scalars(
     ranks: bool = False,
     log: bool = False,
     max_points: int = 2000,
-    divergence_threshold: float = 0.2,
+    divergence_threshold: float | None = None,
     figure=None,
     title: str | None = None,
     label_for_run=None,
@@ -168,7 +168,13 @@ def plot_scalars(
     masks = {run: run_col == run for run in runs}
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
     loss_tag = next((t for t in ALIASES["loss"] if t in set(scalars.tags())), None)
-    flags = rank_divergence(scalars, loss_tag, smooth=smooth, threshold=divergence_threshold) if loss_tag else []
+    # flags and non-finite values come from the judge, on every record of every rank, whatever the view draws
+    found = find_nonfinite(scalars, tags)
+    flagged = [f for f in found if f.tag == loss_tag]
+    flags = nonfinite_flags(flagged, rank_map)
+    if loss_tag:
+        gone = {(f.run, f.rank) for f in flagged}
+        flags += [f for f in rank_divergence(scalars, loss_tag, threshold=divergence_threshold) if (f.run, f.rank) not in gone]
 
     n = max(1, len(tags))
     cols = 1 if n == 1 else 2
@@ -223,8 +229,6 @@ def plot_scalars(
                     label=f"NaN/Inf ({label})",
                     clip_on=False,
                 )
-                for s, v in zip(steps[bad][:20].tolist(), values[bad][:20].tolist()):
-                    nonfinite.append({"run": run, "rank": -1 if rank is None else int(rank), "tag": tag, "step": int(s), "value": str(v)})
         for f in flags:
             if f.tag != loss_tag or tag != loss_tag:
                 continue
@@ -245,6 +249,10 @@ def plot_scalars(
             ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
+    for f in found:  # the real rank, also when ranks were drawn averaged
+        bad = (scalars.run == f.run) & (scalars.rank == f.rank) & (scalars.tag == f.tag) & ~np.isfinite(scalars.value)
+        for s, v in zip(scalars.step[bad][:20].tolist(), scalars.value[bad][:20].tolist()):
+            nonfinite.append({"run": f.run, "rank": f.rank, "tag": f.tag, "step": int(s), "value": str(v)})
     points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
     return PlotReport(fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite)
 

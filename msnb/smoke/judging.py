@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis import rank_divergence
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
 
 
@@ -74,12 +75,18 @@ def judge_smoke(outcome, summary_read, everything, times, spec, device_name, dev
 
     for rank in expected_ranks:
         label = "" if rank is None else f"[rank {rank}]"
-        tag, steps, values = loss_series(summary_read, everything, 0 if rank is None else rank)
+        tag, steps, values, nonfinite = loss_series(summary_read, everything, 0 if rank is None else rank)
         if tag is None:
             if outcome.returncode == 0 or trained:
                 checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded"))
             continue
-        checks.extend(check_loss(steps, values, label))
+        checks.extend(check_loss(steps, values, label, nonfinite))
+    if workers > 1 and loss_tag is not None:
+        flags = [f for f in rank_divergence(summary_read.scalars, loss_tag) if f.rank >= 0]
+        if flags:
+            checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in flags)))
+        else:
+            checks.append(Check("rank_divergence", PASS, f"{workers} ranks follow one trend within the noise between them"))
 
     collect_freq = int(spec.get("collect_freq") or 1)
     builtin = not spec.get("code") and not spec.get("module")

@@ -6,25 +6,14 @@ times, the log), never the child's own opinion of itself.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, loss_trend, resolve_restarts, spearman, step_time_stability
 from ..events.tags import ALIASES
-from ..plot.smoothing import ema
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
-
-
-@dataclass
-class Check:
-    name: str
-    status: str
-    detail: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+__all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
 
 
 @dataclass
@@ -36,34 +25,16 @@ class ProcessOutcome:
     log_tail: str
 
 
-def spearman(x, y) -> float:
-    """Spearman's rank correlation (ties get average ranks)."""
-
-    def ranks(a):
-        order = np.argsort(a, kind="stable")
-        r = np.empty(len(a))
-        r[order] = np.arange(len(a))
-        # average the ranks of ties
-        vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True)
-        sums = np.bincount(inv, weights=r)
-        return (sums / counts)[inv]
-
-    if len(x) < 3:
-        return float("nan")
-    rx, ry = ranks(np.asarray(x, float)), ranks(np.asarray(y, float))
-    sx, sy = rx.std(), ry.std()
-    if sx == 0 or sy == 0:
-        return 0.0
-    return float(((rx - rx.mean()) * (ry - ry.mean())).mean() / (sx * sy))
-
-
 def loss_series(summary, logs, rank: int):
-    """(tag, steps, values) of the loss for *rank*: the densest of the summary's and the logs' series.
+    """(tag, steps, values, nonfinite) of the loss for *rank*: the densest of the summary's and the logs' series.
 
     SummaryCollector records every collect_freq steps, LossMonitor prints
-    every step; the trend test wants the most points it can get.
+    every step; the trend test wants the most points it can get.  Restarts
+    are resolved as the judge does (:func:`msnb.analysis.resolve_restarts`);
+    ``nonfinite`` is the first NaN/Inf *record* of that series (from every
+    record, before replacing), or None.
     """
-    best = (None, np.zeros(0, int), np.zeros(0))
+    best = (None, np.zeros(0, int), np.zeros(0), None)
     for source in (summary, logs):
         if source is None:
             continue
@@ -76,37 +47,34 @@ def loss_series(summary, logs, rank: int):
             pick = rank if rank in ranks else (next(iter(ranks)) if len(ranks) == 1 else None)
             if pick is None:
                 continue
-            steps, values = t.series(tag, rank=pick)
-            steps, first = np.unique(steps, return_index=True)
+            raw_steps, raw_values = t.series(tag, rank=pick)
+            steps, values, _restarts, _replaced = resolve_restarts(raw_steps, raw_values)
             if steps.size > best[1].size:
-                best = (tag, steps, values[first])
+                bad = find_nonfinite(t.where(rank=pick), [tag])
+                best = (tag, steps, values, bad[0] if bad else None)
     return best
 
 
-def check_loss(steps, values, label: str) -> list[Check]:
-    out = []
+def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES) -> list[Check]:
+    """``finite`` and ``loss_falling`` for one rank's loss (the judge's rules; see :mod:`msnb.analysis`).
+
+    Args:
+        steps: the loss's steps (restarts resolved).
+        values: the loss at those steps.
+        label: check-name suffix (``[rank 1]``).
+        nonfinite: the first non-finite record (a :class:`~msnb.analysis.NonFinite`), found on every record.
+        rules: the judge's parameters.
+
+    Returns:
+        The checks; a non-finite loss skips the trend test.
+    """
+    values = np.asarray(values, float)
     bad = ~np.isfinite(values)
+    if nonfinite is not None:
+        return [Check(f"finite{label}", FAIL, f"loss is {nonfinite.value} from step {nonfinite.step} ({nonfinite.count} of {nonfinite.records} records)")]
     if bad.any():
-        out.append(Check(f"finite{label}", FAIL, f"loss is {values[bad][0]} from step {int(steps[bad][0])} ({int(bad.sum())} of {values.size} points)"))
-        return out
-    out.append(Check(f"finite{label}", PASS, f"no NaN or Inf in {values.size} loss points"))
-    if values.size < 10:
-        out.append(Check(f"loss_falling{label}", WARN, f"only {values.size} loss points: too few to judge a trend"))
-        return out
-    rho = spearman(steps, values)
-    z = rho * math.sqrt(values.size - 1)  # rank correlation is ~N(0, 1/(n-1)) when there is no trend
-    smooth = ema(values, 0.6)
-    head = float(np.mean(smooth[: max(3, values.size // 10)]))
-    tail = float(np.mean(smooth[-max(3, values.size // 10) :]))
-    change = (tail - head) / abs(head) if head else float("nan")
-    detail = f"Spearman rho {rho:+.2f} over {values.size} points (z {z:+.1f}); smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
-    if tail > 10 * abs(head) or (rho > 0.3 and z > 2.58):
-        out.append(Check(f"loss_falling{label}", FAIL, "loss is rising (diverging): " + detail))
-    elif rho < -0.3 and z < -2.58:
-        out.append(Check(f"loss_falling{label}", PASS, "loss falls: " + detail))
-    else:
-        out.append(Check(f"loss_falling{label}", WARN, "no clear downward trend: " + detail))
-    return out
+        return [Check(f"finite{label}", FAIL, f"loss is {values[bad][0]} from step {int(steps[bad][0])} ({int(bad.sum())} of {values.size} points)")]
+    return [Check(f"finite{label}", PASS, f"no NaN or Inf in {values.size} loss points"), loss_trend(steps, values, label, rules)]
 
 
 def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False) -> list[Check]:
@@ -119,26 +87,26 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
     out = []
     for rank, (_steps, ms, collected) in sorted(times.items()):
         label = "" if len(times) == 1 else f"[rank {rank}]"
+        out.append(step_time_stability(ms, label, exclude=collected))
         if ms.size < 5:
-            out.append(Check(f"step_time{label}", WARN, f"only {ms.size} timed steps"))
             continue
         skip = max(3, ms.size // 20)  # the first steps compile
         body, body_collected = ms[skip:], collected[skip:]
-        plain = body[~body_collected] if (~body_collected).sum() >= 5 else body
-        med = float(np.median(plain))
-        p90 = float(np.percentile(plain, 90))
-        unstable = p90 > 2 * med and p90 - med > 5.0
-        detail = f"median {med:.2f} ms, p90 {p90:.2f} ms after the first {skip} steps (first step {ms[0]:.0f} ms: compilation and start-up)"
-        out.append(
-            Check(f"step_time{label}", WARN if unstable else PASS, (f"unstable: p90 is {p90 / med:.1f}x the median; " if unstable else "stable: ") + detail)
-        )
         if collect_freq > 1 and body_collected.any() and (~body_collected).any():
             with_c = float(np.median(body[body_collected]))
             without = float(np.median(body[~body_collected]))
-            extra = max(0.0, with_c - without)
+            extra = with_c - without
+            if extra <= 0:
+                detail = (
+                    f"collecting steps take {with_c:.2f} ms, the others {without:.2f} ms (medians): "
+                    f"no measurable overhead at collect_freq {collect_freq} (step-to-step noise is larger)"
+                )
+                out.append(Check(f"monitor_overhead{label}", PASS, detail))
+                continue
             overhead = extra / collect_freq / without if without > 0 else float("nan")
             detail = (
-                f"a collecting step takes {with_c:.2f} ms vs {without:.2f} ms (+{extra:.2f} ms); every {collect_freq} steps that is {overhead:.1%} of step time"
+                f"a collecting step takes {with_c:.2f} ms vs {without:.2f} ms for the others (+{extra:.2f} ms); "
+                f"one step in {collect_freq} collects, so monitoring costs {overhead:.1%} of step time"
             )
             if builtin_model:
                 out.append(Check(f"monitor_overhead{label}", PASS, detail + " (built-in model: reported, not judged; a real model's steps cost more)"))

@@ -1,0 +1,157 @@
+"""``msnb.check``: judge existing runs (after the fact or while they run) with the same rules as the smoke verdict.
+
+A path may be one file, a run directory with ``rank_N`` folders, a log, or a
+base directory holding many runs; every run found is judged on its own.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+
+from ..errors import NothingReadable
+from .judge import RunVerdict, judge_run, status_word
+from .rules import DEFAULT_RULES, FAIL, WARN, Rules
+
+_COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+
+
+class CheckResult:
+    """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
+
+    def __init__(self, runs: list[RunVerdict], problems=None):
+        self.runs = runs
+        self.problems = list(problems or [])
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.runs)
+
+    @property
+    def flags(self) -> list:
+        return [f for r in self.runs for f in r.flags]
+
+    @property
+    def exit_code(self) -> int:
+        """What ``msnb check`` returns: 0 every run passed (warnings allowed), 1 a run failed."""
+        return 0 if self.passed else 1
+
+    def as_dict(self) -> dict:
+        """The JSON document ``msnb check --json`` prints."""
+        return {"passed": self.passed, "runs": [r.as_dict() for r in self.runs], "flags": [f.as_dict() for f in self.flags]}
+
+    def format_text(self) -> str:
+        """One line per check per run, the flags, and the verdict."""
+        lines = []
+        for r in self.runs:
+            ranks = f" (ranks {', '.join(map(str, r.ranks))})" if r.ranks else ""
+            lines.append(f"run {r.run}{ranks}: {'passed' if r.passed else 'FAILED'}")
+            for c in r.checks:
+                lines.append(f"  {status_word(c.status)}  {c.name}: {c.detail}")
+            for f in r.flags:
+                where = f" rank {f.rank}" if f.rank >= 0 else ""
+                lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {f.reason}")
+        for p in self.problems:
+            lines.append(f"  note: {p}")
+        failed = sum(not r.passed for r in self.runs)
+        warned = sum(c.status == WARN for r in self.runs for c in r.checks)
+        verdict = "FAILED" if failed else "PASSED"
+        lines.append(f"{verdict}: {len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.format_text()
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for r in self.runs:
+            color = _COLORS["pass" if r.passed else "fail"]
+            ranks = f" ranks {', '.join(map(str, r.ranks))}" if r.ranks else ""
+            rows.append(
+                f'<tr><th colspan="3" style="text-align:left">run {html.escape(r.run)}{ranks}: '
+                f'<span style="color:{color}">{"passed" if r.passed else "FAILED"}</span></th></tr>'
+            )
+            for c in r.checks:
+                rows.append(
+                    f'<tr><td style="color:{_COLORS.get(c.status, "inherit")};font-weight:bold">{status_word(c.status)}</td>'
+                    f"<td>{html.escape(c.name)}</td><td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
+                )
+            for f in r.flags:
+                where = f"rank {f.rank}" if f.rank >= 0 else "run"
+                rows.append(
+                    f'<tr><td style="color:{_COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td><td style="text-align:left">{html.escape(f.reason)}</td></tr>'
+                )
+        head = f"<b>msnb check: {'PASSED' if self.passed else 'FAILED'}</b>"
+        return f"<div>{head}<table>{''.join(rows)}</table></div>"
+
+
+def path_labels(paths) -> list[str]:
+    """Names for several paths: the shortest trailing parts that tell them apart (``a/summary``, ``b/summary``)."""
+    parts = [os.path.normpath(os.path.abspath(str(p))).split(os.sep) for p in paths]
+    for k in range(1, max(len(p) for p in parts) + 1):
+        labels = ["/".join(p[-k:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [str(p) for p in paths]
+
+
+def _read_paths(paths, verify: bool):
+    """Read one or several paths; with several, each path's runs are prefixed by its label, and "." is named after the path."""
+    from ..events import read
+    from ..events.reader import ReadResult
+
+    results = []
+    for p, name in zip(paths, path_labels(paths)):
+        r = read(p, verify=verify)
+        if len(r.scalars):
+            runs = r.scalars.run.tolist()
+            prefix = len(paths) > 1
+            r.scalars.run = _obj([name if run == "." else (f"{name}/{run}" if prefix else run) for run in runs])
+        results.append(r)
+    return ReadResult.merge(results)
+
+
+def _obj(values):
+    import numpy as np
+
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True) -> CheckResult:
+    """Judge every run in *source* with the analysis layer's rules.
+
+    Args:
+        source: a path, a list of paths, or a :class:`~msnb.events.ReadResult`.
+        tag: the loss tag, or its meaning (``loss`` finds ``loss/auto``, ``lm-loss``...); naming a tag
+            that a run lacks fails that run.
+        rules: the rules' parameters (:class:`msnb.analysis.Rules`).
+        verify: check CRCs while reading.
+
+    Returns:
+        A :class:`CheckResult`: ``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``.
+
+    Raises:
+        NothingReadable: no scalars were found, or no run has the tag.
+    """
+    from ..events.reader import ReadResult
+
+    if isinstance(source, ReadResult):
+        result, where = source, "the data given"
+    else:
+        paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+        result, where = _read_paths(paths, verify), ", ".join(map(str, paths))
+    scalars = result.scalars
+    if not len(scalars):
+        problems = f" ({result.problems[0]})" if result.problems else ""
+        raise NothingReadable(f"no scalars under {where}{problems}")
+    explicit = tag != "loss"
+    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
+    judged = [r for r in runs if r.tag is not None]
+    if not judged:
+        raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")
+    if not explicit:
+        runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
+    problems = [p for p in result.problems if getattr(p, "severity", "") != "info"]
+    return CheckResult(runs, problems)

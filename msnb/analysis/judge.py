@@ -1,0 +1,152 @@
+"""One run judged: every rule of the analysis layer over one run's scalars, as checks and flags.
+
+The smoke verdict, ``msnb check`` and the plot report all come here, so a run
+gets the same answer whichever way it is looked at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..events.tags import ALIASES, resolve
+from .divergence import divergence_details
+from .nonfinite import find_nonfinite, nonfinite_flags
+from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
+from .series import align, curves, stride
+from .spikes import run_curve, spike_flag
+from .steptime import step_time_stability
+from .trend import loss_stall, loss_trend
+
+
+@dataclass
+class RunVerdict:
+    """The judge's answer for one run: its ranks, one check per rule, and the flags (rank, step, reason)."""
+
+    run: str
+    ranks: list
+    checks: list = field(default_factory=list)
+    flags: list = field(default_factory=list)
+    tag: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True when no check failed (warnings allowed)."""
+        return not any(c.status == FAIL for c in self.checks)
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.run,
+            "ranks": list(self.ranks),
+            "passed": self.passed,
+            "checks": [c.as_dict() for c in self.checks],
+            "flags": [f.as_dict() for f in self.flags],
+        }
+
+
+def _steps_check(cs, rules: Rules) -> Check:
+    """Steps covered, restarts and a fixed stride (sink mode), said once per run."""
+    lo = min(int(c.steps[0]) for c in cs if c.steps.size)
+    hi = max(int(c.steps[-1]) for c in cs if c.steps.size)
+    parts = [f"steps {lo}-{hi}" + (f" on {len(cs)} ranks" if len(cs) > 1 else "")]
+    restarts: dict = {}
+    replaced = 0
+    for c in cs:
+        for s in c.restarts:
+            restarts.setdefault(int(s), []).append(c.rank)
+        replaced += c.replaced
+    for s, ranks in sorted(restarts.items()):
+        who = "" if len(cs) == 1 else (" (all ranks)" if len(ranks) == len(cs) else f" (rank {', '.join(map(str, sorted(set(ranks))))})")
+        parts.append(f"restarted at step {s}{who}")
+    if restarts:
+        parts.append(f"{replaced} earlier record(s) replaced by the later ones")
+    strides = {stride(c.steps) for c in cs if c.steps.size >= 3}
+    if len(strides) == 1 and (n := strides.pop()) > 1:
+        parts.append(f"steps recorded every {n} (sink mode?)")
+    return Check("steps", PASS, "; ".join(parts))
+
+
+def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False) -> RunVerdict:
+    """Judge one run of *scalars*.
+
+    Args:
+        scalars: a ScalarTable (may hold other runs too).
+        run: the run to judge.
+        tag: the loss tag or its meaning (``loss`` finds ``loss/auto``, ``lm-loss``...).
+        rules: the rules' parameters.
+        explicit_tag: the user named the tag (its absence then fails the run instead of warning).
+
+    Returns:
+        The run's verdict.
+    """
+    in_run = scalars.run == run
+    mine = scalars if in_run.all() else scalars.take(in_run)
+    ranks = sorted(int(r) for r in np.unique(mine.rank) if r >= 0)
+    verdict = RunVerdict(run, ranks)
+    present = set(mine.tags())
+    loss_tag = resolve(tag, present)
+    verdict.tag = loss_tag
+    if loss_tag is None:
+        verdict.checks.append(
+            Check("tags", FAIL if explicit_tag else WARN, f"no {tag!r} tag in this run (tags: {', '.join(sorted(present)) or 'none'}): nothing judged")
+        )
+        return verdict
+
+    # non-finite values first, on every record of every rank
+    watched = [loss_tag] + [t for t in ALIASES["grad_norm"] if t in present]
+    found = find_nonfinite(mine, watched)
+    nf_flags = nonfinite_flags(found, {run: ranks})
+    if found:
+        verdict.checks.append(Check("finite", FAIL, "; ".join(f.reason for f in nf_flags)))
+    else:
+        verdict.checks.append(Check("finite", PASS, f"no NaN or Inf in {', '.join(watched)} on any record"))
+    verdict.flags.extend(nf_flags)
+
+    cs = curves(mine, loss_tag)
+    verdict.checks.append(_steps_check(cs, rules))
+    ranked = [c for c in cs if c.rank >= 0]
+    steps, matrix = align(ranked if len(ranked) > 1 else cs[:1])
+    if len(ranked) > 1 and steps.size < rules.min_points:
+        best = max(cs, key=lambda c: c.steps.size)  # ranks recorded different steps: judge the densest
+        steps, matrix = best.steps, best.values[None, :]
+    values = run_curve(matrix) if matrix.shape[0] > 1 else matrix[0]
+    ok = np.isfinite(values)
+    what = f" (median of {matrix.shape[0]} ranks)" if matrix.shape[0] > 1 else ""
+    trend = loss_trend(steps[ok], values[ok], rules=rules)
+    trend.detail += what
+    verdict.checks.append(trend)
+    verdict.checks.append(loss_stall(steps[ok], values[ok], rules=rules))
+    spike = spike_flag(run, loss_tag, steps, values, rules)
+    if spike is None:
+        verdict.checks.append(Check("loss_spikes", PASS, f"no jump above {rules.spike_factor:g}x that lasted {rules.spike_recovery} points"))
+    else:
+        verdict.checks.append(Check("loss_spikes", FAIL, spike.reason))
+        verdict.flags.append(spike)
+
+    if len(ranked) > 1:
+        gone = {(f.rank) for f in nf_flags}
+        div = [f for f, _visible in divergence_details(mine, loss_tag, rules=rules, curve_list=cs) if f.rank not in gone]
+        if div:
+            verdict.checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)))
+        else:
+            verdict.checks.append(Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {steps.size} common steps"))
+        verdict.flags.extend(div)
+
+    st_tag = resolve("step_time", present)
+    if st_tag is not None:
+        for c in curves(mine, st_tag):
+            label = f"[rank {c.rank}]" if len(ranked) > 1 else ""
+            verdict.checks.append(step_time_stability(c.values, label, rules))
+    verdict.flags.sort(key=lambda f: (f.step, f.rank))
+    return verdict
+
+
+def flag_rows(flags: list[RankFlag]) -> list[dict]:
+    """Flags as the JSON rows ``{"run", "rank", "tag", "step", "reason"}``."""
+    return [f.as_dict() for f in flags]
+
+
+def status_word(status: str) -> str:
+    """PASS / WARN / FAIL."""
+    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL"}.get(status, status.upper())

@@ -1,0 +1,100 @@
+"""The judge's knobs in one place, and the shape of what each rule answers.
+
+Every rule takes a :class:`Rules`; the defaults are what ``msnb check``, the
+smoke verdict and the plot flags use.  Override any of them with
+``Rules(divergence_k=6)`` or ``dataclasses.replace(DEFAULT_RULES, ...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+
+@dataclass
+class Check:
+    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail), ``detail`` (why, with numbers)."""
+
+    name: str
+    status: str
+    detail: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RankFlag:
+    """Something wrong at one step of one rank: the flag drawn on plots and listed by ``msnb check``.
+
+    ``rank`` is -1 when the run has no ranks; ``step`` is where the problem began.
+    """
+
+    run: str
+    rank: int
+    tag: str
+    step: int
+    reason: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Parameters of every rule, with the defaults the judge uses.
+
+    Trend (``loss_falling``): Spearman's rho between step and loss, with
+    ``z = rho * sqrt(n - 1)``; falling when rho is below minus ``trend_rho``
+    and z below minus ``trend_z``, rising (a failure) when the mirror holds or
+    the smoothed tail exceeds ``rising_factor`` times the head (smoothing
+    weight ``smooth``, TensorBoard's).  Fewer than ``min_points`` points: too
+    few to judge.
+
+    Stall (``loss_stalled``): over the last ``stall_fraction`` of the points
+    (at least ``stall_min_points``), no significant fall (Spearman) and a
+    change of the mean from its first half to its second below
+    ``stall_min_change`` (relative): a warning (converged, or stuck).  Noisy
+    runs whose halves differ by more than that are not called stalled.
+
+    Rank divergence: residual of each rank against the ranks' median (the gap
+    between them with two ranks), in log space when the loss is positive;
+    moving means over ``divergence_windows`` steps compared with the
+    residual's own noise (``divergence_k`` scales) and with a minimum size
+    (``divergence_min_gap``, in log units: 0.1 is about 10 %), both holding for
+    ``divergence_patience`` consecutive steps.
+
+    Spikes (``loss_spikes``): a jump up of the run's loss by more than
+    ``spike_factor`` (ratio of the means after and before) that is still there
+    ``spike_recovery`` steps later and stands ``spike_k`` noise scales out.
+
+    Step time: unstable when the 90th percentile is over ``step_time_ratio``
+    times the median and more than ``step_time_min_ms`` above it, after the
+    first ``step_time_skip`` fraction of the steps (compilation).
+    """
+
+    smooth: float = 0.6
+    min_points: int = 10
+    trend_rho: float = 0.3
+    trend_z: float = 2.58
+    rising_factor: float = 10.0
+    stall_fraction: float = 1 / 3
+    stall_min_points: int = 20
+    stall_min_change: float = 0.02
+    divergence_windows: tuple = (8, 32, 64, 128, 256)
+    divergence_k: float = 5.0
+    divergence_min_gap: float = 0.1
+    divergence_patience: int = 10
+    spike_factor: float = 1.5
+    spike_recovery: int = 50
+    spike_k: float = 6.0
+    step_time_ratio: float = 2.0
+    step_time_min_ms: float = 5.0
+    step_time_skip: float = 0.05
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_RULES = Rules()

@@ -1,0 +1,78 @@
+"""Loss spikes that did not recover: a sudden jump of the run's loss that is still there later.
+
+A one-step spike (a bad batch) is ordinary and the loss comes back; a jump
+that stays (a learning-rate step too big, corrupted optimizer state, a bad
+resume) is worth a flag.  The run's loss is the median over ranks, in log
+space, so one rank's noise does not make a spike and a shared one counts once.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .rules import DEFAULT_RULES, RankFlag, Rules
+
+
+def unrecovered_spikes(steps, values, rules: Rules = DEFAULT_RULES):
+    """The first jump up that has not recovered ``spike_recovery`` steps later.
+
+    Args:
+        steps: ascending steps of the run's loss.
+        values: the loss at those steps (NaN ignored).
+        rules: ``spike_factor``, ``spike_recovery``, ``spike_k``.
+
+    Returns:
+        ``(step, before, after)`` of the jump (means before and after, in the
+        loss's units), or None.
+    """
+    v = np.asarray(values, float)
+    w = rules.spike_recovery
+    ok = np.isfinite(v)
+    if ok.sum() < 2 * w + 1:
+        return None
+    s, v = np.asarray(steps)[ok], v[ok]
+    logged = bool(np.all(v > 0))
+    y = np.log(v) if logged else v / (np.median(np.abs(v)) or 1.0)
+    c = np.concatenate([[0.0], np.cumsum(y)])
+    t = np.arange(w, y.size - w + 1)  # jump between t-1 and t
+    pre = (c[t] - c[t - w]) / w
+    post = (c[t + w] - c[t]) / w
+    q = max(1, w // 4)
+    late = (c[t + w] - c[t + w - q]) / q
+    d = np.diff(y)
+    sigma = max(1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0), 1e-6)
+    jump = post - pre
+    z = jump / (sigma * math.sqrt(2.0 / w))
+    need = math.log(rules.spike_factor) if logged else rules.spike_factor - 1.0
+    on = (jump > need) & (late - pre > need) & (z > rules.spike_k)
+    if not on.any():
+        return None
+    first = int(np.argmax(on))
+    stop = first + int(np.argmax(~on[first:])) if (~on[first:]).any() else on.size
+    k = first + int(np.argmax(jump[first:stop]))
+    back = (lambda a: float(np.exp(a))) if logged else (lambda a: float(a * (np.median(np.abs(v)) or 1.0)))
+    return int(s[t[k]]), back(pre[k]), back(post[k])
+
+
+def run_curve(matrix: np.ndarray) -> np.ndarray:
+    """The run's loss at each common step: the median over ranks (a rank's NaN ignored)."""
+    a = np.ascontiguousarray(np.where(np.isfinite(matrix), matrix, np.nan).T)
+    if np.isfinite(a).all():
+        return np.median(a, axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(a, axis=1)
+
+
+def spike_flag(run: str, tag: str, steps, values, rules: Rules = DEFAULT_RULES) -> RankFlag | None:
+    """A flag (rank -1: the whole run) for an unrecovered spike, or None."""
+    found = unrecovered_spikes(steps, values, rules)
+    if found is None:
+        return None
+    step, before, after = found
+    return RankFlag(
+        run, -1, tag, step, f"{tag} jumped at step {step} from {before:.4g} to {after:.4g} (mean of {rules.spike_recovery} steps) and did not recover"
+    )

@@ -187,7 +187,10 @@ def _cmd_export(args) -> int:
         print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
     if result.empty:
         raise NothingReadable(f"nothing readable in {args.path}")
-    n = write(result, args.kind, args.format, sys.stdout)
+    try:
+        n = write(result, args.kind, args.format, sys.stdout)
+    except BrokenPipeError:
+        return 0  # the reader of a pipe stopped early (| head): not an error
     skipped = result.skipped
     if not n:
         print(f"msnb export: note: {args.path} holds no {args.kind} (it has: {result!r})", file=sys.stderr)
@@ -228,9 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 
+    from .events.export import KIND_CHOICES, KINDS
+
     p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
-    p.add_argument("--kind", default="scalars", choices=["scalars", "histograms", "tensors", "images", "lineage", "text"])
+    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KINDS)} (default: scalars)")
     p.add_argument("--format", default="csv", choices=["csv", "jsonl"])
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")

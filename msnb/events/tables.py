@@ -180,9 +180,36 @@ class MarkerTable(Table):
     _DTYPES = {**_KEY, "bytes": np.int64}
 
 
-KIND_TABLES = {
-    "histogram": HistogramTable,
-    "tensor": TensorTable,
-    "image": ImageTable,
-    "text": TextTable,
+TABLE_KINDS: dict[str, type[Table]] = {
+    "scalars": ScalarTable,
+    "histograms": HistogramTable,
+    "tensors": TensorTable,
+    "images": ImageTable,
+    "texts": TextTable,
+    "lineage": LineageTable,
+    "markers": MarkerTable,
 }
+"""The one list of data kinds: the name of each table (an attribute of ``ReadResult``) and its class."""
+
+KIND_SPELLINGS = {"scalar": "scalars", "histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts", "marker": "markers"}
+"""Other spellings accepted wherever a kind is named (``msnb export --kind text``)."""
+
+
+def kind_name(name: str) -> str:
+    """The canonical name of a data kind, from itself or one of :data:`KIND_SPELLINGS`.
+
+    Args:
+        name: a kind as a user typed it.
+
+    Returns:
+        A key of :data:`TABLE_KINDS`.
+
+    Raises:
+        msnb.errors.UsageError: for a name that is no kind.
+    """
+    canonical = KIND_SPELLINGS.get(name, name)
+    if canonical not in TABLE_KINDS:
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown kind {name!r}; choose one of {', '.join(TABLE_KINDS)}")
+    return canonical

@@ -76,8 +76,8 @@ def _cmd_plot(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plot import plot_scalars, read_for_plot
-    from .plot.scalars import run_labeller
+    from .events.runs import read_for_plot, run_labeller
+    from .plot import plot_scalars
 
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
@@ -85,7 +85,9 @@ def _cmd_plot(args) -> int:
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-    report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths))
+    report = plot_scalars(
+        result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths, result.runs)
+    )
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
         print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))

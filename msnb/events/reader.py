@@ -22,7 +22,7 @@ from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
 from .fastscalars import decode_records
 from .logs import LogParser
 from .problems import SKIPPED_KINDS, Problem, ProblemKind
-from .records import HEADER, Damage, read_record, scan
+from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .wire import DecodeError
 
@@ -216,49 +216,13 @@ class FileState:
 
     # -------------------------------------------------------------- events
     def _read_events(self, f, size: int, final: bool, out: ReadResult) -> None:
-        """Scan from ``self.pos`` in chunks; damage and oversized records are carried between chunks, never read whole."""
-        path = self.source.path
-        chunk = records.CHUNK
-        cursor = self.pos
-        damage: Damage | None = None
-        while cursor < size:
-            f.seek(cursor)
-            buf = f.read(min(chunk, size - cursor))
-            if not buf:
-                break
-            at_eof = cursor + len(buf) >= size
-            sc = scan(buf, path, verify=self.verify, final=final and at_eof, base_offset=cursor, damage=damage)
-            out.problems.extend(sc.problems)
-            self._decode(buf, cursor, sc.offsets, sc.lengths, out)
-            damage = sc.damage
-            if sc.need:
-                p = cursor + sc.end
-                n = sc.need - HEADER - records.FOOTER
-                if p + sc.need > size:
-                    if not final:
-                        self.pos = damage.origin if damage else p  # may still be written: wait for it
-                        return
-                    damage = damage or Damage(p, ProblemKind.TRUNCATED, p + sc.need, n)
-                    cursor = p + 1
-                    continue
-                rec = read_record(f, p, sc.need, verify=self.verify, chunk=chunk)
-                if rec is None:
-                    damage = damage or Damage(p, ProblemKind.CRC, p + sc.need, n)
-                    cursor = p + 1
-                    continue
-                one = scan(rec, path, verify=self.verify, final=True, base_offset=p, damage=damage)
-                out.problems.extend(one.problems)
-                self._decode(rec, p, one.offsets, one.lengths, out)
-                damage = None
-                cursor = self.pos = p + sc.need
-                continue
-            self.pos = damage.origin if damage is not None else cursor + sc.end
-            if at_eof:
-                break
-            nxt = cursor + sc.end
-            if nxt <= cursor:
-                break
-            cursor = nxt
+        frames = FrameReader(self.source.path, verify=self.verify, chunk=records.CHUNK)
+        for buf, base, offsets, lengths in frames.read(f, self.pos, size, final=final):
+            out.problems.extend(frames.problems)
+            frames.problems.clear()
+            self._decode(buf, base, offsets, lengths, out)
+        out.problems.extend(frames.problems)
+        self.pos = frames.pos
 
     def _decode(self, buf, base: int, offsets, lengths, out: ReadResult) -> None:
         """Decode the records found in *buf* (which starts at file offset *base*) into *out*'s tables."""

@@ -384,3 +384,82 @@ def read_record(f, pos: int, size: int, *, verify: bool = True, chunk: int = CHU
     f.seek(pos)
     data = f.read(size)
     return data if len(data) == size else None
+
+
+class FrameReader:
+    """Every intact record of an open file, in buffers of at most *chunk* bytes.
+
+    This is where the chunks meet: damage running past a buffer is carried
+    into the next one, a record longer than a buffer is checked in pieces
+    (:func:`read_record`) and only then read whole, so memory stays near
+    *chunk* whatever the file holds, and a header announcing more bytes than
+    the file has is never allocated.
+
+    Args:
+        path: file name for problem reports.
+        verify: check checksums on the fast walk.
+        chunk: bytes read at once (default :data:`CHUNK`).
+
+    After :meth:`read` is exhausted, :attr:`pos` is where the next read should
+    start (the first byte not yet accounted for: a held-back record or the
+    start of damage that may still be written over) and :attr:`problems` lists
+    what was skipped.
+    """
+
+    def __init__(self, path: str = "", *, verify: bool = True, chunk: int | None = None):
+        self.path = path
+        self.verify = verify
+        self.chunk = chunk or CHUNK
+        self.pos = 0
+        self.problems: list[Problem] = []
+
+    def read(self, f, start: int, size: int, *, final: bool):
+        """Yield ``(buffer, buffer_file_offset, payload_offsets, payload_lengths)`` for ``f[start:size]``.
+
+        Args:
+            f: a binary file open for reading.
+            start: file offset to begin at (a record boundary).
+            size: the file's size.
+            final: the file is complete: report an incomplete tail instead of holding it back.
+        """
+        path, verify, chunk = self.path, self.verify, self.chunk
+        self.pos = cursor = start
+        damage: Damage | None = None
+        while cursor < size:
+            f.seek(cursor)
+            buf = f.read(min(chunk, size - cursor))
+            if not buf:
+                break
+            at_eof = cursor + len(buf) >= size
+            sc = scan(buf, path, verify=verify, final=final and at_eof, base_offset=cursor, damage=damage)
+            self.problems.extend(sc.problems)
+            if sc.offsets.size:
+                yield buf, cursor, sc.offsets, sc.lengths
+            damage = sc.damage
+            if sc.need:
+                p = cursor + sc.end
+                n = sc.need - HEADER - FOOTER
+                if p + sc.need > size:
+                    if not final:
+                        self.pos = damage.origin if damage else p  # may still be being written: wait for it
+                        return
+                    damage = damage or Damage(p, ProblemKind.TRUNCATED, p + sc.need, n)
+                    cursor = p + 1
+                    continue
+                rec = read_record(f, p, sc.need, verify=verify, chunk=chunk)
+                if rec is None:
+                    damage = damage or Damage(p, ProblemKind.CRC, p + sc.need, n)
+                    cursor = p + 1
+                    continue
+                one = scan(rec, path, verify=verify, final=True, base_offset=p, damage=damage)
+                self.problems.extend(one.problems)
+                if one.offsets.size:
+                    yield rec, p, one.offsets, one.lengths
+                damage = None
+                cursor = self.pos = p + sc.need
+                continue
+            self.pos = damage.origin if damage is not None else cursor + sc.end
+            nxt = cursor + sc.end
+            if at_eof or nxt <= cursor:
+                break
+            cursor = nxt

@@ -175,7 +175,7 @@ class FileState:
                 if not replaced and self.pos and self._replaced(f):
                     replaced = True
                     self.reset()
-                    self.ident = ident
+                    self.ident, self.last_key = ident, key
                 if replaced:
                     out.problems.append(self._replaced_problem())
                 if self.source.kind == LOG:

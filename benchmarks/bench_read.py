@@ -173,14 +173,15 @@ before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t0 = time.perf_counter()
 r = msnb.read(sys.argv[1])
 seconds = time.perf_counter() - t0
-print(len(r.scalars), len(r.problems), seconds, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+table_mb = sum(getattr(r.scalars, c).nbytes for c in r.scalars.COLUMNS) / 2**20  # what keeping every point costs
+print(len(r.scalars), len(r.problems), seconds, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, table_mb)
 """
 
 
 def _child_read(path: Path) -> tuple:
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True)
-    points, problems, seconds, before, peak = proc.stdout.split()
-    return int(points), int(problems), float(seconds), float(before), float(peak)
+    points, problems, seconds, before, peak, table_mb = proc.stdout.split()
+    return int(points), int(problems), float(seconds), float(before), float(peak), float(table_mb)
 
 
 def memory_under_damage(args, summary: Path) -> dict:
@@ -211,13 +212,25 @@ def memory_under_damage(args, summary: Path) -> dict:
     if not rows:
         return out
     print("\nMemory under damage (fresh child process each; target: peak RSS under 300 MB)")
-    print(f"  {'input':<34} {'file MB':>9} {'points':>10} {'problems':>9} {'seconds':>8} {'peak RSS':>9} {'+RSS':>7}")
+    print("  'table' is the scalar table itself (48 bytes a point, every point kept): memory no reader that keeps the points can avoid")
+    print(f"  {'input':<34} {'file MB':>9} {'points':>10} {'problems':>9} {'seconds':>8} {'peak RSS':>9} {'+RSS':>7} {'table':>7} {'+RSS-table':>10}")
     for label, path in rows:
         log(f"memory: {label} ...")
-        points, problems, seconds, before, peak = _child_read(path)
+        points, problems, seconds, before, peak, table_mb = _child_read(path)
         size = path.stat().st_size / 1e6
-        print(f"  {label:<34} {size:>9.0f} {points:>10,} {problems:>9} {seconds:>8.2f} {peak:>7.0f}MB {peak - before:>5.0f}MB")
-        out[label] = {"file_mb": size, "points": points, "problems": problems, "seconds": seconds, "rss_peak_mb": peak, "rss_before_mb": before}
+        print(
+            f"  {label:<34} {size:>9.0f} {points:>10,} {problems:>9} {seconds:>8.2f} {peak:>7.0f}MB {peak - before:>5.0f}MB"
+            f" {table_mb:>5.0f}MB {peak - before - table_mb:>8.0f}MB"
+        )
+        out[label] = {
+            "file_mb": size,
+            "points": points,
+            "problems": problems,
+            "seconds": seconds,
+            "rss_peak_mb": peak,
+            "rss_before_mb": before,
+            "table_mb": table_mb,
+        }
     return out
 
 

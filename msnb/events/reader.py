@@ -86,9 +86,16 @@ class ReadResult:
         return out
 
 
-def _append(existing: Table, new: Table) -> Table:
-    """A file read in several chunks adds to what the earlier chunks gave."""
-    return type(new).concat([existing, new]) if len(existing) else new
+def _add(out: ReadResult, kind: str, new: Table) -> None:
+    """A file read in several chunks adds to what the earlier chunks gave; joined once, by :func:`_finish`."""
+    out.__dict__.setdefault("_parts", {}).setdefault(kind, []).append(new)
+
+
+def _finish(out: ReadResult) -> ReadResult:
+    """Join each table's chunks once, column by column, freeing the chunks as it goes (no quadratic copies, no 2x peak)."""
+    for kind, parts in out.__dict__.pop("_parts", {}).items():
+        setattr(out, kind, type(parts[0]).concat([getattr(out, kind), *parts], consume=True))
+    return out
 
 
 def _full(n: int, value) -> np.ndarray:
@@ -185,6 +192,7 @@ class FileState:
                 self._remember(f)
         except OSError as exc:
             out.problems.append(Problem(path, self.pos, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
+        _finish(out)
         if final:
             self._final_checks(out, st.st_size)
         self.results.append(out)
@@ -221,6 +229,7 @@ class FileState:
             out.problems.extend(frames.problems)
             frames.problems.clear()
             self._decode(buf, base, offsets, lengths, out)
+            del buf  # let the next chunk replace this one instead of joining it
         out.problems.extend(frames.problems)
         self.pos = frames.pos
 
@@ -245,8 +254,9 @@ class FileState:
                     continue
                 rows.append(rec)
             if rows:
-                out.lineage = _append(
-                    out.lineage,
+                _add(
+                    out,
+                    "lineage",
                     LineageTable(
                         run=_full(len(rows), src.run),
                         rank=np.full(len(rows), src.rank),
@@ -270,8 +280,9 @@ class FileState:
         if n:
             tag_arr = np.empty(len(tags), dtype=object)
             tag_arr[:] = tags
-            out.scalars = _append(
-                out.scalars,
+            _add(
+                out,
+                "scalars",
                 ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values),
             )
 
@@ -300,11 +311,12 @@ class FileState:
             m = len(rows)
             cols_["run"] = _full(m, src.run)
             cols_["rank"] = np.full(m, src.rank)
-            setattr(out, kind, _append(getattr(out, kind), table_cls(**cols_)))
+            _add(out, kind, table_cls(**cols_))
         if markers:
             m = len(markers)
-            out.markers = _append(
-                out.markers,
+            _add(
+                out,
+                "markers",
                 MarkerTable(
                     run=_full(m, src.run),
                     rank=np.full(m, src.rank),
@@ -379,8 +391,9 @@ class FileState:
         if points:
             n = len(points)
             src = self.source
-            out.scalars = _append(
-                out.scalars,
+            _add(
+                out,
+                "scalars",
                 ScalarTable(
                     run=_full(n, src.run),
                     rank=np.full(n, src.rank, dtype=np.int64),

@@ -73,13 +73,29 @@ class Table:
         return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})
 
     @classmethod
-    def concat(cls, tables) -> Table:
+    def concat(cls, tables, *, consume: bool = False) -> Table:
+        """One table of the rows of *tables*, in order.
+
+        Args:
+            tables: tables of this class (None and empty ones are skipped).
+            consume: the inputs are scratch: each column of theirs is released as soon as it is
+                copied, so joining needs little more memory than the result.
+
+        Returns:
+            A table (one of the inputs itself when only one has rows).
+        """
         tables = [t for t in tables if t is not None and len(t)]
         if not tables:
             return cls()
         if len(tables) == 1:
             return tables[0]
-        return cls(**{c: np.concatenate([getattr(t, c) for t in tables]) for c in cls.COLUMNS})
+        columns = {}
+        for c in cls.COLUMNS:
+            columns[c] = np.concatenate([getattr(t, c) for t in tables])
+            if consume:
+                for t in tables:
+                    setattr(t, c, None)
+        return cls(**columns)
 
 
 def _as_column(values, dtype) -> np.ndarray:

@@ -17,6 +17,11 @@ summary; then reads each file in a fresh child process per tool:
 
 The tool environments are created under benchmarks/.venvs on first use (pip).
 Prints points kept, seconds, records/s, MB/s, peak RSS and ratios against msnb.
+
+Then memory under damage (``--damaged-gb``, ``--log-mb``; 0 skips): peak RSS of
+``msnb.read`` on a MindSpore summary followed by 1 GB of zeros (a preallocated
+or wiped tail: no intact record for a gigabyte) and on a 300 MB training log,
+each in a fresh child process (target: under 300 MB both).
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip", nargs="*", default=[], choices=sorted({t for ts in PLAN.values() for t in ts}))
     parser.add_argument("--timeout", type=float, default=900, help="seconds one tool may take on one file")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--damaged-gb", type=float, default=1.0, help="GB of zeros after the records in the damaged-file memory check (0: skip)")
+    parser.add_argument("--log-mb", type=float, default=300.0, help="MB of training log in the log memory check (0: skip)")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.hist_steps = 20_000, 500
@@ -153,9 +160,78 @@ def main(argv=None) -> int:
     floor, ours = secs("ms_scalars", "floor"), secs("ms_scalars", "msnb")
     if floor and ours:
         print(f"  msnb time / floor time, MindSpore scalars: {ours / floor:.2f}  (target <= 4; the floor decodes nothing)")
+    results["memory"] = memory_under_damage(args, files["ms_scalars"])
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
+
+
+_CHILD = """
+import resource, sys, time
+import msnb
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t0 = time.perf_counter()
+r = msnb.read(sys.argv[1])
+seconds = time.perf_counter() - t0
+table_mb = sum(getattr(r.scalars, c).nbytes for c in r.scalars.COLUMNS) / 2**20  # what keeping every point costs
+print(len(r.scalars), len(r.problems), seconds, before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, table_mb)
+"""
+
+
+def _child_read(path: Path) -> tuple:
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, check=True)
+    points, problems, seconds, before, peak, table_mb = proc.stdout.split()
+    return int(points), int(problems), float(seconds), float(before), float(peak), float(table_mb)
+
+
+def memory_under_damage(args, summary: Path) -> dict:
+    """Peak RSS reading a summary with a gigabyte of zeros after it, and a large log (each in a fresh child)."""
+    out = {}
+    rows = []
+    if args.damaged_gb > 0:
+        damaged = args.data / f"damaged-{args.damaged_gb:g}GB" / summary.name
+        damaged.parent.mkdir(parents=True, exist_ok=True)
+        if not damaged.exists():
+            damaged.write_bytes(summary.read_bytes())
+            with open(damaged, "r+b") as f:
+                f.truncate(summary.stat().st_size + int(args.damaged_gb * (1 << 30)))  # sparse zeros: no disk used
+        rows.append((f"summary + {args.damaged_gb:g} GB of zeros", damaged))
+    if args.log_mb > 0:
+        log_path = args.data / f"train-{args.log_mb:g}MB.log"
+        if not log_path.exists():
+            log(f"writing a {args.log_mb:g} MB log ...")
+            with open(log_path, "w") as f:
+                step, size, limit = 0, 0, int(args.log_mb * 1e6)
+                while size < limit:
+                    lines = "".join(
+                        f"epoch: {1 + step // 1000} step: {step % 1000 + 1}, loss is {1.0 / (step + 1):.6f}\n" for step in range(step, step + 10000)
+                    )
+                    step += 10000
+                    size += f.write(lines)
+        rows.append((f"training log, {args.log_mb:g} MB", log_path))
+    if not rows:
+        return out
+    print("\nMemory under damage (fresh child process each; target: peak RSS under 300 MB)")
+    print("  'table' is the scalar table itself (48 bytes a point, every point kept): memory no reader that keeps the points can avoid")
+    print(f"  {'input':<34} {'file MB':>9} {'points':>10} {'problems':>9} {'seconds':>8} {'peak RSS':>9} {'+RSS':>7} {'table':>7} {'+RSS-table':>10}")
+    for label, path in rows:
+        log(f"memory: {label} ...")
+        points, problems, seconds, before, peak, table_mb = _child_read(path)
+        size = path.stat().st_size / 1e6
+        print(
+            f"  {label:<34} {size:>9.0f} {points:>10,} {problems:>9} {seconds:>8.2f} {peak:>7.0f}MB {peak - before:>5.0f}MB"
+            f" {table_mb:>5.0f}MB {peak - before - table_mb:>8.0f}MB"
+        )
+        out[label] = {
+            "file_mb": size,
+            "points": points,
+            "problems": problems,
+            "seconds": seconds,
+            "rss_peak_mb": peak,
+            "rss_before_mb": before,
+            "table_mb": table_mb,
+        }
+    return out
 
 
 if __name__ == "__main__":

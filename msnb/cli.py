@@ -76,8 +76,8 @@ def _cmd_plot(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plot import plot_scalars, read_for_plot
-    from .plot.scalars import run_labeller
+    from .events.runs import read_for_plot, run_labeller
+    from .plot import plot_scalars
 
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
@@ -85,7 +85,9 @@ def _cmd_plot(args) -> int:
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-    report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths))
+    report = plot_scalars(
+        result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths, result.runs)
+    )
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
         print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))
@@ -195,7 +197,10 @@ def _cmd_export(args) -> int:
         print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
     if result.empty:
         raise NothingReadable(f"nothing readable in {args.path}")
-    n = write(result, args.kind, args.format, sys.stdout)
+    try:
+        n = write(result, args.kind, args.format, sys.stdout)
+    except BrokenPipeError:
+        return 0  # the reader of a pipe stopped early (| head): not an error
     skipped = result.skipped
     if not n:
         print(f"msnb export: note: {args.path} holds no {args.kind} (it has: {result!r})", file=sys.stderr)
@@ -236,9 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 
+    from .events.export import KIND_CHOICES, KINDS
+
     p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
-    p.add_argument("--kind", default="scalars", choices=["scalars", "histograms", "tensors", "images", "lineage", "text"])
+    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KINDS)} (default: scalars)")
     p.add_argument("--format", default="csv", choices=["csv", "jsonl"])
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")

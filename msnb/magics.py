@@ -91,9 +91,9 @@ class MsnbMagics(Magics):
         Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
         figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
         """
-        from .plot import plot_scalars, read_for_plot
+        from .events.runs import read_for_plot, run_labeller
+        from .plot import plot_scalars
         from .plot.render import show_figure
-        from .plot.scalars import run_labeller
 
         args = parse_argstring(self.mfmon_plot, line)
         paths = [p.strip("\"'") for p in args.paths]
@@ -103,7 +103,9 @@ class MsnbMagics(Magics):
         if not len(result.scalars):
             raise NothingReadable(f"no scalars under {', '.join(paths)}")
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        report = plot_scalars(result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(paths))
+        report = plot_scalars(
+            result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(paths, result.runs)
+        )
         show_figure(report.figure)
         if report.flags or report.nonfinite:
             print(report.format_text())

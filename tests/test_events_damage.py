@@ -124,12 +124,10 @@ def test_any_truncation_and_flips_keep_every_untouched_record(original, tmp_path
     cut, flips = mutation
     length = cut % (len(data) + 1)
     damaged = bytearray(data[:length])
-    touched = set()
     for where, xor in flips:
         if length:
-            i = where % length
-            damaged[i] ^= xor
-            touched.add(i)
+            damaged[where % length] ^= xor
+    touched = {i for i in range(length) if damaged[i] != data[i]}  # two flips of one byte may cancel
     path = tmp_path_factory.mktemp("prop") / "events.out.events.summary.1.0.h_MS"
     path.write_bytes(bytes(damaged))
 
@@ -143,7 +141,7 @@ def test_any_truncation_and_flips_keep_every_untouched_record(original, tmp_path
     if touched:
         assert result.problems, "damage must be reported"
     if length < len(data) and any(start < length < end for start, end in records):
-        assert any(p.kind in ("truncated", "header", "crc") for p in result.problems)
+        assert any(p.kind in ("truncated", "torn", "header", "crc") for p in result.problems)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -109,10 +109,10 @@ def test_read_equals_follow_then_close(ms_files):
 
 def test_files_larger_than_one_read_chunk(ms_files, monkeypatch):
     """Big files are read in chunks (64 MB by default): every chunk's records are kept, none twice."""
-    from msnb.events import reader
+    from msnb.events import records
 
     whole = msnb.read(ms_files)
-    monkeypatch.setattr(reader, "CHUNK", 1000)  # far smaller than the files; smaller than an image record, too
+    monkeypatch.setattr(records, "CHUNK", 1000)  # far smaller than the files; smaller than an image record, too
     chunked = msnb.read(ms_files)
     assert chunked.problems == []
     for table in ("scalars", "histograms", "tensors", "images", "lineage", "markers"):

@@ -2,7 +2,98 @@
 
 from __future__ import annotations
 
-from .wire import FIXED64, LENGTH, VARINT, f64, fields, signed64, text, varint
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .wire import FIXED64, LENGTH, VARINT, DecodeError, f64, fields, signed64, text, varint
+
+_INT64_MAX = (1 << 63) - 1
+
+
+@dataclass
+class Histogram:
+    """A histogram as both formats decode to it: statistics, then bucket edges and counts (``HistogramTable`` columns)."""
+
+    KIND = "histograms"
+    min: float
+    max: float
+    sum: float
+    count: int
+    nan_count: int
+    pos_inf_count: int
+    neg_inf_count: int
+    left: np.ndarray
+    right: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass
+class Tensor:
+    """A tensor: shape, numpy dtype name and values (``TensorTable`` columns)."""
+
+    KIND = "tensors"
+    dims: tuple
+    dtype: str
+    values: np.ndarray
+
+
+@dataclass
+class Image:
+    """An encoded image with its size and colorspace (``ImageTable`` columns)."""
+
+    KIND = "images"
+    height: int
+    width: int
+    colorspace: int
+    png: bytes
+
+
+@dataclass
+class Text:
+    """A text summary (``TextTable`` column)."""
+
+    KIND = "texts"
+    text: str
+
+
+@dataclass
+class Landscape:
+    """A loss landscape, kept as a marker with its size: msnb does not tabulate it."""
+
+    KIND = "markers"
+    bytes: int
+
+
+def count_of(value, offset: int = 0) -> int:
+    """A histogram's element count from a float or int field; a corrupted one is a DecodeError, not an overflow."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value < 0:
+            raise DecodeError(f"histogram count {value!r} is not a count", offset)
+        value = int(value)
+    if not 0 <= value <= _INT64_MAX:
+        raise DecodeError(f"histogram count {value} is out of range", offset)
+    return value
+
+
+def shaped(arr: np.ndarray, dims) -> np.ndarray:
+    """*arr* reshaped to *dims* when they describe exactly its elements (damaged dims leave it flat)."""
+    if dims and all(d >= 0 for d in dims) and math.prod(dims) == arr.size:
+        return arr.reshape(tuple(dims))
+    return arr
+
+
+def decode_image(buf, a: int, b: int) -> Image:
+    """Summary.Image: MindSpore's and TensorFlow's share these field numbers (1 height, 2 width, 3 colorspace, 4 bytes)."""
+    out = {"height": 0, "width": 0, "colorspace": 0, "png": b""}
+    names = {1: "height", 2: "width", 3: "colorspace"}
+    for num, wire, x, y in fields(buf, a, b):
+        if num in names and wire == VARINT:
+            out[names[num]] = signed64(x)
+        elif num == 4 and wire == LENGTH:
+            out["png"] = bytes(buf[x:y])
+    return Image(**out)
 
 
 class DecodedEvent:
@@ -12,7 +103,9 @@ class DecodedEvent:
     payload start) and format (``"f4"``/``"f8"``) of the value's bytes let the
     vectorised decoder in :mod:`msnb.events.fastscalars` read every record that
     shares this one's layout without decoding it.  ``others`` holds
-    ``(kind, tag, data)`` for histograms, tensors, images, texts and the rest.
+    ``(tag, record)`` for the rest, *record* one of :class:`Histogram`,
+    :class:`Tensor`, :class:`Image`, :class:`Text` or :class:`Landscape`
+    (its ``KIND`` names the table it goes to).
     """
 
     __slots__ = ("wall_time", "step", "wall_offset", "step_span", "version", "graph_bytes", "scalars", "others", "extra_fields")

@@ -1,8 +1,11 @@
 """Which files under a path are worth reading, what they are, and whose they are.
 
-A run is a directory; a file's rank comes from a ``rank_N`` directory, an
-msrun ``worker_N.log`` name, or the device id in a MindSpore summary name.
-Files of one run and rank are read in the order their names' timestamps give.
+A run is a directory; a file's rank comes from a directory or file name that
+names one (:func:`rank_in_name`: ``rank_3``, ``rank3``, ``device_3``,
+``worker_3.log``), or the device id in a MindSpore summary name.  Files of one
+run and rank are read in the order their names' timestamps give.  Each real
+directory is walked once (by device and inode), so a symlink back up the tree
+is reported instead of multiplying every row.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .problems import Problem, ProblemKind
 from .tables import NO_RANK
 
 MS_SUMMARY, MS_LINEAGE, TFEVENTS, LOG = "ms_summary", "ms_lineage", "tfevents", "log"
@@ -19,9 +23,37 @@ MS_SUMMARY, MS_LINEAGE, TFEVENTS, LOG = "ms_summary", "ms_lineage", "tfevents", 
 # <prefix>.out.events.summary.<unix_ts>[.<device_id>].<host><suffix>
 _MS_NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(?:(\d+)\.)?(.+)$")
 _TF_NAME = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
-_RANK_DIR = re.compile(r"^rank[_-]?(\d+)$")
-_WORKER_LOG = re.compile(r"^(?:worker|rank)[_-]?(\d+)\.log$")
+_RANK_NAME = re.compile(r"(?:rank|device|worker)[_-]?(\d+)(?:\.log)?", re.IGNORECASE)
+_INT64_MAX = (1 << 63) - 1
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
+
+
+def rank_in_name(component: str) -> int | None:
+    """The rank a single path component names, or None.
+
+    The one rule for every place msnb looks for a rank: the whole component
+    is ``rank``, ``device`` or ``worker``, an optional ``_`` or ``-``, digits,
+    and (for msrun's logs) an optional ``.log``: ``rank_3``, ``rank3``,
+    ``device_3``, ``worker_3.log``.  ``frankfurt`` and ``rank_10_old`` name
+    none; ``rank_10`` names 10.  A number beyond int64 names none.
+
+    Args:
+        component: one file or directory name (no separators).
+
+    Returns:
+        The rank, or None.
+    """
+    m = _RANK_NAME.fullmatch(component)
+    return _small_int(m.group(1)) if m else None
+
+
+def _small_int(digits: str) -> int | None:
+    """*digits* as an int when it fits int64 (never builds a huge int from a hostile name)."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    value = int(digits)
+    return value if value <= _INT64_MAX else None
 
 
 def classify(name: str) -> str | None:
@@ -64,30 +96,37 @@ def describe(path: Path, root: Path, kind: str) -> Source:
     except ValueError:
         rel_parts = []
     rank = NO_RANK
-    # the nearest rank_N directory names the rank; the run is what lies above it
+    # the nearest directory naming a rank gives it; the run is what lies above it
     for i in range(len(rel_parts) - 1, -1, -1):
-        m = _RANK_DIR.match(rel_parts[i])
-        if m:
-            rank = int(m.group(1))
+        r = rank_in_name(rel_parts[i])
+        if r is not None:
+            rank = r
             rel_parts = rel_parts[:i] + rel_parts[i + 1 :]
             break
     if rank == NO_RANK and kind == LOG:
-        m = _WORKER_LOG.match(path.name)
-        if m:
-            rank = int(m.group(1))
+        r = rank_in_name(path.name)
+        if r is not None:
+            rank = r
     if rank == NO_RANK and kind in (MS_SUMMARY, MS_LINEAGE):
         m = _MS_NAME.search(path.name)
-        if m and m.group(2) is not None:
-            rank = int(m.group(2))
+        if m and m.group(2) is not None and _small_int(m.group(2)) is not None:
+            rank = _small_int(m.group(2))
     run = "/".join(rel_parts) if rel_parts else "."
     return Source(str(path), kind, run, rank, (_timestamp(path.name, kind), path.name))
 
 
-def discover(root: str | os.PathLike, dir_cache: dict | None = None) -> list[Source]:
+def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: list | None = None) -> list[Source]:
     """Every readable file under *root* (or *root* itself), in reading order.
 
-    *dir_cache* maps a directory to ``(mtime_ns, files, subdirs)``; a directory
-    whose mtime has not changed is not listed again (cheap repeated polls).
+    Args:
+        root: a file, a run directory or a tree of runs.
+        dir_cache: maps a directory to ``(mtime_ns, files, subdirs)``; a directory
+            whose mtime has not changed is not listed again (cheap repeated polls).
+        problems: where to append a ``loop`` problem for each directory reached
+            again through a symlink (it is not walked twice).
+
+    Returns:
+        The files as :class:`Source` s, sorted by run, rank, kind and timestamp.
     """
     root_path = Path(root)
     if root_path.is_file():
@@ -95,12 +134,24 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None) -> list[Sou
         return [describe(root_path, root_path.parent, kind)] if kind else []
     sources = []
     stack = [root_path]
+    visited: dict = {}  # (st_dev, st_ino) of each real directory walked -> the path it was walked by
     while stack:
         d = stack.pop()
         try:
-            mtime = d.stat().st_mtime_ns
+            st = d.stat()
         except OSError:
             continue
+        mtime = st.st_mtime_ns
+        ident = (st.st_dev, st.st_ino)
+        if ident in visited:
+            if problems is not None:
+                problems.append(
+                    Problem(
+                        str(d), None, ProblemKind.LOOP, f"directory already read as {visited[ident]} (a symlink loop or a second link); not read again", "info"
+                    )
+                )
+            continue
+        visited[ident] = str(d)
         cached = dir_cache.get(str(d)) if dir_cache is not None else None
         if cached and cached[0] == mtime:
             files, subdirs = cached[1], cached[2]
@@ -131,16 +182,28 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None) -> list[Sou
     return sources
 
 
+SNIFF_BYTES = 1 << 20
+
+
+def _framed(sc) -> bool:
+    """An intact record, or a valid header announcing one longer than the bytes sniffed."""
+    return bool(sc.offsets.size or sc.need)
+
+
 def sniff(path: Path) -> str | None:
-    """Kind of a file given explicitly under a name msnb does not know."""
+    """Kind of a file given explicitly under a name msnb does not know.
+
+    An event file is recognised by its framing: any intact record (both
+    checksums holding) in the first MiB, so one whose first header is
+    damaged still reads as events, not as a text log.
+    """
     try:
         with open(path, "rb") as f:
-            head = f.read(4096)
+            head = f.read(SNIFF_BYTES)
     except OSError:
         return None
-    if len(head) >= 12:
-        from .records import masked_crc
+    from .records import scan
 
-        if masked_crc(head[:8]) == int.from_bytes(head[8:12], "little"):
-            return TFEVENTS if b"brain.Event" in head else MS_SUMMARY
+    if len(head) >= 16 and _framed(scan(head, final=False)):
+        return TFEVENTS if b"brain.Event" in head else MS_SUMMARY
     return LOG

@@ -15,11 +15,19 @@ import json
 
 import numpy as np
 
-from ..errors import UsageError
-from .tables import NO_RANK
+from ..errors import MsnbError, UsageError
+from .tables import KIND_SPELLINGS, NO_RANK, TABLE_KINDS, kind_name
 
-KINDS = ("scalars", "histograms", "tensors", "images", "lineage", "text")
-_ATTR = {"text": "texts"}
+KINDS = tuple(TABLE_KINDS)
+"""Kinds ``msnb export --kind`` writes: every table of a ``ReadResult``."""
+
+KIND_CHOICES = KINDS + tuple(KIND_SPELLINGS)
+"""Every spelling ``--kind`` accepts (``text`` as well as ``texts``, ``histogram`` as well as ``histograms``)."""
+
+
+class OutputError(MsnbError):
+    """The output could not be written (a full disk, /dev/full, a closed pipe's neighbour)."""
+
 
 COLUMNS = {
     "scalars": ("run", "rank", "tag", "step", "wall_time", "value"),
@@ -43,7 +51,8 @@ COLUMNS = {
     "tensors": ("run", "rank", "tag", "step", "wall_time", "dims", "dtype", "values"),
     "images": ("run", "rank", "tag", "step", "wall_time", "height", "width", "colorspace", "png_base64"),
     "lineage": ("run", "rank", "step", "wall_time", "kind", "fields"),
-    "text": ("run", "rank", "tag", "step", "wall_time", "text"),
+    "texts": ("run", "rank", "tag", "step", "wall_time", "text"),
+    "markers": ("run", "rank", "tag", "step", "wall_time", "kind", "bytes"),
 }
 
 
@@ -61,10 +70,17 @@ def _plain(value):
 
 
 def rows(result, kind: str):
-    """Rows of one kind as tuples in :data:`COLUMNS` order (ranks: None when unknown)."""
-    if kind not in COLUMNS:
-        raise UsageError(f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
-    table = getattr(result, _ATTR.get(kind, kind))
+    """Rows of one kind as tuples in :data:`COLUMNS` order (ranks: None when unknown).
+
+    Args:
+        result: a ``ReadResult``.
+        kind: a data kind, in any spelling :func:`msnb.events.tables.kind_name` accepts.
+
+    Returns:
+        An iterator of tuples.
+    """
+    kind = kind_name(kind)
+    table = getattr(result, kind)
     cols = []
     for name in COLUMNS[kind]:
         source = "png" if name == "png_base64" else name
@@ -90,7 +106,49 @@ def _csv_cell(value):
 
 
 def write(result, kind: str, fmt: str, out) -> int:
-    """Write one kind of table to the text stream *out*; returns the number of rows."""
+    """Write one kind of table to the text stream *out*.
+
+    Args:
+        result: a ``ReadResult``.
+        kind: a data kind (any accepted spelling).
+        fmt: ``csv`` or ``jsonl``.
+        out: a text stream.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        UsageError: an unknown kind or format.
+        OutputError: *out* refused the bytes (``ENOSPC``, ``EIO``...); a closed pipe is not an error here.
+    """
+    kind = kind_name(kind)
+    try:
+        n = _write(result, kind, fmt, out)
+        out.flush()
+    except BrokenPipeError:
+        _silence(out)
+        raise
+    except OSError as exc:
+        _silence(out)
+        raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
+    return n
+
+
+def _silence(out) -> None:
+    """Point a failed stdout at /dev/null so the interpreter's final flush does not fail again with a traceback."""
+    import os
+    import sys
+
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
+def _write(result, kind: str, fmt: str, out) -> int:
     names = COLUMNS[kind]
     n = 0
     if fmt == "csv":

@@ -143,7 +143,7 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
             a = int(offsets[i0])
             try:
                 ev = decode_event(buf, a, a + n)
-            except (DecodeError, IndexError, ValueError, OverflowError) as exc:
+            except (DecodeError, IndexError, ValueError, OverflowError, RecursionError) as exc:
                 errors.append((i0, exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)))
                 remaining = remaining[1:]
                 continue

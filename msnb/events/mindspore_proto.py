@@ -1,7 +1,7 @@
 """MindSpore's summary and lineage messages (``mindspore.irpb``), decoded by field number.
 
 Field numbers follow MindSpore's ``summary.proto``, ``anf_ir.proto`` and
-``lineage.proto`` (see ../shared/DESIGN.md).  The messages are proto2, so
+``lineage.proto``.  The messages are proto2, so
 repeated scalars are accepted packed and unpacked alike.
 """
 
@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 
-from .decoded import DecodedEvent, decode_envelope
+from .decoded import DecodedEvent, Histogram, Landscape, Tensor, count_of, decode_envelope, decode_image, shaped
 from .wire import FIXED32, FIXED64, LENGTH, VARINT, DecodeError, f32, f64, fields, packed_or_single, signed64, text, varint
 
 VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
@@ -42,42 +42,30 @@ def decode_event(buf, a: int, b: int) -> DecodedEvent:
 
 def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
     tag = ""
+    scalar = None
     found = []
     for num, wire, x, y in fields(buf, a, b):
         if num == 1 and wire == LENGTH:
             tag = text(buf, x, y)
         elif num == 3 and wire == FIXED32:
-            found.append(("scalar", (f32(buf, x), x - base)))
+            scalar = (f32(buf, x), x - base)
         elif num == 4 and wire == LENGTH:
-            found.append(("image", decode_image(buf, x, y)))
+            found.append(decode_image(buf, x, y))
         elif num == 8 and wire == LENGTH:
-            found.append(("tensor", decode_tensor(buf, x, y)))
+            found.append(decode_tensor(buf, x, y))
         elif num == 9 and wire == LENGTH:
-            found.append(("histogram", decode_histogram(buf, x, y)))
+            found.append(decode_histogram(buf, x, y))
         elif num == 10 and wire == LENGTH:
-            found.append(("landscape", {"bytes": y - x}))
+            found.append(Landscape(y - x))
         else:
             ev.extra_fields = True
-    for kind, data in found:
-        if kind == "scalar":
-            ev.scalars.append((tag, data[0], data[1], "f4"))
-        else:
-            ev.others.append((kind, tag, data))
+    if scalar is not None:
+        ev.scalars.append((tag, scalar[0], scalar[1], "f4"))
+    for record in found:
+        ev.others.append((tag, record))
 
 
-def decode_image(buf, a: int, b: int) -> dict:
-    """Summary.Image (also TensorFlow's Summary.Image: same field numbers)."""
-    out = {"height": 0, "width": 0, "colorspace": 0, "png": b""}
-    names = {1: "height", 2: "width", 3: "colorspace"}
-    for num, wire, x, y in fields(buf, a, b):
-        if num in names and wire == VARINT:
-            out[names[num]] = x
-        elif num == 4 and wire == LENGTH:
-            out["png"] = bytes(buf[x:y])
-    return out
-
-
-def decode_tensor(buf, a: int, b: int) -> dict:
+def decode_tensor(buf, a: int, b: int) -> Tensor:
     """anf_ir TensorProto: dims, data_type, and values from whichever field holds them."""
     dims: list = []
     dtype = 0
@@ -106,12 +94,11 @@ def decode_tensor(buf, a: int, b: int) -> dict:
         arr = np.frombuffer(raw[: len(raw) - len(raw) % itemsize], dtype=dtype_name).copy()
     else:
         arr = np.zeros(0)
-    if dims and int(np.prod(dims)) == arr.size:
-        arr = arr.reshape(dims)
-    return {"dims": tuple(int(d) for d in dims), "dtype": dtype_name, "values": arr}
+    arr = shaped(arr, dims)
+    return Tensor(tuple(int(d) for d in dims), dtype_name, arr)
 
 
-def decode_histogram(buf, a: int, b: int) -> dict:
+def decode_histogram(buf, a: int, b: int) -> Histogram:
     """Summary.Histogram: buckets of (left, width, count) plus min/max/sum/count and NaN/Inf counts."""
     left: list = []
     width: list = []
@@ -145,10 +132,11 @@ def decode_histogram(buf, a: int, b: int) -> dict:
         elif num in doubles and wire == FIXED64:
             out[doubles[num]] = f64(buf, x)
     lefts = np.asarray(left, dtype=np.float64)
+    out["count"] = count_of(out["count"], a)
     out["left"] = lefts
     out["right"] = lefts + np.asarray(width, dtype=np.float64)
     out["counts"] = np.asarray(counts, dtype=np.float64)
-    return out
+    return Histogram(**out)
 
 
 # ---------------------------------------------------------------- lineage
@@ -194,13 +182,23 @@ def _map_entry(buf, a: int, b: int) -> tuple[str, tuple | None]:
     return key, value
 
 
-def _user_defined(buf, a: int, b: int, out: dict) -> None:
+MAX_DEPTH = 64  # nesting a lineage record may have; deeper is damage (and would exhaust Python's stack)
+
+
+def _deeper(depth: int, offset: int) -> int:
+    if depth >= MAX_DEPTH:
+        raise DecodeError(f"lineage record nested more than {MAX_DEPTH} levels deep", offset)
+    return depth + 1
+
+
+def _user_defined(buf, a: int, b: int, out: dict, depth: int = 0) -> None:
     """UserDefinedInfo: nested infos (1) and maps of dicts (2), int32 (3), strings (4), doubles (5)."""
+    depth = _deeper(depth, a)
     for num, wire, x, y in fields(buf, a, b):
         if wire != LENGTH:
             continue
         if num == 1:
-            _user_defined(buf, x, y, out)
+            _user_defined(buf, x, y, out, depth)
             continue
         key, entry = _map_entry(buf, x, y)
         value = None
@@ -208,7 +206,7 @@ def _user_defined(buf, a: int, b: int, out: dict) -> None:
             ewire, ex, ey = entry
             if num == 2 and ewire == LENGTH:
                 value = {}
-                _user_defined(buf, ex, ey, value)
+                _user_defined(buf, ex, ey, value, depth)
             elif num == 3 and ewire == VARINT:
                 value = signed64(ex)
             elif num == 4 and ewire == LENGTH:
@@ -219,13 +217,14 @@ def _user_defined(buf, a: int, b: int, out: dict) -> None:
             out[key] = value
 
 
-def _dataset_graph(buf, a: int, b: int) -> dict:
+def _dataset_graph(buf, a: int, b: int, depth: int = 0) -> dict:
+    depth = _deeper(depth, a)
     node: dict = {}
     for num, wire, x, y in fields(buf, a, b):
         if wire != LENGTH:
             continue
         if num == 1:
-            node.setdefault("children", []).append(_dataset_graph(buf, x, y))
+            node.setdefault("children", []).append(_dataset_graph(buf, x, y, depth))
         elif num == 2:
             node.update(_operation_parameter(buf, x, y))
         elif num == 3:
@@ -269,7 +268,7 @@ def _operation_parameter(buf, a: int, b: int) -> dict:
 
 
 def decode_lineage(buf, a: int, b: int) -> dict:
-    """A ``LineageEvent``: ``{"wall_time", "step", "version", "kind", "fields"}``."""
+    """A ``LineageEvent``: ``{"wall_time", "step", "version", "kind", "fields"}``, plus ``"note"`` when something was kept unparsed."""
     rec = {"wall_time": float("nan"), "step": 0, "version": None, "kind": None, "fields": {}}
     for num, wire, x, y in fields(buf, a, b):
         if num == 1 and wire == FIXED64:
@@ -294,6 +293,10 @@ def decode_lineage(buf, a: int, b: int) -> dict:
                         rec["fields"]["metric"] = json.loads(metric)
                     except ValueError:
                         rec["fields"]["metric"] = metric
+                    except RecursionError:
+                        # kept as the text it is; the reader reports it
+                        rec["fields"]["metric"] = metric
+                        rec["note"] = "evaluation metrics are JSON nested too deeply to parse; kept as text"
                 elif enum_ == 3 and ewire == LENGTH:
                     _flat(buf, ex, ey, _VALID_DATASET, rec["fields"])
         elif num == 9 and wire == LENGTH:

@@ -2,7 +2,10 @@
 
 Both go through the same per-file state: it remembers how far the file was
 read, so a poll reads only what was appended, holds back a partial last record
-(or log line) until it is complete, and starts over when the file was replaced.
+(or log line) until it is complete, and starts over when the file was replaced
+(another inode, a shorter file, or different bytes where it started or where
+the last read ended).  Files are read in chunks of :data:`records.CHUNK`
+bytes, so memory stays bounded whatever a file holds.
 """
 
 from __future__ import annotations
@@ -13,39 +16,48 @@ from pathlib import Path
 
 import numpy as np
 
-from . import mindspore_proto, tensorboard_proto
+from . import mindspore_proto, records, tensorboard_proto
+from .decoded import Landscape
 from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
 from .fastscalars import decode_records
 from .logs import LogParser
-from .records import HEADER, Problem, scan
-from .tables import KIND_TABLES, LineageTable, MarkerTable, ScalarTable, Table
+from .problems import SKIPPED_KINDS, Problem, ProblemKind
+from .records import HEADER, FrameReader
+from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .wire import DecodeError
 
-CHUNK = 64 << 20  # bytes read and scanned at once: bounds memory on huge files
 _DECODERS = {MS_SUMMARY: mindspore_proto.decode_event, TFEVENTS: tensorboard_proto.decode_event}
-_SKIPS = ("truncated", "crc", "header", "decode")
+_DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
+LOG_CHUNK = 8 << 20  # bytes of a log read at once
+FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
 
 
 @dataclass
 class ReadResult:
-    """Everything read from a path: tables by kind, the files, and what was skipped."""
+    """Everything read from a path: one table per data kind (:data:`msnb.events.tables.TABLE_KINDS`), the files, and what was skipped.
+
+    Attributes:
+        scalars, histograms, tensors, images, texts, lineage, markers: the tables.
+        problems: every :class:`Problem` met, in reading order.
+        files: one dict per file read (path, kind, run, rank, version, records, bytes_read).
+    """
 
     scalars: ScalarTable = field(default_factory=ScalarTable)
-    histograms: Table = field(default_factory=KIND_TABLES["histogram"])
-    tensors: Table = field(default_factory=KIND_TABLES["tensor"])
-    images: Table = field(default_factory=KIND_TABLES["image"])
-    texts: Table = field(default_factory=KIND_TABLES["text"])
+    histograms: HistogramTable = field(default_factory=HistogramTable)
+    tensors: TensorTable = field(default_factory=TensorTable)
+    images: ImageTable = field(default_factory=ImageTable)
+    texts: TextTable = field(default_factory=TextTable)
     lineage: LineageTable = field(default_factory=LineageTable)
     markers: MarkerTable = field(default_factory=MarkerTable)
     problems: list = field(default_factory=list)
     files: list = field(default_factory=list)
 
-    TABLES = ("scalars", "histograms", "tensors", "images", "texts", "lineage", "markers")
+    TABLES = tuple(TABLE_KINDS)
 
     @property
     def skipped(self) -> list:
         """Problems where data was skipped (damaged or truncated records)."""
-        return [p for p in self.problems if p.kind in _SKIPS]
+        return [p for p in self.problems if p.kind in SKIPPED_KINDS]
 
     @property
     def empty(self) -> bool:
@@ -74,9 +86,16 @@ class ReadResult:
         return out
 
 
-def _append(existing: Table, new: Table) -> Table:
-    """A file read in several chunks adds to what the earlier chunks gave."""
-    return type(new).concat([existing, new]) if len(existing) else new
+def _add(out: ReadResult, kind: str, new: Table) -> None:
+    """A file read in several chunks adds to what the earlier chunks gave; joined once, by :func:`_finish`."""
+    out.__dict__.setdefault("_parts", {}).setdefault(kind, []).append(new)
+
+
+def _finish(out: ReadResult) -> ReadResult:
+    """Join each table's chunks once, column by column, freeing the chunks as it goes (no quadratic copies, no 2x peak)."""
+    for kind, parts in out.__dict__.pop("_parts", {}).items():
+        setattr(out, kind, type(parts[0]).concat([getattr(out, kind), *parts], consume=True))
+    return out
 
 
 def _full(n: int, value) -> np.ndarray:
@@ -104,10 +123,34 @@ class FileState:
         self.results: list[ReadResult] = []
         self.parser = LogParser() if self.source.kind == LOG else None
         self.reported_final = False
+        self.head = b""  # the file's first bytes as last read
+        self.tail = b""  # the bytes just before self.pos as last read
+        self.last_key = None  # (size, mtime_ns) when last polled: unchanged means nothing to read, not even a damaged tail
+        self.long_line = False  # inside a log line longer than a chunk: skip to its end
 
     def info(self) -> dict:
         s = self.source
         return {"path": s.path, "kind": self.flavor, "run": s.run, "rank": s.rank, "version": self.version, "records": self.records, "bytes_read": self.pos}
+
+    def _replaced(self, f) -> bool:
+        """Do the bytes at the start and before the last read position still read as they did?"""
+        if self.head:
+            f.seek(0)
+            if f.read(len(self.head)) != self.head:
+                return True
+        if self.tail:
+            f.seek(self.pos - len(self.tail))
+            if f.read(len(self.tail)) != self.tail:
+                return True
+        return False
+
+    def _remember(self, f) -> None:
+        if len(self.head) < FINGERPRINT and self.pos:
+            f.seek(0)
+            self.head = f.read(min(FINGERPRINT, self.pos))
+        if self.pos:
+            f.seek(max(0, self.pos - FINGERPRINT))
+            self.tail = f.read(self.pos - max(0, self.pos - FINGERPRINT))
 
     def poll(self, *, final: bool) -> ReadResult:
         """Read what was added since the last poll; returns only the new data."""
@@ -117,30 +160,52 @@ class FileState:
             st = os.stat(path)
         except OSError as exc:
             if final and not self.results:
-                out.problems.append(Problem(path, None, "unreadable", f"cannot read: {exc.strerror or exc}", "error"))
+                out.problems.append(Problem(path, None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}", "error"))
             return out
         ident = (st.st_dev, st.st_ino)
-        if self.ident is not None and (ident != self.ident or st.st_size < self.pos):
+        replaced = self.ident is not None and (ident != self.ident or st.st_size < self.pos)
+        if replaced:
             self.reset()
-            out.problems.append(Problem(path, None, "replaced", "file was replaced or truncated since the last read; reading it again from the start", "info"))
         self.ident = ident
-        if st.st_size == self.pos:
+        key = (st.st_size, st.st_mtime_ns)
+        unchanged = key == self.last_key
+        self.last_key = key
+        if unchanged and not (final and self.pos < st.st_size):
+            if replaced:
+                out.problems.append(self._replaced_problem())
             if final:
                 self._final_checks(out, st.st_size)
             return out
         try:
             self.reads += 1
             with open(path, "rb") as f:
+                if not replaced and self.pos and self._replaced(f):
+                    replaced = True
+                    self.reset()
+                    self.ident, self.last_key = ident, key
+                if replaced:
+                    out.problems.append(self._replaced_problem())
                 if self.source.kind == LOG:
                     self._read_log(f, st.st_size, final, out)
                 else:
                     self._read_events(f, st.st_size, final, out)
+                self._remember(f)
         except OSError as exc:
-            out.problems.append(Problem(path, self.pos, "unreadable", f"read failed: {exc.strerror or exc}", "error"))
+            out.problems.append(Problem(path, self.pos, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
+        _finish(out)
         if final:
             self._final_checks(out, st.st_size)
         self.results.append(out)
         return out
+
+    def _replaced_problem(self) -> Problem:
+        return Problem(
+            self.source.path,
+            None,
+            ProblemKind.REPLACED,
+            "file was replaced, rewritten or truncated since the last read; its earlier rows were dropped and it was read again",
+            "info",
+        )
 
     def _final_checks(self, out: ReadResult, size: int) -> None:
         if self.reported_final:
@@ -150,53 +215,48 @@ class FileState:
         if self.source.kind == LOG:
             if self.parser.matched == 0 and self.explicit:
                 what = "empty file" if size == 0 else "no LossMonitor, TimeMonitor or MFLossMonitor lines found"
-                out.problems.append(Problem(path, None, "empty" if size == 0 else "foreign", what))
+                out.problems.append(Problem(path, None, ProblemKind.EMPTY if size == 0 else ProblemKind.FOREIGN, what))
             return
         if size == 0:
-            out.problems.append(Problem(path, 0, "empty", "zero-length event file: nothing was ever written to it"))
+            out.problems.append(Problem(path, 0, ProblemKind.EMPTY, "zero-length event file: nothing was ever written to it"))
         elif self.records == 0:
-            out.problems.append(Problem(path, 0, "foreign", "no intact record found: not an event file, or damaged throughout", "error"))
+            out.problems.append(Problem(path, 0, ProblemKind.FOREIGN, "no intact record found: not an event file, or damaged throughout", "error"))
 
     # -------------------------------------------------------------- events
     def _read_events(self, f, size: int, final: bool, out: ReadResult) -> None:
-        chunk = CHUNK
-        while self.pos < size:
-            f.seek(self.pos)
-            buf = f.read(chunk)
-            if not buf:
-                break
-            at_eof = self.pos + len(buf) >= size
-            sc = scan(buf, self.source.path, verify=self.verify, final=final and at_eof, base_offset=self.pos)
-            out.problems.extend(sc.problems)
-            self._decode(buf, sc.offsets, sc.lengths, out)
-            if sc.end == 0 and not at_eof:
-                chunk *= 2  # one record larger than the chunk: read more at once
-                continue
-            self.pos += sc.end
-            if at_eof or sc.end == 0:
-                break
+        frames = FrameReader(self.source.path, verify=self.verify, chunk=records.CHUNK)
+        for buf, base, offsets, lengths in frames.read(f, self.pos, size, final=final):
+            out.problems.extend(frames.problems)
+            frames.problems.clear()
+            self._decode(buf, base, offsets, lengths, out)
+            del buf  # let the next chunk replace this one instead of joining it
+        out.problems.extend(frames.problems)
+        self.pos = frames.pos
 
-    def _decode(self, buf: bytes, offsets, lengths, out: ReadResult) -> None:
+    def _decode(self, buf, base: int, offsets, lengths, out: ReadResult) -> None:
+        """Decode the records found in *buf* (which starts at file offset *base*) into *out*'s tables."""
         if offsets.size == 0:
             return
         src = self.source
-        base = self.pos
         if self.flavor == MS_LINEAGE:
             rows = []
             for o, n in zip(offsets.tolist(), lengths.tolist()):
                 try:
                     rec = mindspore_proto.decode_lineage(buf, o, o + n)
-                except (DecodeError, IndexError, ValueError) as exc:
-                    out.problems.append(Problem(src.path, base + o - HEADER, "decode", f"lineage record could not be decoded: {exc}"))
+                except _DECODE_ERRORS as exc:
+                    out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, f"lineage record could not be decoded: {exc}"))
                     continue
                 self.records += 1
+                if rec.get("note"):
+                    out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, rec["note"], "info"))
                 if rec["kind"] == "version":
                     self.version = self.version or rec["version"]
                     continue
                 rows.append(rec)
             if rows:
-                out.lineage = _append(
-                    out.lineage,
+                _add(
+                    out,
+                    "lineage",
                     LineageTable(
                         run=_full(len(rows), src.run),
                         rank=np.full(len(rows), src.rank),
@@ -208,11 +268,11 @@ class FileState:
                 )
             return
 
-        if self.records == 0 and self.pos == 0:
-            self._settle_flavor(buf, int(offsets[0]), int(lengths[0]), out)
+        if self.records == 0 and self.version is None:
+            self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
         cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor])
         for i, exc in errors:
-            out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, "decode", f"record could not be decoded: {exc}"))
+            out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)
 
         tags, tag_ids, steps, walls, values = cols.finish()
@@ -220,8 +280,9 @@ class FileState:
         if n:
             tag_arr = np.empty(len(tags), dtype=object)
             tag_arr[:] = tags
-            out.scalars = _append(
-                out.scalars,
+            _add(
+                out,
+                "scalars",
                 ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=tag_arr[tag_ids], step=steps, wall_time=walls, value=values),
             )
 
@@ -233,29 +294,29 @@ class FileState:
                 self.version = ev.version
             if ev.graph_bytes is not None:
                 markers.append(("", ev.step, ev.wall_time, "graph", ev.graph_bytes))
-            for kind, tag, data in ev.others:
-                if kind == "landscape":
-                    markers.append((tag, ev.step, ev.wall_time, "loss_landscape", data["bytes"]))
+            for tag, record in ev.others:
+                if isinstance(record, Landscape):
+                    markers.append((tag, ev.step, ev.wall_time, "loss_landscape", record.bytes))
                     continue
-                by_kind.setdefault(kind, []).append((tag, ev.step, ev.wall_time, data))
+                by_kind.setdefault(record.KIND, []).append((tag, ev.step, ev.wall_time, record))
         for kind, rows in by_kind.items():
-            table_cls = KIND_TABLES[kind]
+            table_cls = TABLE_KINDS[kind]
             cols_ = {c: [] for c in table_cls.COLUMNS}
-            for tag, step, wall, data in rows:
+            for tag, step, wall, record in rows:
                 cols_["tag"].append(tag)
                 cols_["step"].append(step)
                 cols_["wall_time"].append(wall)
                 for c in table_cls.COLUMNS[5:]:
-                    cols_[c].append(data[c])
+                    cols_[c].append(getattr(record, c))
             m = len(rows)
             cols_["run"] = _full(m, src.run)
             cols_["rank"] = np.full(m, src.rank)
-            attr = {"histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts"}[kind]
-            setattr(out, attr, _append(getattr(out, attr), table_cls(**cols_)))
+            _add(out, kind, table_cls(**cols_))
         if markers:
             m = len(markers)
-            out.markers = _append(
-                out.markers,
+            _add(
+                out,
+                "markers",
                 MarkerTable(
                     run=_full(m, src.run),
                     rank=np.full(m, src.rank),
@@ -267,41 +328,72 @@ class FileState:
                 ),
             )
 
-    def _settle_flavor(self, buf, o: int, n: int, out: ReadResult) -> None:
+    def _settle_flavor(self, buf, base: int, o: int, n: int, out: ReadResult) -> None:
         """The first record names the writer: trust it over the file name.
 
         Both formats share the Event envelope, so either decoder reads the version string.
         """
         try:
             version = _DECODERS[self.flavor](buf, o, o + n).version or ""
-        except (DecodeError, IndexError, ValueError):
+        except _DECODE_ERRORS:
             return
         if version.startswith("brain.Event"):
             self.flavor = TFEVENTS
         elif version.startswith(mindspore_proto.VERSION_PREFIXES):
             self.flavor = MS_SUMMARY
         elif version:
-            out.problems.append(Problem(self.source.path, self.pos, "foreign", f"unexpected version record {version!r}; reading it as {self.flavor}", "info"))
+            out.problems.append(
+                Problem(self.source.path, base + o - HEADER, ProblemKind.FOREIGN, f"unexpected version record {version!r}; reading it as {self.flavor}", "info")
+            )
 
     # -------------------------------------------------------------- logs
     def _read_log(self, f, size: int, final: bool, out: ReadResult) -> None:
-        f.seek(self.pos)
-        data = f.read(size - self.pos)
-        if final:
-            usable = len(data)
-        else:
-            usable = data.rfind(b"\n") + 1  # hold back a line still being written
-        if usable <= 0:
-            return
-        text = data[:usable].decode("utf-8", errors="replace")
-        points = self.parser.feed(text.splitlines())
-        self.pos += usable
+        """Parse whole lines, :data:`LOG_CHUNK` bytes at a time; a line longer than that is parsed by its start."""
+        chunk = LOG_CHUNK
+        while self.pos < size:
+            f.seek(self.pos)
+            data = f.read(min(chunk, size - self.pos))
+            if not data:
+                break
+            at_eof = self.pos + len(data) >= size
+            usable = len(data) if final and at_eof else data.rfind(b"\n") + 1  # hold back a line still being written
+            if usable <= 0:
+                if at_eof:
+                    return
+                # one line longer than a chunk: parse its start, skip the rest
+                if not self.long_line:
+                    self._feed(data[: self.parser.max_line + 1], out)
+                    self.long_line = True
+                self.pos += len(data)
+                continue
+            body = data[:usable]
+            if self.long_line:
+                cut = body.find(b"\n") + 1
+                body = body[cut:] if cut else b""
+                self.long_line = False
+            self._feed(body, out)
+            self.pos += usable
+
+    def _feed(self, body: bytes, out: ReadResult) -> None:
+        before = self.parser.long_lines
+        points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
+        if self.parser.long_lines > before:
+            out.problems.append(
+                Problem(
+                    self.source.path,
+                    None,
+                    ProblemKind.LINE,
+                    f"{self.parser.long_lines - before} line(s) longer than {self.parser.max_line:,} characters; only their start was parsed",
+                    "info",
+                )
+            )
         self.records += len(points)
         if points:
             n = len(points)
             src = self.source
-            out.scalars = _append(
-                out.scalars,
+            _add(
+                out,
+                "scalars",
                 ScalarTable(
                     run=_full(n, src.run),
                     rank=np.full(n, src.rank, dtype=np.int64),
@@ -330,16 +422,23 @@ class Follower:
         self._dir_cache: dict = {}
         self._problems: list = []
         self._cached: ReadResult | None = None
+        self._reported: set = set()
 
     def poll(self, *, final: bool = False) -> ReadResult:
         if not self.path.exists():
             new = ReadResult()
             if final:
-                new.problems.append(Problem(str(self.path), None, "missing", "no such file or directory", "error"))
+                new.problems.append(Problem(str(self.path), None, ProblemKind.MISSING, "no such file or directory", "error"))
                 self._problems.extend(new.problems)
             return new
         explicit = self.path.is_file()
-        sources = discover(self.path, self._dir_cache)
+        found: list = []
+        sources = discover(self.path, self._dir_cache, found)
+        for problem in found:
+            if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
+                self._reported.add((problem.path, problem.kind))
+                self._problems.append(problem)
+                self._cached = None
         for src in sources:
             if src.path not in self._states:
                 self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit)

@@ -2,34 +2,48 @@
 
 Each record is ``u64 length | u32 masked crc32c(length bytes) | payload |
 u32 masked crc32c(payload)``, little-endian.  This module finds the payloads in
-a buffer, checks both checksums, and keeps going past damage: a record whose
-payload checksum fails is skipped; after a header whose checksum fails, the
-scanner searches forward for the next header that checks out.  Every skip is
+a buffer, checks both checksums, and keeps going past damage.  The rule is the
+simplest one that loses nothing: a record is kept where both of its checksums
+hold; anywhere else the scanner moves on one byte and looks again.  So a torn
+record (its header intact, its payload cut short by the next write) costs only
+its own bytes, and every record after it is found again.  Every skip is
 reported as a :class:`Problem` with the byte offset, never raised.
 
-Speed matters here (event files reach gigabytes), so the walk is one tight
-loop that caches headers already verified (all records of one tag and step
-width share a length, so most headers are a dict hit) and the payload
-checksums are compared in bulk with numpy.
+Memory stays bounded by the buffer the caller passes: damage that runs past
+the buffer's end is handed back as a :class:`Damage` to carry into the next
+buffer, and a header announcing a record longer than the buffer is handed back
+as ``Scan.need`` so the caller can check it (:func:`read_record`) before
+allocating it.
+
+Speed matters here (event files reach gigabytes), so the walk over intact
+records is one tight loop that caches headers already verified (all records
+of one tag and step width share a length, so most headers are a dict hit) and
+the payload checksums are compared in bulk with numpy; the slower byte-by-byte
+search runs only inside damage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from crc32c import crc32c
+
+from .problems import Problem, ProblemKind
 
 MASK_DELTA = 0xA282EAD8
 HEADER = 12  # u64 length + u32 crc
 FOOTER = 4
 # No writer produces a single record this large; a header claiming more is damage.
 MAX_RECORD = 1 << 31
+CHUNK = 32 << 20  # bytes a reader scans at once: memory stays near this, speed does not gain from more
+
+__all__ = ["CHUNK", "Damage", "FOOTER", "HEADER", "MAX_RECORD", "Problem", "Scan", "masked_crc", "read_record", "scan"]
 
 
-def masked_crc(data) -> int:
+def masked_crc(data, value: int = 0) -> int:
     """TensorFlow's masked CRC32C, which both file formats store."""
-    c = crc32c(data)
+    c = crc32c(data, value) if value else crc32c(data)
     return (((c >> 15) | (c << 17)) + MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -39,40 +53,53 @@ def _masked_array(crcs: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Problem:
-    """Something skipped or suspicious, with enough detail to find it on disk."""
+class Damage:
+    """A span being skipped, carried from one buffer to the next until an intact record ends it.
 
-    path: str
-    offset: int | None
-    kind: str  # truncated | crc | header | decode | empty | foreign | unreadable | replaced
-    message: str
-    severity: str = "warning"
+    Attributes:
+        origin: file offset of the first skipped byte.
+        kind: why the span began: ``header`` (not a valid header), ``crc`` (a valid header whose payload
+            checksum fails) or ``truncated`` (a valid header claiming more bytes than the file holds).
+        claimed_end: for ``crc``/``truncated``, the file offset where the record its header announces would end.
+        length: for ``crc``/``truncated``, the payload length that header announces.
+    """
 
-    def __str__(self) -> str:
-        where = f"{self.path}" + (f" at byte {self.offset}" if self.offset is not None else "")
-        return f"{where}: {self.message}"
-
-    def as_dict(self) -> dict:
-        return {"path": self.path, "offset": self.offset, "kind": self.kind, "message": self.message, "severity": self.severity}
+    origin: int
+    kind: ProblemKind
+    claimed_end: int | None = None
+    length: int = 0
 
 
 @dataclass
 class Scan:
-    """Result of scanning a buffer: payload spans, where to resume, what was skipped."""
+    """Result of scanning a buffer.
 
-    offsets: np.ndarray  # payload start, relative to the buffer
+    Attributes:
+        offsets: payload starts of the intact records, relative to the buffer.
+        lengths: their payload lengths.
+        end: first byte not consumed, relative to the buffer: where the next buffer should start
+            (a held-back partial record, the record that ``need`` is about, or the last bytes of a damaged span).
+        problems: what was skipped, with file offsets.
+        skipped_bytes: how many bytes those problems cover.
+        damage: a damaged span still open at the end of the buffer (``final=False`` only); pass it to the next scan.
+        need: when non-zero, a valid header at ``end`` announces a record of this many bytes (header and
+            footer included) that does not fit in the buffer.
+    """
+
+    offsets: np.ndarray
     lengths: np.ndarray
-    end: int  # first byte not consumed (a held-back partial record starts here)
+    end: int
     problems: list
     skipped_bytes: int = 0
+    damage: Damage | None = None
+    need: int = 0
+    _parts: list = field(default_factory=list, repr=False)
 
 
-def _valid_header(buf, pos: int, end: int) -> int | None:
-    """Length of the record whose header starts at *pos*, if its checksum holds and it fits."""
-    if pos + HEADER > end:
-        return None
+def _header_length(buf, pos: int) -> int | None:
+    """Payload length of a header at *pos* if its checksum holds (the caller checked 12 bytes are there)."""
     n = int.from_bytes(buf[pos : pos + 8], "little")
-    if n > MAX_RECORD or pos + HEADER + n + FOOTER > end:
+    if n > MAX_RECORD:
         return None
     if masked_crc(buf[pos : pos + 8]) != int.from_bytes(buf[pos + 8 : pos + HEADER], "little"):
         return None
@@ -89,58 +116,66 @@ def _next_nonzero(view: np.ndarray, p: int, end: int) -> int:
     return end
 
 
-def _resync(buf, pos: int, end: int) -> int | None:
-    """First offset after *pos* where a complete record with valid checksums starts.
+def _resync(buf, first: int, end: int, final: bool) -> tuple[int | None, int]:
+    """First offset >= *first* where an intact record starts: ``(offset, 0)``.
 
-    Lengths below 4 GiB have four zero high bytes, so only offsets followed by
-    ``00 00 00 00`` at +4 are candidates; runs of zeros are jumped over whole.
+    When *final* is false, a valid header whose record runs past *end* comes
+    back as ``(offset, record size)`` (it may be intact; the caller decides),
+    and ``(None, 0)`` means no record starts at any offset up to ``end - HEADER``.
+
+    Lengths are below 2**31, so the four high bytes of a header are zero: only
+    offsets followed by ``00 00 00 00`` at +4 are candidates, and runs of zeros
+    (preallocated or wiped space) are jumped over whole, since an all-zero
+    header never checks.
     """
     zeros4 = b"\x00\x00\x00\x00"
     zero_header = b"\x00" * HEADER
-    q = pos + 1 + 4
+    q = first + 4
     view = None
     while True:
         q = buf.find(zeros4, q, end)
         if q < 0:
-            return None
+            return None, 0
         p = q - 4
-        if p + HEADER + FOOTER > end:
-            return None
+        if p + HEADER > end:
+            return None, 0
         if buf[p : p + HEADER] == zero_header:
-            # preallocated or wiped space: a header must contain the first non-zero byte
             if view is None:
                 view = np.frombuffer(buf, dtype=np.uint8)
             z = _next_nonzero(view, p, end)
             if z >= end:
-                return None
+                return None, 0
             q = max(q + 1, z - HEADER + 1 + 4)
             continue
-        n = _valid_header(buf, p, end)
+        n = _header_length(buf, p)
         if n is not None:
             stop = p + HEADER + n
-            if masked_crc(buf[p + HEADER : stop]) == int.from_bytes(buf[stop : stop + FOOTER], "little"):
-                return p
+            if stop + FOOTER <= end:
+                if masked_crc(buf[p + HEADER : stop]) == int.from_bytes(buf[stop : stop + FOOTER], "little"):
+                    return p, 0
+            elif not final:
+                return p, HEADER + n + FOOTER
         q += 1
 
 
-def scan(buf: bytes, path: str = "", *, start: int = 0, verify: bool = True, final: bool = True, base_offset: int = 0) -> Scan:
-    """Find the records in ``buf[start:]``.
+_END, _BAD, _OVER = 0, 1, 2
 
-    *final*: the buffer ends where the file ends, so an incomplete last record
-    is reported as truncated.  With ``final=False`` (following a file still being
-    written) it is held back: ``Scan.end`` points at its first byte.
-    *base_offset* is added to offsets in problem reports (the buffer's position in the file).
+
+def _walk(buf, pos: int, end: int, verify: bool, seen: dict):
+    """Chain of records from *pos*, trusting each checked header's length.
+
+    Returns ``(offsets, lengths, bad, stop, state, over_length)``: *state* says
+    why the chain stopped at *stop*: the data ends (``_END``), a header fails
+    (``_BAD``) or a valid header announces a record past *end* (``_OVER``, with
+    its payload length).  *bad* marks records whose payload checksum fails.
     """
-    end = len(buf)
-    pos = start
     offsets: list[int] = []
     lengths: list[int] = []
-    problems: list[Problem] = []
-    skipped = 0
-    seen: dict = {}  # header bytes already verified -> payload length
     get = seen.get
     append_off = offsets.append
     append_len = lengths.append
+    state = _END
+    over = 0
     while True:
         if pos + HEADER > end:
             break
@@ -152,58 +187,281 @@ def scan(buf: bytes, path: str = "", *, start: int = 0, verify: bool = True, fin
             if ok and verify:
                 ok = masked_crc(head[:8]) == int.from_bytes(head[8:], "little")
             if not ok:
-                nxt = _resync(buf, pos, end)
-                if nxt is None:
-                    if not final:
-                        break  # hold back: a later poll may find the next intact record
-                    problems.append(Problem(path, base_offset + pos, "header", f"corrupt record header; {end - pos} bytes to the end of the data skipped"))
-                    skipped += end - pos
-                    pos = end
-                    break
-                problems.append(
-                    Problem(
-                        path,
-                        base_offset + pos,
-                        "header",
-                        f"corrupt record header; skipped {nxt - pos} bytes to the next intact record at byte {base_offset + nxt}",
-                    )
-                )
-                skipped += nxt - pos
-                pos = nxt
-                continue
+                state = _BAD
+                break
             seen[head] = n
         stop = pos + HEADER + n + FOOTER
         if stop > end:
+            state, over = _OVER, n
             break
         append_off(pos + HEADER)
         append_len(n)
         pos = stop
+    offs = np.asarray(offsets, dtype=np.int64)
+    lens = np.asarray(lengths, dtype=np.int64)
+    if verify and offs.size:
+        mv = memoryview(buf)
+        crcs = np.fromiter((crc32c(mv[o : o + k]) for o, k in zip(offsets, lengths)), dtype=np.uint32, count=len(offsets))
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        idx = (offs + lens)[:, None] + np.arange(4)
+        stored = raw[idx].copy().view("<u4").ravel()
+        bad = _masked_array(crcs) != stored
+    else:
+        bad = np.zeros(offs.size, dtype=bool)
+    return offs, lens, bad, pos, state, over
 
-    if pos < end and final:
+
+def _damage_problem(path: str, damage: Damage, stop: int, at_end: bool) -> Problem:
+    """The problem for a skipped span ``[damage.origin, stop)``; *at_end*: no intact record followed it."""
+    span = stop - damage.origin
+    if damage.kind == ProblemKind.HEADER:
+        if at_end:
+            return Problem(path, damage.origin, ProblemKind.HEADER, f"corrupt record header; {span} bytes to the end of the data hold no intact record")
+        return Problem(path, damage.origin, ProblemKind.HEADER, f"corrupt record header; skipped {span} bytes to the next intact record at byte {stop}")
+    n = damage.length
+    if damage.kind == ProblemKind.TRUNCATED:
+        if at_end:
+            return Problem(
+                path,
+                damage.origin,
+                ProblemKind.TRUNCATED,
+                f"truncated last record ({span} bytes of an incomplete record at the end of the file); every record before it was read",
+            )
+        return Problem(
+            path,
+            damage.origin,
+            ProblemKind.TORN,
+            f"record of {n} bytes cut short (torn write): it claims more than the file holds, and an intact record starts at byte {stop}; skipped {span} bytes",
+        )
+    if at_end:
+        return Problem(
+            path, damage.origin, ProblemKind.CRC, f"record of {n} bytes fails its payload checksum; the {span} bytes from it to the end hold no intact record"
+        )
+    if stop == damage.claimed_end:
+        return Problem(path, damage.origin, ProblemKind.CRC, f"record of {n} bytes fails its payload checksum; skipped, reading went on")
+    if damage.claimed_end is not None and stop < damage.claimed_end:
+        return Problem(
+            path, damage.origin, ProblemKind.TORN, f"record of {n} bytes cut short (torn write): an intact record starts at byte {stop}; skipped {span} bytes"
+        )
+    return Problem(
+        path, damage.origin, ProblemKind.CRC, f"record of {n} bytes fails its payload checksum; skipped {span} bytes to the next intact record at byte {stop}"
+    )
+
+
+def scan(buf, path: str = "", *, start: int = 0, verify: bool = True, final: bool = True, base_offset: int = 0, damage: Damage | None = None) -> Scan:
+    """Find the intact records in ``buf[start:]``.
+
+    Args:
+        buf: the bytes (``bytes``, ``bytearray`` or ``memoryview`` of bytes).
+        path: file name for problem reports.
+        start: where to begin in *buf*.
+        verify: check both checksums on the fast walk (resynchronising after damage always checks them).
+        final: the buffer ends where the file ends, so an incomplete last record is reported as truncated.
+            With ``final=False`` (a file still being written, or a buffer in the middle of a file) it is held
+            back: ``Scan.end`` points at its first byte, and ``Scan.need`` says how long it is when its header
+            is valid.
+        base_offset: the buffer's position in the file, added to offsets in problem reports.
+        damage: a damaged span carried over from the previous buffer; the search for the next intact record
+            resumes at *start*.
+
+    Returns:
+        A :class:`Scan`.
+    """
+    end = len(buf)
+    pos = start
+    parts_off: list = []
+    parts_len: list = []
+    problems: list[Problem] = []
+    skipped = 0
+    seen: dict = {}  # header bytes already verified -> payload length
+    chain = None
+    ci = 0
+    need = 0
+    while True:
+        if damage is not None:
+            q, need = _resync(buf, pos, end, final)
+            if q is None:
+                if final:
+                    problems.append(_damage_problem(path, damage, base_offset + end, True))
+                    skipped += base_offset + end - damage.origin
+                    damage = None
+                    pos = end
+                else:
+                    pos = max(pos, end - HEADER + 1)
+                break
+            pos = q
+            if need:
+                break
+            problems.append(_damage_problem(path, damage, base_offset + q, False))
+            skipped += base_offset + q - damage.origin
+            damage = None
+            if chain is not None:
+                # a record already walked? then the chain from it is what a new walk would give
+                starts = chain[0] - HEADER
+                j = int(np.searchsorted(starts, q))
+                if j < starts.size and starts[j] == q and j >= ci:
+                    ci = j
+                else:
+                    chain = None
+        if chain is None:
+            chain = _walk(buf, pos, end, verify, seen)
+            ci = 0
+        offs, lens, bad, stop, state, over = chain
+        rest = np.flatnonzero(bad[ci:])
+        if rest.size:
+            k = ci + int(rest[0])
+            parts_off.append(offs[ci:k])
+            parts_len.append(lens[ci:k])
+            rec = int(offs[k]) - HEADER
+            damage = Damage(base_offset + rec, ProblemKind.CRC, base_offset + int(offs[k] + lens[k]) + FOOTER, int(lens[k]))
+            pos = rec + 1
+            ci = k + 1
+            continue
+        parts_off.append(offs[ci:])
+        parts_len.append(lens[ci:])
+        chain = None
+        pos = stop
+        if state == _END:
+            break
+        if state == _BAD:
+            damage = Damage(base_offset + stop, ProblemKind.HEADER)
+            pos = stop + 1
+            continue
+        if final:
+            damage = Damage(base_offset + stop, ProblemKind.TRUNCATED, base_offset + stop + HEADER + over + FOOTER, over)
+            pos = stop + 1
+            continue
+        need = HEADER + over + FOOTER
+        break
+
+    if damage is None and not need and pos < end and final:
         problems.append(
             Problem(
                 path,
                 base_offset + pos,
-                "truncated",
+                ProblemKind.TRUNCATED,
                 f"truncated last record ({end - pos} bytes of an incomplete record at the end of the file); every record before it was read",
             )
         )
         skipped += end - pos
         pos = end
+    offsets = np.concatenate(parts_off) if parts_off else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate(parts_len) if parts_len else np.zeros(0, dtype=np.int64)
+    return Scan(offsets, lengths, pos, problems, skipped, damage, need)
 
-    offs = np.asarray(offsets, dtype=np.int64)
-    lens = np.asarray(lengths, dtype=np.int64)
-    if verify and offs.size:
-        mv = memoryview(buf)
-        crcs = np.fromiter((crc32c(mv[o : o + n]) for o, n in zip(offsets, lengths)), dtype=np.uint32, count=len(offsets))
-        raw = np.frombuffer(buf, dtype=np.uint8)
-        idx = (offs + lens)[:, None] + np.arange(4)
-        stored = raw[idx].copy().view("<u4").ravel()
-        bad = _masked_array(crcs) != stored
-        if bad.any():
-            for o, n in zip(offs[bad].tolist(), lens[bad].tolist()):
-                problems.append(Problem(path, base_offset + o - HEADER, "crc", f"record of {n} bytes fails its payload checksum; skipped, reading went on"))
-                skipped += HEADER + n + FOOTER
-            keep = ~bad
-            offs, lens = offs[keep], lens[keep]
-    return Scan(offs, lens, pos, problems, skipped)
+
+def read_record(f, pos: int, size: int, *, verify: bool = True, chunk: int = CHUNK) -> bytes | None:
+    """The *size* bytes of the record at *pos* in the open file *f*, or None when its payload checksum fails.
+
+    Used for a record longer than a scan buffer: the checksum is computed in
+    pieces of *chunk* bytes first, so a header announcing a huge length in
+    damaged data never makes the reader allocate that length.
+
+    Args:
+        f: a binary file open for reading.
+        pos: file offset of the record's header (already checked by :func:`scan`).
+        size: the whole record's size, header and footer included.
+        verify: compute the payload checksum before reading the record.
+        chunk: bytes read at once while checking.
+
+    Returns:
+        The record's bytes, or None.
+    """
+    n = size - HEADER - FOOTER
+    if verify:
+        f.seek(pos + HEADER)
+        c = 0
+        left = n
+        while left:
+            piece = f.read(min(chunk, left))
+            if not piece:
+                return None
+            c = crc32c(piece, c)
+            left -= len(piece)
+        stored = f.read(FOOTER)
+        if len(stored) != FOOTER or (((c >> 15) | (c << 17)) + MASK_DELTA) & 0xFFFFFFFF != int.from_bytes(stored, "little"):
+            return None
+    f.seek(pos)
+    data = f.read(size)
+    return data if len(data) == size else None
+
+
+class FrameReader:
+    """Every intact record of an open file, in buffers of at most *chunk* bytes.
+
+    This is where the chunks meet: damage running past a buffer is carried
+    into the next one, a record longer than a buffer is checked in pieces
+    (:func:`read_record`) and only then read whole, so memory stays near
+    *chunk* whatever the file holds, and a header announcing more bytes than
+    the file has is never allocated.
+
+    Args:
+        path: file name for problem reports.
+        verify: check checksums on the fast walk.
+        chunk: bytes read at once (default :data:`CHUNK`).
+
+    After :meth:`read` is exhausted, :attr:`pos` is where the next read should
+    start (the first byte not yet accounted for: a held-back record or the
+    start of damage that may still be written over) and :attr:`problems` lists
+    what was skipped.
+    """
+
+    def __init__(self, path: str = "", *, verify: bool = True, chunk: int | None = None):
+        self.path = path
+        self.verify = verify
+        self.chunk = chunk or CHUNK
+        self.pos = 0
+        self.problems: list[Problem] = []
+
+    def read(self, f, start: int, size: int, *, final: bool):
+        """Yield ``(buffer, buffer_file_offset, payload_offsets, payload_lengths)`` for ``f[start:size]``.
+
+        Args:
+            f: a binary file open for reading.
+            start: file offset to begin at (a record boundary).
+            size: the file's size.
+            final: the file is complete: report an incomplete tail instead of holding it back.
+        """
+        path, verify, chunk = self.path, self.verify, self.chunk
+        self.pos = cursor = start
+        damage: Damage | None = None
+        buf = None
+        while cursor < size:
+            f.seek(cursor)
+            buf = None  # released before the next chunk is read: one chunk in memory, not two
+            buf = f.read(min(chunk, size - cursor))
+            if not buf:
+                break
+            at_eof = cursor + len(buf) >= size
+            sc = scan(buf, path, verify=verify, final=final and at_eof, base_offset=cursor, damage=damage)
+            self.problems.extend(sc.problems)
+            if sc.offsets.size:
+                yield buf, cursor, sc.offsets, sc.lengths
+            damage = sc.damage
+            if sc.need:
+                p = cursor + sc.end
+                n = sc.need - HEADER - FOOTER
+                if p + sc.need > size:
+                    if not final:
+                        self.pos = damage.origin if damage else p  # may still be being written: wait for it
+                        return
+                    damage = damage or Damage(p, ProblemKind.TRUNCATED, p + sc.need, n)
+                    cursor = p + 1
+                    continue
+                rec = read_record(f, p, sc.need, verify=verify, chunk=chunk)
+                if rec is None:
+                    damage = damage or Damage(p, ProblemKind.CRC, p + sc.need, n)
+                    cursor = p + 1
+                    continue
+                one = scan(rec, path, verify=verify, final=True, base_offset=p, damage=damage)
+                self.problems.extend(one.problems)
+                if one.offsets.size:
+                    yield rec, p, one.offsets, one.lengths
+                damage = None
+                cursor = self.pos = p + sc.need
+                continue
+            self.pos = damage.origin if damage is not None else cursor + sc.end
+            nxt = cursor + sc.end
+            if at_eof or nxt <= cursor:
+                break
+            cursor = nxt

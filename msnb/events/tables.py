@@ -75,13 +75,29 @@ class Table:
         return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})
 
     @classmethod
-    def concat(cls, tables) -> Table:
+    def concat(cls, tables, *, consume: bool = False) -> Table:
+        """One table of the rows of *tables*, in order.
+
+        Args:
+            tables: tables of this class (None and empty ones are skipped).
+            consume: the inputs are scratch: each column of theirs is released as soon as it is
+                copied, so joining needs little more memory than the result.
+
+        Returns:
+            A table (one of the inputs itself when only one has rows).
+        """
         tables = [t for t in tables if t is not None and len(t)]
         if not tables:
             return cls()
         if len(tables) == 1:
             return tables[0]
-        return cls(**{c: np.concatenate([getattr(t, c) for t in tables]) for c in cls.COLUMNS})
+        columns = {}
+        for c in cls.COLUMNS:
+            columns[c] = np.concatenate([getattr(t, c) for t in tables])
+            if consume:
+                for t in tables:
+                    setattr(t, c, None)
+        return cls(**columns)
 
 
 def _as_column(values, dtype) -> np.ndarray:
@@ -192,9 +208,36 @@ class MarkerTable(Table):
     _DTYPES = {**_KEY, "bytes": np.int64}
 
 
-KIND_TABLES = {
-    "histogram": HistogramTable,
-    "tensor": TensorTable,
-    "image": ImageTable,
-    "text": TextTable,
+TABLE_KINDS: dict[str, type[Table]] = {
+    "scalars": ScalarTable,
+    "histograms": HistogramTable,
+    "tensors": TensorTable,
+    "images": ImageTable,
+    "texts": TextTable,
+    "lineage": LineageTable,
+    "markers": MarkerTable,
 }
+"""The one list of data kinds: the name of each table (an attribute of ``ReadResult``) and its class."""
+
+KIND_SPELLINGS = {"scalar": "scalars", "histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts", "marker": "markers"}
+"""Other spellings accepted wherever a kind is named (``msnb export --kind text``)."""
+
+
+def kind_name(name: str) -> str:
+    """The canonical name of a data kind, from itself or one of :data:`KIND_SPELLINGS`.
+
+    Args:
+        name: a kind as a user typed it.
+
+    Returns:
+        A key of :data:`TABLE_KINDS`.
+
+    Raises:
+        msnb.errors.UsageError: for a name that is no kind.
+    """
+    canonical = KIND_SPELLINGS.get(name, name)
+    if canonical not in TABLE_KINDS:
+        from ..errors import UsageError
+
+        raise UsageError(f"unknown kind {name!r}; choose one of {', '.join(TABLE_KINDS)}")
+    return canonical

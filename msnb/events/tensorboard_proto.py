@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decoded import DecodedEvent, decode_envelope
-from .mindspore_proto import decode_image
+from .decoded import DecodedEvent, Histogram, Tensor, Text, count_of, decode_envelope, decode_image, shaped
 from .wire import FIXED32, FIXED64, LENGTH, VARINT, f32, f64, fields, packed_or_single, signed64, text
 
 # tensorflow/core/framework/types.proto
@@ -73,26 +72,21 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
     if simple is not None:
         ev.scalars.append((tag, simple[0], simple[1], "f4"))
     if image is not None:
-        ev.others.append(("image", tag, image))
+        ev.others.append((tag, image))
     if histo is not None:
-        ev.others.append(("histogram", tag, histo))
+        ev.others.append((tag, histo))
     if tensor_span is not None:
         t = decode_tensor(buf, *tensor_span)
         if plugin == "scalars" and t["values"].size == 1 and t["dtype"] in _NUMERIC:
-            off = t.pop("value_offset")
-            fmt = t.pop("value_fmt")
-            ev.scalars.append((tag, float(t["values"].ravel()[0]), None if off is None else off - base, fmt))
+            off = t["value_offset"]
+            ev.scalars.append((tag, float(t["values"].ravel()[0]), None if off is None else off - base, t["value_fmt"]))
         elif plugin == "text" or t["dtype"] == "string":
-            ev.others.append(("text", tag, {"text": "\n".join(t["strings"])}))
+            ev.others.append((tag, Text("\n".join(t["strings"]))))
         elif plugin == "histograms" and t["values"].ndim == 2 and t["values"].shape[1] == 3:
             v = t["values"].astype(np.float64)
-            counts = v[:, 2]
-            ev.others.append(("histogram", tag, _histogram_from_edges(v[:, 0], v[:, 1], counts)))
+            ev.others.append((tag, _histogram_from_edges(v[:, 0], v[:, 1], v[:, 2], tensor_span[0])))
         else:
-            t.pop("value_offset", None)
-            t.pop("value_fmt", None)
-            t.pop("strings", None)
-            ev.others.append(("tensor", tag, t))
+            ev.others.append((tag, Tensor(t["dims"], t["dtype"], t["values"])))
 
 
 def decode_tensor(buf, a: int, b: int) -> dict:
@@ -146,33 +140,32 @@ def decode_tensor(buf, a: int, b: int) -> dict:
         arr = np.asarray(values)
         if name == "float16" and values:
             arr = np.asarray(values, dtype=np.uint16).view(np.float16)
-    if dims and int(np.prod(dims)) == arr.size:
-        arr = arr.reshape(dims)
+    arr = shaped(arr, dims)
     if value_fmt is not None and name not in ("float32", "float64"):
         value_offset = value_fmt = None
     return {"dims": tuple(dims), "dtype": name, "values": arr, "strings": strings, "value_offset": value_offset, "value_fmt": value_fmt}
 
 
-def _histogram_from_edges(left, right, counts) -> dict:
+def _histogram_from_edges(left, right, counts, offset: int) -> Histogram:
     counts = np.asarray(counts, dtype=np.float64)
     nonempty = counts > 0
     total = float(counts.sum())
     mids = (np.asarray(left) + np.asarray(right)) / 2
-    return {
-        "min": float(np.min(np.asarray(left)[nonempty])) if nonempty.any() else float("nan"),
-        "max": float(np.max(np.asarray(right)[nonempty])) if nonempty.any() else float("nan"),
-        "sum": float((mids * counts).sum()),
-        "count": int(round(total)),
-        "nan_count": 0,
-        "pos_inf_count": 0,
-        "neg_inf_count": 0,
-        "left": np.asarray(left, dtype=np.float64),
-        "right": np.asarray(right, dtype=np.float64),
-        "counts": counts,
-    }
+    return Histogram(
+        min=float(np.min(np.asarray(left)[nonempty])) if nonempty.any() else float("nan"),
+        max=float(np.max(np.asarray(right)[nonempty])) if nonempty.any() else float("nan"),
+        sum=float((mids * counts).sum()),
+        count=count_of(float(round(total)) if np.isfinite(total) else total, offset),
+        nan_count=0,
+        pos_inf_count=0,
+        neg_inf_count=0,
+        left=np.asarray(left, dtype=np.float64),
+        right=np.asarray(right, dtype=np.float64),
+        counts=counts,
+    )
 
 
-def decode_histogram(buf, a: int, b: int) -> dict:
+def decode_histogram(buf, a: int, b: int) -> Histogram:
     """HistogramProto: min, max, num, sum, sum_squares, bucket_limit (right edges), bucket (counts)."""
     scal = {1: "min", 2: "max", 3: "num", 4: "sum", 5: "sum_squares"}
     vals = {"min": float("nan"), "max": float("nan"), "num": 0.0, "sum": float("nan"), "sum_squares": float("nan")}
@@ -198,15 +191,15 @@ def decode_histogram(buf, a: int, b: int) -> dict:
         hi = vals["max"]
         if np.isfinite(hi) and right[-1] > hi and abs(right[-1]) > 1e300:
             right[-1] = hi
-    return {
-        "min": vals["min"],
-        "max": vals["max"],
-        "sum": vals["sum"],
-        "count": int(vals["num"]),
-        "nan_count": 0,
-        "pos_inf_count": 0,
-        "neg_inf_count": 0,
-        "left": left,
-        "right": right,
-        "counts": cnt,
-    }
+    return Histogram(
+        min=vals["min"],
+        max=vals["max"],
+        sum=vals["sum"],
+        count=count_of(vals["num"], a),
+        nan_count=0,
+        pos_inf_count=0,
+        neg_inf_count=0,
+        left=left,
+        right=right,
+        counts=cnt,
+    )

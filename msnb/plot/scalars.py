@@ -9,7 +9,6 @@ are downsampled for drawing with M4 (spikes kept), never before smoothing.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,27 +257,14 @@ def plot_scalars(
 
 
 def read_for_plot(paths, verify: bool = True):
-    """Read one or several paths into one table; with several, runs are prefixed by the path's name."""
-    from ..events import read
-    from ..events.reader import ReadResult
+    """Moved to :func:`msnb.events.runs.read_runs` (reading belongs to the data layer); kept for callers."""
+    from ..events.runs import read_runs
 
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    results = []
-    for p in paths:
-        r = read(p, verify=verify)
-        if len(paths) > 1:
-            name = os.path.basename(os.path.normpath(str(p)))
-            for t in ReadResult.TABLES:
-                table = getattr(r, t)
-                if len(table):
-                    table.run = np.array([name if run == "." else f"{name}/{run}" for run in table.run.tolist()], dtype=object)
-        results.append(r)
-    return ReadResult.merge(results)
+    return read_runs(paths, verify=verify)
 
 
-def run_labeller(paths):
-    """Legend label for runs: the run "." (the path itself) is named after the path when one path was given."""
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    name = os.path.basename(os.path.normpath(str(paths[0]))) if len(paths) == 1 else None
-    return lambda run: (name or run) if run == "." else run
+def run_labeller(paths, runs=None):
+    """Moved to :func:`msnb.events.runs.run_labeller`; kept for callers."""
+    from ..events.runs import run_labeller as labeller
+
+    return labeller(paths, runs)

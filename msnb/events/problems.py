@@ -1,0 +1,90 @@
+"""What a reader reports instead of raising: one list of problem kinds, each with its usual severity.
+
+Damage in data is news, not an error: a crashed job leaves torn records and
+half-written lines, and the reader's job is to keep every intact record and
+say exactly what it skipped and where.  So problems are values
+(``ReadResult.problems``), their kinds a closed vocabulary a caller can match
+on, and their severities the same :class:`msnb.findings.Severity` doctor and
+lint use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..findings import Severity
+
+
+class ProblemKind(StrEnum):
+    """Every kind of problem a reader reports.
+
+    Damage where bytes were skipped (see ``ReadResult.skipped``):
+
+    - ``truncated``: the file ends inside a record (a job still writing, or killed mid-record).
+    - ``crc``: a record whose header checks but whose payload checksum fails; skipped.
+    - ``torn``: a record whose header checks but whose payload was cut short by the next record (a writer
+      died mid-record and another write followed); the span up to the next intact record is skipped.
+    - ``header``: bytes that are not a record header (wiped, preallocated or overwritten space) up to the next intact record.
+    - ``decode``: a record whose checksums hold but whose payload is not the message it should be.
+
+    About files and paths:
+
+    - ``empty``: a zero-length file.
+    - ``foreign``: a file that holds no intact record or no recognised log line.
+    - ``unreadable``: the operating system refused to open or read it.
+    - ``missing``: the path given does not exist.
+    - ``replaced``: a followed file was rewritten, recreated or truncated; its earlier rows were dropped and it was read again.
+    - ``loop``: a directory symlink leads back to a directory already walked; it was not followed again.
+    - ``name``: a rank, device id or number in a file or directory name is out of range; the name was not used for it.
+    - ``line``: a log line longer than the parser reads; only its start was parsed.
+    """
+
+    TRUNCATED = "truncated"
+    CRC = "crc"
+    TORN = "torn"
+    HEADER = "header"
+    DECODE = "decode"
+    EMPTY = "empty"
+    FOREIGN = "foreign"
+    UNREADABLE = "unreadable"
+    MISSING = "missing"
+    REPLACED = "replaced"
+    LOOP = "loop"
+    NAME = "name"
+    LINE = "line"
+
+
+SKIPPED_KINDS = frozenset({ProblemKind.TRUNCATED, ProblemKind.CRC, ProblemKind.TORN, ProblemKind.HEADER, ProblemKind.DECODE})
+"""Kinds that mean records (or bytes that may have held records) were skipped."""
+
+
+@dataclass
+class Problem:
+    """Something skipped or suspicious, with enough detail to find it on disk.
+
+    Attributes:
+        path: the file (or directory) concerned.
+        offset: byte offset in the file where the skipped span or the damage starts; None when not about bytes.
+        kind: a :class:`ProblemKind` (a ``str``, so ``kind == "crc"`` also works).
+        message: one sentence for a person.
+        severity: a :class:`msnb.findings.Severity`.
+    """
+
+    path: str
+    offset: int | None
+    kind: ProblemKind
+    message: str
+    severity: Severity = Severity.WARNING
+
+    def __post_init__(self):
+        self.kind = ProblemKind(self.kind)
+        self.severity = Severity(self.severity)
+
+    def __str__(self) -> str:
+        where = f"{self.path}" + (f" at byte {self.offset}" if self.offset is not None else "")
+        return f"{where}: {self.message}"
+
+    def as_dict(self) -> dict:
+        """Plain JSON-ready fields (kind and severity as their string values)."""
+        return {"path": self.path, "offset": self.offset, "kind": str(self.kind), "message": self.message, "severity": str(self.severity)}

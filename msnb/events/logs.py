@@ -22,6 +22,8 @@ import math
 import re
 import time
 
+from . import training_state
+
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf|-inf)"
 # mindformers' console format starts with the time, its file format with "[INFO] "
 _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?")
@@ -93,6 +95,11 @@ class LogParser:
         points = []
         for line in lines:
             self.lines += 1
+            if "Epoch:[" in line and (state := training_state.parse_line(line)) is not None:  # TrainingStateMonitor
+                wall = _wall_time(line)
+                points.extend((tag, step, wall, value) for tag, step, value in state)
+                self.matched += 1
+                continue
             if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
                 continue
             m = _MF.search(line)

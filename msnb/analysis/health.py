@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -196,13 +197,17 @@ class Anomaly:
         out["reason"] = self.reason
         return out
 
-    def where(self) -> str:
+    def where(self, *, run: bool = False) -> str:
+        """``step 1,230, rank 5, local_norm/...`` (with the run when *run*: several runs were scanned)."""
         rank = "rank ?" if self.rank == NO_RANK else f"rank {self.rank}"
-        run = "" if self.run == "." else f"{self.run} "
-        return f"step {self.step:,}, {run}{rank}, {self.tag}"
+        in_run = f"run {self.run}, " if run else ""
+        return f"step {self.step:,}, {in_run}{rank}, {self.tag}"
+
+    def describe(self, *, run: bool = False) -> str:
+        return f"{self.where(run=run)} = {self.value:.6g}: {self.reason}"
 
     def __str__(self) -> str:
-        return f"{self.where()} = {self.value:.6g} ({self.reason})"
+        return self.describe()
 
 
 @dataclass
@@ -243,12 +248,29 @@ class HealthReport:
         return f"{self.series_scanned:,} series ({self.tags_scanned:,} tags, {rank_text}{step_text})"
 
     def cascade_groups(self) -> list[tuple[int, str, str, list[int]]]:
-        """The cascade as ``(step, tag, reason kind, ranks)``: one group per tag and step across ranks."""
-        groups: dict = {}
+        """The cascade as ``(step, what, reason kind, ranks)``: one group per tag (or parameter family) and step.
+
+        Many parameters of one family going bad at one step read as one line
+        (``local_norm/* (201 series)``); one tag across ranks lists the ranks.
+        """
+        by_tag: dict = {}
         for a in self.cascade:
             kind = a.reason.split(" ", 1)[0]
-            groups.setdefault((a.step, a.tag, kind), []).append(a.rank)
-        return [(s, t, k, sorted(r)) for (s, t, k), r in groups.items()]
+            by_tag.setdefault((a.step, a.tag, kind), set()).add(a.rank)
+        merged: dict = {}
+        for (step, tag, kind), ranks in by_tag.items():
+            family = tag.split("/", 1)[0] + "/*" if _tier(tag) == 0 else tag
+            merged.setdefault((step, family, kind, tuple(sorted(ranks))), []).append(tag)
+        out = []
+        for (step, family, kind, ranks), tags in merged.items():
+            what = tags[0] if len(tags) == 1 else f"{family} ({len(tags)} series)"
+            out.append((step, what, kind, list(ranks)))
+        return out
+
+    @property
+    def several_runs(self) -> bool:
+        runs = {a.run for a in ([self.first] if self.first else []) + list(self.cascade)}
+        return len(runs) > 1
 
     def format_text(self, *, max_lines: int = 12) -> str:
         s = self.settings
@@ -257,7 +279,7 @@ class HealthReport:
                 f"no anomaly: {self._scope()} stayed finite and within robust z {s.threshold:g} of their trailing {s.window}-point history",
             ]
         else:
-            lines = [f"first anomaly: {self.first}"]
+            lines = [f"first anomaly: {self.first.describe(run=self.several_runs)}"]
             groups = self.cascade_groups()
             if groups:
                 lines.append(f"then ({self.cascade_total:,} series):")
@@ -289,7 +311,7 @@ class HealthReport:
         more = f"<p>... and {self.cascade_total - 20:,} more series</p>" if self.cascade_total > 20 else ""
         return (
             "<div><b>msnb health</b>: first anomaly at "
-            f"<b>{e(self.first.where())}</b>"
+            f"<b>{e(self.first.where(run=self.several_runs))}</b>"
             "<table><thead><tr><th></th><th>step</th><th>rank</th><th>tag</th><th>reason</th></tr></thead>"
             f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p></div>"
         )
@@ -377,7 +399,7 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     table = scalars.where(tag=wanted) if len(wanted) != len(set(scalars.tag.tolist())) else scalars
     found = []
     n_series = 0
-    for keys, steps, block in _series(table):
+    for keys, steps, block in _series(table) if len(table) else ():
         n_series += len(keys)
         index, zs, codes = first_departures(block, settings)
         for i in np.flatnonzero(index >= 0).tolist():
@@ -463,7 +485,7 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
         A :class:`HealthReport`; ``report.anomalous`` says whether anything went bad.
 
     Raises:
-        NothingReadable: the path holds no scalars.
+        NothingReadable: the path is missing or holds no scalars.
     """
     from ..errors import NothingReadable
     from ..events import ReadResult, read
@@ -473,6 +495,8 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
         result, records, problems = source, [], []
         where = "the data given"
     else:
+        if not os.path.exists(source):
+            raise NothingReadable(f"{source}: no such file or directory")
         result = read(source, verify=verify)
         records, problems = find_global_norm_records(source)
         where = str(source)

@@ -317,3 +317,68 @@ def test_magic_returns_the_report(ts_runs):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["first"]["rank"] == 1 and out["html"]
     assert out["err"].startswith("msnb: ") and "no such file" in out["err"]
+
+
+# ---------------------------------------------------------------- heatmaps
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.sampled_from(["attention.wq", "attention.wk", "feed_forward.w1"])), min_size=1, max_size=30, unique=True))
+def test_natural_order_is_model_order(layers):
+    from msnb.plot.heatmaps import natural_key
+
+    names = [f"model.layers.{i}.{p}.weight" for i, p in layers]
+    ordered = sorted(names, key=natural_key)
+    assert ordered == [f"model.layers.{i}.{p}.weight" for i, p in sorted(layers)]
+
+
+def _images(fig):
+    return [im for ax in fig.axes for im in ax.get_images()]
+
+
+def test_parameter_heatmap_shows_the_fault_and_marks_it(ts_runs, fault_report):
+    from msnb.plot.heatmaps import NONFINITE, parameter_heatmap
+
+    fault = load_expected(ts_runs)["fault"]["fault"]
+    result = read(ts_runs / "fault")
+    h = parameter_heatmap(result, anomaly=fault_report)
+    assert len(_images(h.figure)) == 1, "one image, never an artist per cell"
+    row = h.rows.index(fault["param"])
+    cols = (h.steps >= fault["grow_from"] + 150) & (h.steps < fault["nan_at"])
+    assert (h.cells[row, cols] > 0.5).all(), "the growing parameter is red (over 3x its median)"
+    others = np.delete(h.cells, row, axis=0)[:, h.steps < fault["nan_at"]]
+    assert np.median(np.abs(others)) < 0.05, "every other parameter stays white"
+    assert (h.cells[:, h.steps > fault["nan_at"] + 60] >= NONFINITE).all(), "NaN everywhere once it spread"
+    marks = [ln for ax in h.figure.axes for ln in ax.get_lines() if ln.get_marker() == "o"]
+    assert len(marks) == 1 and marks[0].get_xdata()[0] == fault_report.first.step and marks[0].get_ydata()[0] == row
+    one = parameter_heatmap(result, rank=0, anomaly=fault_report)
+    assert not [ln for ax in one.figure.axes for ln in ax.get_lines() if ln.get_marker() == "o"], "rank 0 is not where it started"
+    with pytest.raises(UsageError):
+        parameter_heatmap(result, rank=99)
+    with pytest.raises(UsageError):
+        parameter_heatmap(result, prefix="no_such/")
+
+
+def test_rank_heatmap_singles_out_the_rank(ts_runs, fault_report):
+    from msnb.plot.heatmaps import NONFINITE, rank_heatmap
+
+    fault = load_expected(ts_runs)["fault"]["fault"]
+    h = rank_heatmap(read(ts_runs / "fault"), "loss", anomaly=fault_report)
+    assert h.rows == [f"rank {r}" for r in range(8)] and len(_images(h.figure)) == 1
+    before = (h.steps > fault["grow_from"] + 100) & (h.steps < fault["nan_at"])
+    assert h.cells[fault["rank"], before].min() > np.abs(np.delete(h.cells, fault["rank"], axis=0)[:, before]).max()
+    assert (h.cells[fault["rank"], h.steps > fault["nan_at"] + 1] >= NONFINITE).all()
+
+
+def test_heatmaps_aggregate_before_drawing_and_keep_what_matters():
+    from msnb.plot.heatmaps import NONFINITE, parameter_heatmap_from_cube
+
+    rng = np.random.default_rng(0)
+    cube = (1 + 0.02 * rng.standard_normal((2, 1500, 6000))).astype(np.float32)
+    cube[1, 700, 3333] = np.nan  # one non-finite cell among 18 million
+    cube[0, 1200, 5000] = 40.0  # one spike
+    params = [f"layers.{i}.w" for i in range(1500)]
+    h = parameter_heatmap_from_cube(cube, np.arange(6000), params, max_cols=1000, max_rows=300)
+    assert h.cells.shape == (300, 1000) and _images(h.figure)[0].get_array().shape[:2] == (300, 1000)
+    assert (h.cells >= NONFINITE).sum() == 1 and h.cells[700 // 5, 3333 // 6] >= NONFINITE
+    assert h.cells[1200 // 5, 5000 // 6] == pytest.approx(np.log10(40), abs=0.05)

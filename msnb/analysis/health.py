@@ -395,8 +395,10 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     settings = (settings or Settings()).check()
     scalars = fold_head_runs(scalars)
     prefixes = (tag_prefix,) if isinstance(tag_prefix, str) else tuple(tag_prefix or ())
-    wanted = [t for t in set(scalars.tag.tolist()) if (t.startswith(prefixes) if prefixes else scanned_by_default(t))]
-    table = scalars.where(tag=wanted) if len(wanted) != len(set(scalars.tag.tolist())) else scalars
+    codes, tags = _factorize(scalars.tag)
+    keep = np.array([(t.startswith(prefixes) if prefixes else scanned_by_default(t)) for t in tags], dtype=bool)
+    wanted = [t for t, k in zip(tags, keep.tolist()) if k]
+    table = scalars if keep.all() else scalars.take(keep[codes]) if len(tags) else scalars
     found = []
     n_series = 0
     for keys, steps, block in _series(table) if len(table) else ():

@@ -299,6 +299,10 @@ class HealthReport:
     def __str__(self) -> str:
         return self.format_text()
 
+    def __repr__(self) -> str:
+        what = f"first anomaly at {self.first.where()}, then {self.cascade_total:,} series" if self.first else "no anomaly"
+        return f"<HealthReport: {what}; scanned {self.series_scanned:,} series>"
+
     def _repr_html_(self) -> str:
         e = html.escape
         if self.first is None:

@@ -12,7 +12,6 @@ parameters x tens of thousands of steps cost about as much as a small one.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +33,9 @@ class Heatmap:
     rows: list
     steps: np.ndarray
     cells: np.ndarray  # what was drawn: log10 ratio, NaN missing, NONFINITE non-finite
+
+    def __repr__(self) -> str:
+        return f"<Heatmap: {len(self.rows)} rows x {len(self.steps)} columns drawn>"
 
     def _repr_png_(self):
         from .render import figure_png
@@ -60,10 +62,22 @@ def _cube(scalars, tags: list, ranks: list):
 
 
 def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
-    """Median ignoring NaN; an all-NaN slice gives NaN quietly (a series that never had a finite point)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(a, axis=axis, keepdims=True)
+    """Median ignoring NaN (keepdims); an all-NaN slice gives NaN.
+
+    ``np.nanmedian`` goes through masked arrays on small slices; here slices
+    without NaN (nearly all) take one ``np.median`` and the others one each.
+    """
+    moved = np.moveaxis(a, axis, -1)
+    out = np.full(moved.shape[:-1], np.nan, dtype=np.float64)
+    ok = ~np.isnan(moved).any(axis=-1)
+    if ok.any():
+        out[ok] = np.median(moved[ok], axis=-1)
+    for idx in zip(*np.nonzero(~ok)):
+        row = moved[idx]
+        row = row[~np.isnan(row)]
+        if row.size:
+            out[idx] = np.median(row)
+    return np.expand_dims(out, axis)
 
 
 def _log_ratio(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -205,7 +219,7 @@ def parameter_heatmap_from_cube(
     if shown and anomaly is not None and anomaly.tag.startswith(prefix) and anomaly.tag[len(prefix) :] in labels:
         row = labels.index(anomaly.tag[len(prefix) :])
         mark = (int(np.searchsorted(row_at, row, side="right") - 1), anomaly.step)
-        text = f"first anomaly: rank {anomaly.rank}, step {anomaly.step:,}"
+        text = f"first anomaly: {anomaly.tag[len(prefix) :]}, rank {anomaly.rank}, step {anomaly.step:,}"
     against = "its own median, less the common trend" if detrend else "its own median"
     title = f"{prefix}* ({which}): each parameter relative to {against}; {len(labels):,} parameters x {len(steps):,} steps"
     fig = _draw(cells, row_labels, steps[col_at], title=title, anomaly_cell=mark, anomaly_text=text, ax=ax)

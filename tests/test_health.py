@@ -116,6 +116,8 @@ def test_log_lines_and_tensorboard_give_the_same_series(ts_runs):
     files = read(ts_runs / "small" / "output").scalars  # output/log/rank_1/info.log: rank 1
     assert set(logs.rank.tolist()) == {0} and set(files.rank.tolist()) == {1}
     assert set(tb.run.tolist()) == {"."}, "add_scalars' head folders fold back into the run"
+    tree = fold_head_runs(read(ts_runs / "small").scalars)
+    assert set(tree.run.tolist()) == {"tensorboard", "log", "output/log"}
     both = [t for t in tb.tags() if t.startswith(("local_norm/", "max_attention_logit/"))]
     assert len(both) == 4 + 2 + 2
     for table, rank in ((logs, 0), (files, 1)):

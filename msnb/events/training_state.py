@@ -21,6 +21,8 @@ import json
 import os
 import re
 
+import numpy as np
+
 MAX_LINE = 1 << 20  # a max_attention_logit list of thousands of heads still fits
 ANCHOR = "Epoch:["
 # "Epoch:[%3d/%3d], step:[%5d/%5d] %s: %s" (mindformers TrainingStateMonitor._to_log); the tag holds no space or colon
@@ -106,25 +108,25 @@ def fold_head_runs(scalars):
 
     if not len(scalars):
         return scalars
-    pairs = {}
-    for run, tag in set(zip(scalars.run.tolist(), scalars.tag.tolist())):
-        head = run.rsplit("/", 1)
-        if len(head) != 2 or not head[1].startswith("head_"):
-            continue
-        stem = head[0]
-        if stem == tag:
-            pairs[(run, tag)] = (".", f"{tag}/{head[1]}")
-        elif stem.endswith("/" + tag):
-            pairs[(run, tag)] = (stem[: -len(tag) - 1], f"{tag}/{head[1]}")
-    if not pairs:
+    codes: dict = {}
+    code = np.fromiter((codes.setdefault(rt, len(codes)) for rt in zip(scalars.run.tolist(), scalars.tag.tolist())), dtype=np.int64, count=len(scalars))
+    new_run, new_tag, changed = [], [], False
+    for run, tag in codes:  # one pass over the distinct (run, tag) pairs, in code order
+        stem, _, head = run.rpartition("/")
+        if head.startswith("head_") and (stem == tag or stem.endswith("/" + tag)):
+            new_run.append("." if stem == tag else (stem[: -len(tag) - 1] or "."))
+            new_tag.append(f"{tag}/{head}")
+            changed = True
+        else:
+            new_run.append(run)
+            new_tag.append(tag)
+    if not changed:
         return scalars
-    run = scalars.run.copy()
-    tag = scalars.tag.copy()
-    for (r, t), (new_run, new_tag) in pairs.items():
-        mask = (scalars.run == r) & (scalars.tag == t)
-        run[mask] = new_run
-        tag[mask] = new_tag
-    return ScalarTable(run=run, rank=scalars.rank, tag=tag, step=scalars.step, wall_time=scalars.wall_time, value=scalars.value)
+    runs = np.empty(len(new_run), dtype=object)
+    runs[:] = new_run
+    tags = np.empty(len(new_tag), dtype=object)
+    tags[:] = new_tag
+    return ScalarTable(run=runs[code], rank=scalars.rank, tag=tags[code], step=scalars.step, wall_time=scalars.wall_time, value=scalars.value)
 
 
 def read_global_norm_record(path) -> dict[int, list[float]]:

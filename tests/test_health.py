@@ -108,6 +108,7 @@ def test_other_lines_and_hostile_lines_are_refused():
     long_line = "Epoch:[  1/  2], step:[    5/  100] t: 1.0" + " " * MAX_LINE
     assert parse_line(long_line) is None
     assert parse_line("Epoch:[  1/  2], step:[    5/  100] t: [1.0, x]") is None
+    assert parse_line("Epoch:[  0/  2], step:[    5/  100] t: 1.0") is None
 
 
 def test_log_lines_and_tensorboard_give_the_same_series(ts_runs):
@@ -295,6 +296,8 @@ def test_cli_exit_codes_and_json(ts_runs, tmp_path):
     assert p.returncode == 0 and p.stdout.startswith("no anomaly"), p.stderr
     p = _cli(tmp_path)
     assert p.returncode == 2 and p.stderr.startswith("msnb health: error:") and len(p.stderr.strip().splitlines()) == 1
+    p = _cli(ts_runs / "healthy", "--tag-prefix", "no_such_family")
+    assert p.returncode == 2 and "no tag starts with 'no_such_family'" in p.stderr
     p = _cli(ts_runs / "healthy", "--window", "1")
     assert p.returncode == 2 and "window" in p.stderr
 

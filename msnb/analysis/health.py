@@ -393,6 +393,9 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
 
     Returns:
         A :class:`HealthReport`.
+
+    Raises:
+        UsageError: *tag_prefix* matches no tag, or the settings are out of range.
     """
     from ..events.training_state import fold_head_runs
 
@@ -402,6 +405,10 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     codes, tags = _factorize(scalars.tag)
     keep = np.array([(t.startswith(prefixes) if prefixes else scanned_by_default(t)) for t in tags], dtype=bool)
     wanted = [t for t, k in zip(tags, keep.tolist()) if k]
+    if prefixes and not wanted and len(tags):
+        from ..errors import UsageError
+
+        raise UsageError(f"no tag starts with {' or '.join(map(repr, prefixes))} (tags: {', '.join(sorted(tags)[:8])}{', ...' if len(tags) > 8 else ''})")
     table = scalars if keep.all() else scalars.take(keep[codes]) if len(tags) else scalars
     found = []
     n_series = 0

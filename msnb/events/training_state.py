@@ -78,6 +78,8 @@ def parse_line(line: str) -> list[tuple[str, int, float]] | None:
     if m is None:
         return None
     epoch, step, per_epoch = int(m.group(1)), int(m.group(3)), int(m.group(4))
+    if epoch < 1 or step < 1:  # _to_log counts both from 1
+        return None
     values = _values(line[m.end() :])
     if not values:
         return None

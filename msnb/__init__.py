@@ -53,3 +53,10 @@ def load_ipython_extension(ipython):
 
 def unload_ipython_extension(ipython):
     """Nothing to undo: IPython keeps registered magics until the kernel ends."""
+
+
+def health(source, *, tag_prefix=None, **kwargs):
+    """Which rank, which tag, which step went bad first, and what followed (see :func:`msnb.analysis.health.health`)."""
+    from .analysis.health import health as _health
+
+    return _health(source, tag_prefix=tag_prefix, **kwargs)

@@ -210,6 +210,15 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_health(args) -> int:
+    from .analysis.health import Settings, health
+
+    settings = Settings(window=args.window, threshold=args.threshold)
+    report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
+    return 1 if report.anomalous else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -300,6 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe", action="store_true", help="start MindSpore in a child process to confirm the device")
     p.add_argument("--model-types", metavar="PATH", help="scan .py/.yaml files under PATH for model_type duplicates and collisions")
     p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("health", help="the first anomaly across ranks x tags x steps (which rank, which parameter, which step) and what followed")
+    p.add_argument("path", help="a run directory (TensorBoard rank_N folders, logs), a tree of runs or a file")
+    p.add_argument("--json", action="store_true", help='print {"first": ..., "cascade": [...], "ranks": [...], "tags_scanned": N}')
+    p.add_argument("--tag-prefix", action="append", metavar="PREFIX", help="only tags starting with PREFIX, e.g. local_norm (repeatable)")
+    p.add_argument("--window", type=int, default=64, help="trailing points each point is compared with (default 64)")
+    p.add_argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure (default 10)")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_health)
     return parser
 
 

@@ -193,6 +193,24 @@ class MsnbMagics(Magics):
         result.show()
         return result
 
+    @magic_arguments()
+    @argument("path", help="a run directory (TensorBoard rank_N folders, logs), a tree of runs or a file")
+    @argument("--tag-prefix", action="append", default=None, help="only tags starting with this, e.g. local_norm (repeatable)")
+    @argument("--window", type=int, default=64, help="trailing points each point is compared with")
+    @argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure")
+    @line_magic
+    @user_errors
+    def mfmon_health(self, line):
+        """Which rank, which parameter, which step went bad first, and which series followed.
+
+        Returns a ``msnb.analysis.health.HealthReport`` (shown as a table;
+        ``report.as_dict()`` is the JSON of ``msnb health --json``).
+        """
+        from .analysis.health import Settings, health
+
+        args = parse_argstring(self.mfmon_health, line)
+        return health(args.path.strip("\"'"), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+
 
 def magic_names() -> list[str]:
     """The line and cell magics msnb registers, as ``%name`` / ``%%name``."""

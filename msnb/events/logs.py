@@ -28,6 +28,8 @@ import math
 import re
 import time
 
+from . import training_state
+
 # one way to match any number: digits, then an optional fraction, then an optional exponent
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf)"
 _INT = r"(\d{1,19})"  # wider counters are no counters: the pattern then fails at once
@@ -138,6 +140,11 @@ class LogParser:
             if len(line) > self.max_line:
                 line = line[: self.max_line]
                 self.long_lines += 1
+            if "Epoch:[" in line and (state := training_state.parse_line(line)) is not None:  # TrainingStateMonitor
+                wall = _wall_time(line)
+                points.extend((tag, step, wall, value) for tag, step, value in state)
+                self.matched += 1
+                continue
             if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
                 continue
             at = line.find("Epoch:[")

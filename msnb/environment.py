@@ -181,6 +181,14 @@ def ascend_variables(env: dict) -> dict:
     return out
 
 
+def npu_device_nodes(dev_dir: str = "/dev") -> list[str]:
+    """The Ascend NPU device nodes (``davinci0``, ``davinci1``...; not ``davinci_manager``) under *dev_dir*."""
+    try:
+        return sorted(e for e in os.listdir(dev_dir) if e.startswith("davinci") and e[len("davinci") :].isdigit())
+    except OSError:
+        return []
+
+
 def login_shell_env(*, shell: str = "bash", timeout: float = 20.0, env: dict | None = None) -> dict | None:
     """The variables a login shell (``bash -lc env``) ends up with: what a terminal user has.
 
@@ -230,7 +238,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
         dev_entries = []
 
     # Ascend: the wheel's plugin, an NPU device node, and the CANN toolkit.
-    npu_nodes = sorted(e for e in dev_entries if e.startswith("davinci") and e[len("davinci") :].isdigit())
+    npu_nodes = npu_device_nodes(dev_dir)
     toolkit = ascend_toolkit_home()
     missing = []
     if "ascend" not in plugins:

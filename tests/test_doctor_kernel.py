@@ -1,0 +1,219 @@
+"""``msnb doctor --kernel``: real kernels started from kernelspecs in temporary Jupyter folders.
+
+Every kernel here is installed into the test's own JUPYTER_DATA_DIR or a
+temporary prefix on JUPYTER_PATH (see conftest's ``jupyter_dirs``) and started
+by the doctor through jupyter_client, in a fresh minimal environment.  HOME
+points at a temporary folder, so the login shell the doctor compares with reads
+a profile the test wrote, never the developer's.
+"""
+
+import importlib.metadata as md
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from msnb import kernel
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(tmp_path):
+    """An empty HOME: no shell profile, no ~/.ipython of the developer's."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def doctor_kernel(run_msnb, home):
+    """Run ``msnb doctor --kernel NAME --json``; returns (exit code, report, stderr)."""
+
+    def run(name, *, check):
+        proc = run_msnb("doctor", "--kernel", name, "--json", env={"HOME": str(home)}, check=check, timeout=400)
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    return run
+
+
+def rules(report, severity=None):
+    return {f["rule"] for f in report["findings"] if severity is None or f["severity"] == severity}
+
+
+def finding(report, rule):
+    return next(f for f in report["findings"] if f["rule"] == rule)
+
+
+def install(name, prefix=None, *, env=None, **kwargs):
+    """Install msnb's kernelspec; the kernel imports msnb from this checkout (as an editable install would)."""
+    where = {"prefix": prefix} if prefix is not None else {"user": True}
+    return kernel.install(name, env={"PYTHONPATH": str(REPO), **(env or {})}, **where, **kwargs)
+
+
+def write_spec(prefix, name, argv, **extra):
+    """A kernelspec written by hand, as other tools (or a broken install) leave them."""
+    target = Path(prefix) / "share" / "jupyter" / "kernels" / name
+    target.mkdir(parents=True)
+    (target / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name, "language": "python", **extra}))
+    return target
+
+
+def fake_cann(tmp_path):
+    """A CANN-like install: ascend-toolkit/latest/{lib64,bin} and ascend-toolkit/set_env.sh that exports what CANN's does."""
+    toolkit = tmp_path / "Ascend" / "ascend-toolkit"
+    latest = toolkit / "latest"
+    (latest / "lib64").mkdir(parents=True)
+    (latest / "bin").mkdir()
+    script = toolkit / "set_env.sh"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            export ASCEND_TOOLKIT_HOME={latest}
+            export ASCEND_HOME_PATH=${{ASCEND_TOOLKIT_HOME}}
+            export LD_LIBRARY_PATH=${{ASCEND_TOOLKIT_HOME}}/lib64:${{LD_LIBRARY_PATH}}
+            export PATH=${{ASCEND_TOOLKIT_HOME}}/bin:$PATH
+            """
+        )
+    )
+    return script, latest
+
+
+def test_healthy_kernel_starts_with_magics_and_mindspore(jupyter_dirs, doctor_kernel):
+    spec_dir = install("msnb-ok")
+    assert spec_dir.parent == jupyter_dirs["data"] / "kernels"
+    report = doctor_kernel("msnb-ok", check=0)
+    k = report["kernel"]
+    assert k["name"] == "msnb-ok" and Path(k["path"]) == spec_dir and k["python"] == sys.executable
+    assert k["starts"] is True and k["start_s"] > 0
+    inside = k["inside"]
+    assert inside["magics_loaded"] is True and "mfmon_smoke" in inside["magics"]
+    assert inside["msnb_path"] == str(REPO / "msnb")
+    assert inside["mindspore"] == md.version("mindspore")
+    assert inside["device"] in ("Ascend", "GPU", "CPU") and inside["devices_available"]["CPU"] is True
+    assert rules(report, "error") == set()
+    assert "kernel-location" not in rules(report)  # a --user kernel is listed whatever interpreter is selected
+    for f in report["findings"]:
+        assert set(f) == {"rule", "severity", "message", "fix"}
+
+
+def test_kernel_only_under_a_prefix_gets_kernel_location(jupyter_dirs, doctor_kernel):
+    install("msnb-prefixed", jupyter_dirs["prefix"])
+    report = doctor_kernel("msnb-prefixed", check=0)
+    f = finding(report, "kernel-location")
+    assert f["severity"] == "warning" and str(jupyter_dirs["prefix"]) in f["message"]
+    assert "--user" in f["fix"] and "msnb-prefixed" in f["fix"]
+    assert report["kernel"]["starts"] is True
+
+
+def test_interpreter_that_is_gone(jupyter_dirs, doctor_kernel):
+    kernel.install("msnb-gone", prefix=jupyter_dirs["prefix"], python="/nonexistent/env/bin/python")
+    report = doctor_kernel("msnb-gone", check=1)
+    f = finding(report, "kernel-python-missing")
+    assert f["severity"] == "error" and "/nonexistent/env/bin/python" in f["message"]
+    assert "msnb install-kernel --name msnb-gone --force" in f["fix"]
+    assert report["kernel"]["starts"] is False and report["kernel"]["inside"] == {}
+
+
+def test_env_references_are_flagged_with_what_the_kernel_got(jupyter_dirs, doctor_kernel, home):
+    install("msnb-refs", jupyter_dirs["prefix"], env={"LD_LIBRARY_PATH": "${LD_LIBRARY_PATH}:/opt/more/lib", "MSNB_TEST_DATA": "${HOME}/data"})
+    report = doctor_kernel("msnb-refs", check=1)
+    seen = report["kernel"]["inside"]["env_of_spec"]
+    # jupyter_client substitutes from the front end's environment: HOME is there, LD_LIBRARY_PATH is not
+    assert seen["LD_LIBRARY_PATH"] == "${LD_LIBRARY_PATH}:/opt/more/lib"
+    assert seen["MSNB_TEST_DATA"] == f"{home}/data"
+    unexpanded = [f for f in report["findings"] if f["rule"] == "kernel-env-unexpanded"]
+    by_key = {("LD_LIBRARY_PATH" if "LD_LIBRARY_PATH=" in f["message"] else "MSNB_TEST_DATA"): f for f in unexpanded}
+    assert by_key["LD_LIBRARY_PATH"]["severity"] == "error" and "literally" in by_key["LD_LIBRARY_PATH"]["message"]
+    assert by_key["MSNB_TEST_DATA"]["severity"] == "warning" and f"{home}/data" in by_key["MSNB_TEST_DATA"]["message"]
+    assert all("--ascend-env" in f["fix"] for f in unexpanded)
+
+
+def test_kernel_installed_with_ascend_env_has_it_inside(tmp_path, jupyter_dirs, run_msnb, doctor_kernel, home):
+    script, latest = fake_cann(tmp_path)
+    (home / ".bash_profile").write_text(f". {script}\n")  # the terminal user's login shell sources CANN
+    run_msnb(
+        "install-kernel", "--name", "msnb-npu", "--prefix", jupyter_dirs["prefix"], "--ascend-env", script, "--env", f"PYTHONPATH={REPO}", "--no-check", check=0
+    )
+
+    report = doctor_kernel("msnb-npu", check=0)
+    inside = report["kernel"]["inside"]
+    assert inside["ascend_env"]["ASCEND_HOME_PATH"] == str(latest)
+    assert inside["ascend_env"]["ASCEND_TOOLKIT_HOME"] == str(latest)
+    assert inside["ascend_env"]["LD_LIBRARY_PATH"][0] == f"{latest}/lib64"
+    assert inside["env_of_spec"]["LD_LIBRARY_PATH"].split(":")[0] == f"{latest}/lib64"
+    assert not {"kernel-ascend-env-missing", "kernel-ascend-env-stale", "kernel-env-unexpanded"} & rules(report)
+
+
+def test_kernel_without_the_ascend_env_the_login_shell_has(tmp_path, jupyter_dirs, doctor_kernel, home):
+    script, latest = fake_cann(tmp_path)
+    (home / ".bash_profile").write_text(f". {script}\n")
+    install("msnb-no-npu-env", jupyter_dirs["prefix"])
+    report = doctor_kernel("msnb-no-npu-env", check=1)
+    f = finding(report, "kernel-ascend-env-missing")
+    assert f["severity"] == "error" and "ASCEND_HOME_PATH" in f["message"] and "login shell" in f["message"]
+    assert f["fix"] == f"msnb install-kernel --name msnb-no-npu-env --ascend-env {script}"
+    assert report["kernel"]["inside"]["ascend_env"] == {}
+
+
+def test_ascend_home_that_no_longer_exists(tmp_path, jupyter_dirs, doctor_kernel):
+    install("msnb-stale", jupyter_dirs["prefix"], env={"ASCEND_HOME_PATH": str(tmp_path / "Ascend" / "removed")})
+    report = doctor_kernel("msnb-stale", check=1)
+    assert str(tmp_path / "Ascend" / "removed") in finding(report, "kernel-ascend-env-stale")["message"]
+
+
+def test_start_command_that_fails(jupyter_dirs, doctor_kernel):
+    write_spec(jupyter_dirs["prefix"], "msnb-broken", [sys.executable, "-m", "msnb_no_such_launcher", "-f", "{connection_file}"])
+    report = doctor_kernel("msnb-broken", check=1)
+    f = finding(report, "kernel-start-failed")
+    assert f["severity"] == "error" and "No module named msnb_no_such_launcher" in f["message"]
+    assert sys.executable in f["fix"]
+    assert report["kernel"]["starts"] is False
+
+
+def test_kernel_without_the_extension(jupyter_dirs, doctor_kernel):
+    spec = kernel.build_spec(python=sys.executable, env={"PYTHONPATH": str(REPO)})
+    spec["argv"] = [a for a in spec["argv"] if "extensions" not in a]
+    write_spec(jupyter_dirs["prefix"], "msnb-noext", spec["argv"], env=spec["env"], metadata=spec["metadata"])
+    report = doctor_kernel("msnb-noext", check=1)
+    f = finding(report, "kernel-extension-missing")
+    assert f["severity"] == "error" and "%load_ext msnb" in f["fix"]
+    assert report["kernel"]["inside"]["magics_loaded"] is False and report["kernel"]["inside"]["msnb"]
+
+
+def test_no_such_kernel_exits_2(run_msnb):
+    proc = run_msnb("doctor", "--kernel", "msnb-never-installed", check=2)
+    assert "msnb-never-installed" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_text_report_names_rules_and_fixes(jupyter_dirs, run_msnb, home):
+    kernel.install("msnb-gone-text", prefix=jupyter_dirs["prefix"], python="/nonexistent/bin/python3")
+    out = run_msnb("doctor", "--kernel", "msnb-gone-text", env={"HOME": str(home)}, check=1).stdout
+    assert "[kernel-python-missing]" in out and "fix: msnb install-kernel --name msnb-gone-text --force" in out
+    assert "Starts      no" in out
+
+
+def test_install_kernel_ends_with_the_readiness_check(jupyter_dirs, run_msnb, home):
+    proc = run_msnb("install-kernel", "--name", "msnb-checked", "--env", f"PYTHONPATH={REPO}", env={"HOME": str(home)}, check=0)
+    assert "Checking it the way an editor will start it" in proc.stdout
+    assert "Starts      yes" in proc.stdout and "magics loaded" in proc.stdout
+    quiet = run_msnb("install-kernel", "--name", "msnb-unchecked", "--no-check", env={"HOME": str(home)}, check=0)
+    assert "Checking" not in quiet.stdout
+
+
+def test_doctor_magic_checks_a_kernel(jupyter_dirs, home):
+    kernel.install("msnb-gone-magic", prefix=jupyter_dirs["prefix"], python="/nonexistent/bin/python3")
+    code = (
+        "import json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'msnb')\n"
+        "r = ip.run_line_magic('mfmon_doctor', '--kernel msnb-gone-magic --json')\n"
+        "print(json.dumps(r))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "kernel-python-missing" in rules(report) and report["kernel"]["name"] == "msnb-gone-magic"

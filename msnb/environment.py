@@ -43,6 +43,7 @@ ASCEND_HOME_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_AICPU_PAT
 # Path-like variables whose Ascend entries matter to MindSpore's Ascend plugin.
 ASCEND_PATH_VARS = ("LD_LIBRARY_PATH", "PYTHONPATH", "PATH")
 _ASCEND_ENTRY = re.compile(r"ascend|cann", re.IGNORECASE)
+_MARKER = "__msnb_login_env__"
 
 
 @dataclass
@@ -203,13 +204,15 @@ def login_shell_env(*, shell: str = "bash", timeout: float = 20.0, env: dict | N
     if shutil.which(shell) is None:
         return None
     try:
-        proc = subprocess.run([shell, "-lc", "env -0"], capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout, env=env)
+        # the marker separates env's output from whatever the profile itself prints
+        proc = subprocess.run([shell, "-lc", f"printf '\\0{_MARKER}\\0'; env -0"], capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout, env=env)
     except (subprocess.TimeoutExpired, OSError):
         return None
-    if proc.returncode != 0:
+    marker = f"\0{_MARKER}\0".encode()
+    if proc.returncode != 0 or marker not in proc.stdout:
         return None
     out = {}
-    for entry in proc.stdout.split(b"\0"):
+    for entry in proc.stdout.rpartition(marker)[2].split(b"\0"):
         key, sep, value = entry.partition(b"=")
         if sep and key:
             out[key.decode(errors="replace")] = value.decode(errors="replace")

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ class KernelReadiness:
     start_s: float | None = None
     inside: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
+    # The kernel's whole environment as the probe saw it: kept for the comparisons, never printed (it may hold secrets).
+    environment: dict | None = field(default=None, repr=False)
 
     @property
     def blocking(self) -> bool:
@@ -130,7 +133,9 @@ class KernelReadiness:
         if self.findings:
             lines.append("Findings")
             for f in self.findings:
-                lines.append(f"  {str(f.severity).upper():<8} {f.message} [{f.rule}]")
+                first, *more = f.message.splitlines() or [""]
+                lines.append(f"  {str(f.severity).upper():<8} {first} [{f.rule}]")
+                lines.extend(f"           | {line}" for line in more)
                 if f.fix:
                     lines.append(f"           fix: {f.fix}")
         else:
@@ -167,13 +172,17 @@ def _spec_location_finding(name: str, resource_dir: str) -> Finding | None:
     everywhere = [user_dir, *(Path(p) / "kernels" for p in SYSTEM_JUPYTER_PATH)]
     if any(here.parent == d.resolve() or (d / name / "kernel.json").is_file() for d in everywhere):
         return None
-    prefix = here.parent.parent.parent.parent  # <prefix>/share/jupyter/kernels/<name>
-    on_path = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and Path(p).resolve() == here.parent.parent]
+    kernels = here.parent
+    if kernels.parts[-3:] == ("share", "jupyter", "kernels"):
+        where = f"the environment prefix {kernels.parent.parent.parent}"
+    else:
+        where = str(kernels)
+    on_path = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and Path(p).resolve() == kernels.parent]
     how = " (found here only because JUPYTER_PATH names it)" if on_path else ""
     return Finding(
         "kernel-location",
         WARNING,
-        f"the kernelspec {name!r} lives only under the environment prefix {prefix}{how}: VS Code lists it only while that "
+        f"the kernelspec {name!r} lives only under {where}{how}: VS Code lists it only while that "
         "environment's interpreter is selected, and Jupyter only when started from that environment",
         f"install it for the user instead, with the same interpreter: msnb install-kernel --user --name {name}",
     )
@@ -262,7 +271,7 @@ def check_kernel(
     findings = report.findings
     reinstall = f"msnb install-kernel --name {name} --force  # run with the Python that should start it" if made_by_msnb else None
 
-    exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else _which(python, base_env["PATH"]) is not None)
+    exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else shutil.which(python, path=base_env["PATH"]) is not None)
     if not exists:
         findings.append(
             Finding(
@@ -275,10 +284,20 @@ def check_kernel(
             )
         )
 
-    references = {k: v for k, v in (spec.env or {}).items() if _REFERENCE.search(v)}
+    not_text = sorted(k for k, v in (spec.env or {}).items() if not isinstance(v, str))
+    if not_text:
+        findings.append(
+            Finding(
+                "kernel-env-invalid",
+                ERROR,
+                f"kernel.json's env holds values that are not strings ({', '.join(not_text)}): front ends refuse to start the kernel",
+                "write every env value as a string, or reinstall the kernel" + (f": {reinstall}" if reinstall else ""),
+            )
+        )
+    references = {k: v for k, v in (spec.env or {}).items() if isinstance(v, str) and _REFERENCE.search(v)}
     location = _spec_location_finding(name, spec.resource_dir)
 
-    if exists:
+    if exists and not not_text:  # a non-string env value stops every front end before the kernel runs
         _start_and_probe(report, ksm, base_env, startup_timeout, mindspore_timeout, made_by_msnb)
 
     seen = report.inside.get("env_of_spec", {})
@@ -310,12 +329,6 @@ def check_kernel(
     return report
 
 
-def _which(program: str, path: str) -> str | None:
-    import shutil
-
-    return shutil.which(program, path=path)
-
-
 def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeout: float, mindspore_timeout: float, made_by_msnb: bool) -> None:
     """Start the kernel, fill ``report.inside`` from the probes, add start/extension/MindSpore findings, stop it."""
     from jupyter_client.manager import KernelManager
@@ -336,8 +349,9 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
                 kc.wait_for_ready(timeout=startup_timeout)
                 report.starts = True
                 report.start_s = round(time.perf_counter() - started, 3)
-            except (RuntimeError, TimeoutError, OSError) as exc:
-                # RuntimeError: "Kernel died before replying"; TimeoutError: no answer; OSError: argv cannot be executed
+            except Exception as exc:
+                # Whatever stops the start (RuntimeError "Kernel died before replying", TimeoutError, OSError for an
+                # argv that cannot run, TypeError for a malformed kernel.json) is what a front end meets too: a finding.
                 log.flush()
                 stderr = _tail(log_path.read_text(errors="replace"))
                 findings.append(
@@ -361,10 +375,12 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
 
 def _start_fix(stderr: str, report: KernelReadiness) -> str:
     python = shlex.quote(report.python)
-    if "No module named ipykernel" in stderr or "No module named 'ipykernel" in stderr:
-        return f"{python} -m pip install ipykernel"
-    if "No module named msnb" in stderr or "No module named 'msnb" in stderr:
-        return f"{python} -m pip install msnb"
+    missing = re.search(r"No module named '?([A-Za-z0-9_.]+)", stderr)
+    if missing:
+        module = missing.group(1).split(".")[0]
+        if module in ("ipykernel", "ipykernel_launcher", "msnb"):
+            return f"{python} -m pip install {'ipykernel' if module.startswith('ipykernel') else 'msnb'}"
+        return f"the kernel's Python lacks the module {module!r} its argv or start-up imports: install it into that Python, or fix kernel.json's argv"
     if _ASCEND_LOAD_ERROR.search(stderr):
         return f"msnb install-kernel --name {report.name} --ascend-env <set_env.sh>"
     return f"run the kernel's command by hand to see why: {' '.join(shlex.quote(a) for a in _argv_for_hand(report))}"
@@ -380,7 +396,10 @@ def _argv_for_hand(report: KernelReadiness) -> list[str]:
 
 def _probe(report: KernelReadiness, kc, mindspore_timeout: float, made_by_msnb: bool) -> None:
     findings = report.findings
-    basic, err = _run_probe(kc, _BASIC_PROBE, timeout=60)
+    try:
+        basic, err = _run_probe(kc, _BASIC_PROBE, timeout=60)
+    except TimeoutError:
+        basic, err = None, "it did not answer within 60 s"
     if basic is None:
         findings.append(Finding("kernel-probe-failed", ERROR, f"the kernel started but could not run a probe: {_tail(err, 5) or 'no output'}", ""))
         return
@@ -390,7 +409,7 @@ def _probe(report: KernelReadiness, kc, mindspore_timeout: float, made_by_msnb: 
     basic["ascend_env"] = ascend_variables(kernel_env)
     basic["magics_loaded"] = "mfmon_doctor" in basic["magics"]
     report.inside.update(basic)
-    report.inside["_env"] = kernel_env  # removed before the report is returned
+    report.environment = kernel_env
 
     if not basic["magics_loaded"]:
         if basic.get("msnb") is None:
@@ -459,7 +478,7 @@ def _ascend_load_errors(stderr: str) -> list[str]:
 
 def _ascend_findings(report: KernelReadiness, base_env: dict, shell_env: dict | None, made_by_msnb: bool) -> None:
     """``kernel-ascend-env-missing`` / ``-stale``: the machine or the login shell has CANN, the kernel's environment does not."""
-    kernel_env = report.inside.pop("_env", None)
+    kernel_env = report.environment
     if kernel_env is None:  # not started: judge what the front end would pass
         from jupyter_client.kernelspec import KernelSpecManager
 

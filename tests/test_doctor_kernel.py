@@ -170,7 +170,7 @@ def test_start_command_that_fails(jupyter_dirs, doctor_kernel):
     report = doctor_kernel("msnb-broken", check=1)
     f = finding(report, "kernel-start-failed")
     assert f["severity"] == "error" and "No module named msnb_no_such_launcher" in f["message"]
-    assert sys.executable in f["fix"]
+    assert "msnb_no_such_launcher" in f["fix"] and "argv" in f["fix"]
     assert report["kernel"]["starts"] is False
 
 
@@ -217,3 +217,33 @@ def test_doctor_magic_checks_a_kernel(jupyter_dirs, home):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "kernel-python-missing" in rules(report) and report["kernel"]["name"] == "msnb-gone-magic"
+
+
+def test_env_value_that_is_not_text(jupyter_dirs, doctor_kernel):
+    write_spec(jupyter_dirs["prefix"], "msnb-numeric-env", [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], env={"OMP_NUM_THREADS": 4})
+    report = doctor_kernel("msnb-numeric-env", check=1)
+    assert "OMP_NUM_THREADS" in finding(report, "kernel-env-invalid")["message"]
+
+
+def test_login_shell_env_ignores_what_the_profile_prints(home):
+    from msnb.environment import login_shell_env
+
+    (home / ".bash_profile").write_text("echo 'Welcome to the cluster'\nprintf 'A=1\\0B=2\\0'\nexport MSNB_FROM_PROFILE='two\nlines'\n")
+    env = login_shell_env(env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert env["MSNB_FROM_PROFILE"] == "two\nlines" and env["HOME"] == str(home)
+    assert not any("Welcome" in key for key in env) and "A" not in env
+
+
+def test_ascend_variables_keep_ascend_entries_only():
+    from msnb.environment import ascend_variables
+
+    env = {
+        "ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest",
+        "LD_LIBRARY_PATH": "/usr/lib:/usr/local/Ascend/driver/lib64::/opt/cann/lib",
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+    }
+    assert ascend_variables(env) == {
+        "ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest",
+        "LD_LIBRARY_PATH": ["/usr/local/Ascend/driver/lib64", "/opt/cann/lib"],
+    }

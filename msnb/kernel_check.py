@@ -242,6 +242,7 @@ def check_kernel(
     startup_timeout: float = 90.0,
     mindspore_timeout: float = 180.0,
     shell_env: dict | None = None,
+    dev_dir: str = "/dev",
 ) -> KernelReadiness:
     """Start kernel *name* as a front end does, probe it, stop it, and judge whether it is ready.
 
@@ -253,6 +254,7 @@ def check_kernel(
         startup_timeout: seconds to wait for the kernel to answer.
         mindspore_timeout: seconds to wait for ``import mindspore`` inside the kernel.
         shell_env: a login shell's environment to compare with (default: ``bash -lc env``, started from *env*).
+        dev_dir: where device nodes live (NPUs are ``davinci0``, ``davinci1``...).
 
     Returns:
         A :class:`KernelReadiness`; a kernel that does not start is a finding, not an exception.
@@ -323,7 +325,7 @@ def check_kernel(
             )
         )
 
-    _ascend_findings(report, base_env, shell_env, made_by_msnb)
+    _ascend_findings(report, base_env, shell_env, dev_dir)
     if location is not None:
         findings.append(location)
     return report
@@ -444,16 +446,6 @@ def _probe(report: KernelReadiness, kc, mindspore_timeout: float, made_by_msnb: 
     if load_errors:
         ms["ascend_load_errors"] = load_errors
     report.inside.update(ms)
-    if ms.get("mindspore") and not available.get("Ascend") and npu_device_nodes():
-        findings.append(
-            Finding(
-                "kernel-ascend-unavailable",
-                ERROR,
-                f"this machine has NPUs ({', '.join(npu_device_nodes()[:4])}...) but MindSpore in the kernel cannot use them"
-                + (f": {load_errors[0]}" if load_errors else ""),
-                f"msnb install-kernel --name {report.name} --ascend-env <set_env.sh>  # the CANN libraries must be on the kernel's LD_LIBRARY_PATH",
-            )
-        )
     if ms.get("mindspore") is None:
         error = ms.get("mindspore_error", "")
         if "No module named 'mindspore'" in error:
@@ -476,8 +468,23 @@ def _ascend_load_errors(stderr: str) -> list[str]:
     return found[:3]
 
 
-def _ascend_findings(report: KernelReadiness, base_env: dict, shell_env: dict | None, made_by_msnb: bool) -> None:
-    """``kernel-ascend-env-missing`` / ``-stale``: the machine or the login shell has CANN, the kernel's environment does not."""
+def _ascend_findings(report: KernelReadiness, base_env: dict, shell_env: dict | None, dev_dir: str) -> None:
+    """``kernel-ascend-*``: the machine or the login shell has CANN or NPUs, the kernel's environment or MindSpore does not."""
+    inside = report.inside
+    npus = npu_device_nodes(dev_dir)
+    if inside.get("mindspore") and npus and not (inside.get("devices_available") or {}).get("Ascend"):
+        errors = inside.get("ascend_load_errors") or []
+        report.findings.append(
+            Finding(
+                "kernel-ascend-unavailable",
+                ERROR,
+                f"this machine has {len(npus)} NPU(s) ({dev_dir}/{npus[0]}...) but MindSpore {inside['mindspore']} in the kernel cannot use them"
+                + (f": {errors[0]}" if errors else " (is this MindSpore build the Ascend one?)"),
+                f"msnb install-kernel --name {report.name} --ascend-env <set_env.sh>  # CANN's libraries must be on the kernel's LD_LIBRARY_PATH"
+                if errors
+                else "install MindSpore's Ascend build into the kernel's Python",
+            )
+        )
     kernel_env = report.environment
     if kernel_env is None:  # not started: judge what the front end would pass
         from jupyter_client.kernelspec import KernelSpecManager

@@ -247,3 +247,42 @@ def test_ascend_variables_keep_ascend_entries_only():
         "ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest",
         "LD_LIBRARY_PATH": ["/usr/local/Ascend/driver/lib64", "/opt/cann/lib"],
     }
+
+
+def test_npus_that_mindspore_in_the_kernel_cannot_use(tmp_path, jupyter_dirs, home):
+    """A /dev with NPU nodes on this CPU machine: the kernel's real MindSpore says which CANN library it misses."""
+    from msnb.kernel_check import check_kernel, front_end_env
+
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for node in ("davinci0", "davinci1", "davinci_manager"):
+        (dev / node).touch()
+    install("msnb-npus", jupyter_dirs["prefix"])
+    report = check_kernel("msnb-npus", env=front_end_env({"HOME": str(home)}), shell_env={}, dev_dir=str(dev))
+    assert report.starts and report.inside["mindspore"] == md.version("mindspore")
+    f = next(f for f in report.findings if f.rule == "kernel-ascend-unavailable")
+    assert f.severity == "error" and "2 NPU(s)" in f.message and report.blocking
+    if report.inside.get("ascend_load_errors"):  # the Ascend plugin is in the wheel but CANN is not on the library path
+        assert report.inside["ascend_load_errors"][0] in f.message and "--ascend-env" in f.fix
+    # the same kernel with the real /dev of this machine: no NPUs, no such finding
+    if not any(Path("/dev").glob("davinci[0-9]*")):
+        assert "kernel-ascend-unavailable" not in {x.rule for x in check_kernel("msnb-npus", env=front_end_env({"HOME": str(home)}), shell_env={}).findings}
+
+
+def test_report_modules_point_down():
+    """environment is the bottom (imports nothing of msnb); doctor and kernel_check use no smoke/config/plot."""
+    import ast
+
+    def imported(module):
+        tree = ast.parse((REPO / "msnb" / f"{module}.py").read_text())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                found.add((node.module or "").split(".")[0])
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("msnb"))
+        return found
+
+    assert imported("environment") == set()
+    for module in ("doctor", "kernel_check"):
+        assert not imported(module) & {"smoke", "config", "plot", "monitor", "analysis", "cli", "magics"}, module

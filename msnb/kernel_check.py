@@ -267,7 +267,7 @@ def check_kernel(
     ksm, spec = _resolve(name, spec_dir)
     base_env = front_end_env() if env is None else dict(env)
     argv = list(spec.argv or [])
-    python = argv[0] if argv else ""
+    python = argv[0].replace("{resource_dir}", spec.resource_dir) if argv else ""
     made_by_msnb = MARKER in (spec.metadata or {})
     report = KernelReadiness(name=name, path=spec.resource_dir, python=python, display_name=spec.display_name)
     findings = report.findings
@@ -305,10 +305,12 @@ def check_kernel(
     seen = report.inside.get("env_of_spec", {})
     for key, value in references.items():
         got = seen.get(key)
-        literal = got is not None and bool(_REFERENCE.search(got)) and _REFERENCE.findall(got) == _REFERENCE.findall(value)
+        left = sorted({m.group(0) for m in _REFERENCE.finditer(value)} & {m.group(0) for m in _REFERENCE.finditer(got or "")})
+        literal = bool(left)
         if literal:
             message = (
-                f"kernel.json sets {key}={value!r}; started here the kernel got it literally ({got!r}) because the front end's environment lacks the variable"
+                f"kernel.json sets {key}={value!r}; started here the kernel got {got!r}: {', '.join(left)} stayed literal text "
+                "because the front end's environment lacks the variable"
             )
         elif got is not None:
             message = f"kernel.json sets {key}={value!r}; jupyter_client expanded it to {got!r} here, but other front ends take it literally"

@@ -119,17 +119,20 @@ def test_interpreter_that_is_gone(jupyter_dirs, doctor_kernel):
 
 
 def test_env_references_are_flagged_with_what_the_kernel_got(jupyter_dirs, doctor_kernel, home):
-    install("msnb-refs", jupyter_dirs["prefix"], env={"LD_LIBRARY_PATH": "${LD_LIBRARY_PATH}:/opt/more/lib", "MSNB_TEST_DATA": "${HOME}/data"})
+    refs = {"LD_LIBRARY_PATH": "${LD_LIBRARY_PATH}:/opt/more/lib", "MSNB_TEST_DATA": "${HOME}/data", "MSNB_TEST_MIX": "$HOME/a:$MSNB_NOT_SET/b"}
+    install("msnb-refs", jupyter_dirs["prefix"], env=refs)
     report = doctor_kernel("msnb-refs", check=1)
     seen = report["kernel"]["inside"]["env_of_spec"]
-    # jupyter_client substitutes from the front end's environment: HOME is there, LD_LIBRARY_PATH is not
+    # jupyter_client substitutes from the front end's environment: HOME is there, the others are not
     assert seen["LD_LIBRARY_PATH"] == "${LD_LIBRARY_PATH}:/opt/more/lib"
     assert seen["MSNB_TEST_DATA"] == f"{home}/data"
-    unexpanded = [f for f in report["findings"] if f["rule"] == "kernel-env-unexpanded"]
-    by_key = {("LD_LIBRARY_PATH" if "LD_LIBRARY_PATH=" in f["message"] else "MSNB_TEST_DATA"): f for f in unexpanded}
-    assert by_key["LD_LIBRARY_PATH"]["severity"] == "error" and "literally" in by_key["LD_LIBRARY_PATH"]["message"]
+    assert seen["MSNB_TEST_MIX"] == f"{home}/a:$MSNB_NOT_SET/b"
+    by_key = {f["message"].split("=", 1)[0].rsplit(" ", 1)[-1]: f for f in report["findings"] if f["rule"] == "kernel-env-unexpanded"}
+    assert set(by_key) == set(refs)
+    assert by_key["LD_LIBRARY_PATH"]["severity"] == "error" and "${LD_LIBRARY_PATH} stayed literal" in by_key["LD_LIBRARY_PATH"]["message"]
+    assert by_key["MSNB_TEST_MIX"]["severity"] == "error" and "$MSNB_NOT_SET stayed literal" in by_key["MSNB_TEST_MIX"]["message"]
     assert by_key["MSNB_TEST_DATA"]["severity"] == "warning" and f"{home}/data" in by_key["MSNB_TEST_DATA"]["message"]
-    assert all("--ascend-env" in f["fix"] for f in unexpanded)
+    assert all("--ascend-env" in f["fix"] for f in by_key.values())
 
 
 def test_kernel_installed_with_ascend_env_has_it_inside(tmp_path, jupyter_dirs, run_msnb, doctor_kernel, home):

@@ -85,7 +85,7 @@ class KernelReadiness:
     python: str
     display_name: str = ""
     starts: bool = False
-    start_s: float | None = None
+    start_s: float = 0.0  # seconds until the kernel answered, or until it failed; 0.0 when it was not started
     inside: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
     # The kernel's whole environment as the probe saw it: kept for the comparisons, never printed (it may hold secrets).
@@ -115,7 +115,7 @@ class KernelReadiness:
         if self.starts:
             lines.append(f"Starts      yes, ready in {self.start_s:.1f} s (from kernel.json alone, in a fresh minimal environment, as an editor starts it)")
         else:
-            lines.append("Starts      no")
+            lines.append(f"Starts      no (gave up after {self.start_s:.1f} s)" if self.start_s else "Starts      no (not attempted)")
         if inside.get("python"):
             msnb = f"msnb {inside['msnb']}" if inside.get("msnb") else "msnb not importable"
             magics = "magics loaded" if inside.get("magics_loaded") else "magics NOT loaded"
@@ -354,6 +354,7 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
                 report.starts = True
                 report.start_s = round(time.perf_counter() - started, 3)
             except Exception as exc:
+                report.start_s = round(time.perf_counter() - started, 3)
                 # Whatever stops the start (RuntimeError "Kernel died before replying", TimeoutError, OSError for an
                 # argv that cannot run, TypeError for a malformed kernel.json) is what a front end meets too: a finding.
                 log.flush()

@@ -115,7 +115,7 @@ def test_interpreter_that_is_gone(jupyter_dirs, doctor_kernel):
     f = finding(report, "kernel-python-missing")
     assert f["severity"] == "error" and "/nonexistent/env/bin/python" in f["message"]
     assert "msnb install-kernel --name msnb-gone --force" in f["fix"]
-    assert report["kernel"]["starts"] is False and report["kernel"]["inside"] == {}
+    assert report["kernel"]["starts"] is False and report["kernel"]["inside"] == {} and report["kernel"]["start_s"] == 0.0
 
 
 def test_env_references_are_flagged_with_what_the_kernel_got(jupyter_dirs, doctor_kernel, home):
@@ -174,7 +174,7 @@ def test_start_command_that_fails(jupyter_dirs, doctor_kernel):
     f = finding(report, "kernel-start-failed")
     assert f["severity"] == "error" and "No module named msnb_no_such_launcher" in f["message"]
     assert "msnb_no_such_launcher" in f["fix"] and "argv" in f["fix"]
-    assert report["kernel"]["starts"] is False
+    assert report["kernel"]["starts"] is False and report["kernel"]["start_s"] > 0
 
 
 def test_kernel_without_the_extension(jupyter_dirs, doctor_kernel):
@@ -196,7 +196,7 @@ def test_text_report_names_rules_and_fixes(jupyter_dirs, run_msnb, home):
     kernel.install("msnb-gone-text", prefix=jupyter_dirs["prefix"], python="/nonexistent/bin/python3")
     out = run_msnb("doctor", "--kernel", "msnb-gone-text", env={"HOME": str(home)}, check=1).stdout
     assert "[kernel-python-missing]" in out and "fix: msnb install-kernel --name msnb-gone-text --force" in out
-    assert "Starts      no" in out
+    assert "Starts      no (not attempted)" in out
 
 
 def test_install_kernel_ends_with_the_readiness_check(jupyter_dirs, run_msnb, home):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shlex
 import shutil
@@ -199,22 +200,42 @@ def _set_env_script(toolkit_home: str | None) -> str:
 
 
 def _tail(text: str, lines: int = 15) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    """The last *lines* non-empty lines, without ipykernel's routine warning about transport encryption."""
+    kept = [line for line in text.strip().splitlines() if line.strip() and "transport encryption" not in line][-lines:]
     return "\n".join(kept)
 
 
-def _run_probe(kc, code: str, timeout: float) -> tuple[dict | None, str]:
-    """Execute *code* in the kernel; returns (the JSON it printed after MARK, what it wrote to stderr or its error)."""
-    out, err = [], []
+class _KernelDied(Exception):
+    """The kernel process ended while a probe ran (a crash in ``import mindspore`` is the usual one)."""
 
-    def hook(msg):
+
+def _run_probe(kc, km, code: str, timeout: float) -> tuple[dict | None, str]:
+    """Execute *code* in the kernel; returns (the JSON it printed after MARK, what it wrote to stderr or its error).
+
+    Watches the kernel process while waiting, so a crash is reported at once
+    instead of after *timeout*; raises :class:`_KernelDied` or ``TimeoutError``.
+    """
+    out, err = [], []
+    msg_id = kc.execute(code, silent=False, store_history=False)
+    deadline = time.monotonic() + timeout
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no answer within {timeout:.0f} s")
+        try:
+            msg = kc.get_iopub_msg(timeout=0.5)
+        except queue.Empty:
+            if not km.is_alive():
+                raise _KernelDied("".join(err)) from None
+            continue
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
         kind, content = msg["msg_type"], msg["content"]
         if kind == "stream":
             (out if content.get("name") == "stdout" else err).append(content.get("text", ""))
         elif kind == "error":
             err.append(f"{content.get('ename')}: {content.get('evalue')}")
-
-    kc.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False)
+        elif kind == "status" and content.get("execution_state") == "idle":
+            break
     for line in "".join(out).splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK) :]), "".join(err)
@@ -369,7 +390,23 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
                 )
             try:
                 if report.starts:
-                    _probe(report, kc, mindspore_timeout, made_by_msnb)
+                    _probe(report, kc, km, mindspore_timeout, made_by_msnb)
+            except _KernelDied as died:
+                log.flush()
+                # Python-level output reached us over iopub before the end; a native crash's went to the process's stderr
+                stderr = _tail(str(died) + "\n" + log_path.read_text(errors="replace"))
+                code = km.provisioner.process.returncode if km.provisioner is not None and getattr(km.provisioner, "process", None) else None
+                how = f" (exit status {code})" if code is not None else ""
+                findings.append(
+                    Finding(
+                        "kernel-mindspore-import-failed" if report.inside.get("python") else "kernel-start-failed",
+                        ERROR,
+                        f"the kernel died{how} while {'importing MindSpore' if report.inside.get('python') else 'answering its first probe'}"
+                        + (f"; its output ends with:\n{stderr}" if stderr else "; it wrote nothing"),
+                        f"run `{shlex.quote(report.python)} -c 'import mindspore'` in a terminal with the kernel's environment to see the crash; "
+                        "a CANN that does not match MindSpore is the usual cause",
+                    )
+                )
             finally:
                 if kc is not None:
                     kc.stop_channels()
@@ -399,10 +436,10 @@ def _argv_for_hand(report: KernelReadiness) -> list[str]:
         return [report.python]
 
 
-def _probe(report: KernelReadiness, kc, mindspore_timeout: float, made_by_msnb: bool) -> None:
+def _probe(report: KernelReadiness, kc, km, mindspore_timeout: float, made_by_msnb: bool) -> None:
     findings = report.findings
     try:
-        basic, err = _run_probe(kc, _BASIC_PROBE, timeout=60)
+        basic, err = _run_probe(kc, km, _BASIC_PROBE, timeout=60)
     except TimeoutError:
         basic, err = None, "it did not answer within 60 s"
     if basic is None:
@@ -428,7 +465,7 @@ def _probe(report: KernelReadiness, kc, mindspore_timeout: float, made_by_msnb: 
         )
 
     try:
-        ms, err = _run_probe(kc, _MINDSPORE_PROBE, timeout=mindspore_timeout)
+        ms, err = _run_probe(kc, km, _MINDSPORE_PROBE, timeout=mindspore_timeout)
     except TimeoutError:
         findings.append(
             Finding(

@@ -289,3 +289,17 @@ def test_report_modules_point_down():
     assert imported("environment") == set()
     for module in ("doctor", "kernel_check"):
         assert not imported(module) & {"smoke", "config", "plot", "monitor", "analysis", "cli", "magics"}, module
+
+
+def test_kernel_that_crashes_importing_mindspore(tmp_path, jupyter_dirs, doctor_kernel):
+    """A MindSpore whose import kills the process (as a mismatched CANN can): reported at once, not after the timeout."""
+    fake = tmp_path / "crashing" / "mindspore"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import os, sys\nsys.stderr.write('msnb-test: native library crashed\\n')\nsys.stderr.flush()\nos._exit(7)\n")
+    kernel.install("msnb-crash", prefix=jupyter_dirs["prefix"], env={"PYTHONPATH": f"{fake.parent}:{REPO}"})
+    report = doctor_kernel("msnb-crash", check=1)
+    f = finding(report, "kernel-mindspore-import-failed")
+    # its last words travel over iopub and may be lost with the process, so only the death itself is certain
+    assert "died (exit status 7) while importing MindSpore" in f["message"]
+    inside = report["kernel"]["inside"]
+    assert report["kernel"]["starts"] is True and inside["magics_loaded"] is True and "mindspore" not in inside

@@ -19,6 +19,7 @@ import queue
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -294,7 +295,21 @@ def check_kernel(
     findings = report.findings
     reinstall = f"msnb install-kernel --name {name} --force  # run with the Python that should start it" if made_by_msnb else None
 
-    exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else shutil.which(python, path=base_env["PATH"]) is not None)
+    # jupyter_client runs a bare "python"/"python3"/"python3.X" with its own interpreter, VS Code with the selected one
+    front_end_python = python in {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    if front_end_python:
+        exists = True
+        findings.append(
+            Finding(
+                "kernel-python-relative",
+                INFO,
+                f"kernel.json starts a bare {python!r}: Jupyter runs it with the server's own Python ({sys.executable} here), "
+                "VS Code with whichever interpreter is selected, so the kernel's packages depend on the front end",
+                "install a kernel that names its interpreter in full: msnb install-kernel --name NAME (run with that Python)",
+            )
+        )
+    else:
+        exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else shutil.which(python, path=base_env["PATH"]) is not None)
     if not exists:
         findings.append(
             Finding(
@@ -459,7 +474,10 @@ def _probe(report: KernelReadiness, kc, km, mindspore_timeout: float, made_by_ms
             fix = f"{shlex.quote(report.python)} -m pip install msnb"
         else:
             why = "msnb's magics are not loaded (the kernel's argv does not load the extension)"
-            fix = f"msnb install-kernel --name {report.name}" + (" --force" if not made_by_msnb else "") + ", or run `%load_ext msnb` in each notebook"
+            if made_by_msnb:
+                fix = f"msnb install-kernel --name {report.name}, or run `%load_ext msnb` in each notebook"
+            else:  # not msnb's kernelspec: never suggest overwriting another tool's kernel
+                fix = "run `%load_ext msnb` in each notebook, or use msnb's kernel: msnb install-kernel"
         findings.append(
             Finding("kernel-extension-missing", ERROR if made_by_msnb or report.name == DEFAULT_KERNEL else WARNING, f"{why}: %mfmon_* magics fail", fix)
         )

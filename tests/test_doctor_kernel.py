@@ -9,6 +9,7 @@ a profile the test wrote, never the developer's.
 
 import importlib.metadata as md
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -303,3 +304,13 @@ def test_kernel_that_crashes_importing_mindspore(tmp_path, jupyter_dirs, doctor_
     assert "died (exit status 7) while importing MindSpore" in f["message"]
     inside = report["kernel"]["inside"]
     assert report["kernel"]["starts"] is True and inside["magics_loaded"] is True and "mindspore" not in inside
+
+
+def test_bare_python_in_argv_runs_the_front_ends_python(jupyter_dirs, doctor_kernel):
+    write_spec(jupyter_dirs["prefix"], "msnb-bare", ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"], env={"PYTHONPATH": str(REPO)})
+    report = doctor_kernel("msnb-bare", check=0)  # another tool's kernel without msnb's magics: a warning, not a block
+    assert finding(report, "kernel-python-relative")["severity"] == "info"
+    ext = finding(report, "kernel-extension-missing")
+    assert ext["severity"] == "warning" and "--force" not in ext["fix"] and "%load_ext msnb" in ext["fix"]
+    assert report["kernel"]["starts"] is True
+    assert os.path.realpath(report["kernel"]["inside"]["executable"]) == os.path.realpath(sys.executable)

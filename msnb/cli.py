@@ -41,6 +41,7 @@ def _cmd_install_kernel(args) -> int:
         print(readiness.format_text())
         if readiness.blocking:
             print(f"The kernelspec is installed, but the kernel is not ready: fix the errors above, then `msnb doctor --kernel {args.name}`.")
+            return 1
     return 0
 
 

@@ -507,8 +507,17 @@ def _probe(report: KernelReadiness, kc, km, mindspore_timeout: float, made_by_ms
     if ms.get("mindspore") is None:
         error = ms.get("mindspore_error", "")
         if "No module named 'mindspore'" in error:
-            fix = f"{shlex.quote(report.python)} -m pip install mindspore (or install the kernel from the environment that has it)"
-        elif _ASCEND_LOAD_ERROR.search(error):
+            # msnb reads and plots without MindSpore; only training and smoke runs need it (as in `msnb doctor`)
+            findings.append(
+                Finding(
+                    "kernel-mindspore-missing",
+                    WARNING,
+                    "MindSpore is not installed in the kernel's Python: notebooks can read and plot summaries, but not train or run %mfmon_smoke",
+                    f"{shlex.quote(report.python)} -m pip install mindspore, or install the kernel from the environment that has it",
+                )
+            )
+            return
+        if _ASCEND_LOAD_ERROR.search(error):
             fix = f"msnb install-kernel --name {report.name} --ascend-env <set_env.sh>"
         else:
             fix = "run `import mindspore` in a terminal with the kernel's Python to see the full error"

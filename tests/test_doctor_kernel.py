@@ -314,3 +314,31 @@ def test_bare_python_in_argv_runs_the_front_ends_python(jupyter_dirs, doctor_ker
     assert ext["severity"] == "warning" and "--force" not in ext["fix"] and "%load_ext msnb" in ext["fix"]
     assert report["kernel"]["starts"] is True
     assert os.path.realpath(report["kernel"]["inside"]["executable"]) == os.path.realpath(sys.executable)
+
+
+def test_install_kernel_exits_1_when_the_new_kernel_is_not_ready(jupyter_dirs, run_msnb, home):
+    proc = run_msnb(
+        "install-kernel",
+        "--name",
+        "msnb-not-ready",
+        "--env",
+        "LD_LIBRARY_PATH=${LD_LIBRARY_PATH}:/opt/x",
+        "--env",
+        f"PYTHONPATH={REPO}",
+        env={"HOME": str(home)},
+        check=1,
+    )
+    assert "[kernel-env-unexpanded]" in proc.stdout and "is installed, but the kernel is not ready" in proc.stdout
+    assert (jupyter_dirs["data"] / "kernels" / "msnb-not-ready" / "kernel.json").is_file()
+
+
+def test_kernel_python_without_mindspore_is_a_warning(tmp_path, jupyter_dirs, doctor_kernel):
+    """A Python where MindSpore cannot be found (a shadow package on PYTHONPATH says so): the notebook can still read and plot."""
+    shadow = tmp_path / "shadow" / "mindspore"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'mindspore\'", name="mindspore")\n')
+    install("msnb-no-ms", jupyter_dirs["prefix"], env={"PYTHONPATH": f"{shadow.parent}:{REPO}"})
+    report = doctor_kernel("msnb-no-ms", check=0)
+    f = finding(report, "kernel-mindspore-missing")
+    assert f["severity"] == "warning" and "pip install mindspore" in f["fix"]
+    assert report["kernel"]["inside"]["magics_loaded"] is True and report["kernel"]["inside"]["mindspore"] is None

@@ -166,10 +166,22 @@ def front_end_env(source: dict | None = None) -> dict:
 
 
 def _spec_location_finding(name: str, resource_dir: str) -> Finding | None:
-    """``kernel-location``: a kernelspec found only under an environment prefix, which editors list conditionally."""
+    """``kernel-location``: a kernelspec found only under an environment prefix (editors list it conditionally),
+    nowhere Jupyter looks, or shadowed by another kernelspec of the same name."""
+    from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
 
     here = Path(resource_dir).resolve()
+    found = KernelSpecManager().find_kernel_specs().get(name)
+    if found is None or Path(found).resolve() != here:
+        return Finding(
+            "kernel-location",
+            WARNING,
+            f"Jupyter and editors do not find the kernelspec at {here}: "
+            + (f"another kernelspec named {name!r} at {found} comes first" if found else "its folder is not on Jupyter's search path"),
+            f"install it where they look: msnb install-kernel --user --name {name}"
+            + (f" (or remove the other one: jupyter kernelspec remove {name})" if found else ""),
+        )
     user_dir = Path(jupyter_data_dir()) / "kernels"
     everywhere = [user_dir, *(Path(p) / "kernels" for p in SYSTEM_JUPYTER_PATH)]
     if any(here.parent == d.resolve() or (d / name / "kernel.json").is_file() for d in everywhere):

@@ -342,3 +342,10 @@ def test_kernel_python_without_mindspore_is_a_warning(tmp_path, jupyter_dirs, do
     f = finding(report, "kernel-mindspore-missing")
     assert f["severity"] == "warning" and "pip install mindspore" in f["fix"]
     assert report["kernel"]["inside"]["magics_loaded"] is True and report["kernel"]["inside"]["mindspore"] is None
+
+
+def test_install_where_jupyter_does_not_look(tmp_path, run_msnb, home):
+    hidden = tmp_path / "not-on-any-path"
+    proc = run_msnb("install-kernel", "--name", "msnb-hidden", "--prefix", hidden, "--env", f"PYTHONPATH={REPO}", env={"HOME": str(home)}, check=0)
+    assert "[kernel-location]" in proc.stdout and "not on Jupyter's search path" in proc.stdout
+    assert "Starts      yes" in proc.stdout  # the check still starts it from where it was written

@@ -95,6 +95,7 @@ class KernelReadiness:
 
     @property
     def blocking(self) -> bool:
+        """True when a finding is an error: the kernel will not work as a MindSpore notebook kernel."""
         return any(f.severity == ERROR for f in self.findings)
 
     def as_dict(self) -> dict:
@@ -105,6 +106,7 @@ class KernelReadiness:
         }
 
     def to_json(self) -> str:
+        """:meth:`as_dict` as indented JSON."""
         return json.dumps(self.as_dict(), indent=2)
 
     def __repr__(self) -> str:
@@ -112,6 +114,7 @@ class KernelReadiness:
         return f"<KernelReadiness {self.name!r}: {'starts' if self.starts else 'does not start'}, {len(self.findings)} finding(s), {errors} blocking>"
 
     def format_text(self) -> str:
+        """The report as ``msnb doctor --kernel`` prints it: the kernel, what ran inside, the findings with fixes."""
         inside = self.inside
         lines = [f"Kernel      {self.name} ({self.display_name or 'no display name'})  {self.path}", f"Python      {self.python}"]
         if self.starts:

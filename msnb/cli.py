@@ -33,6 +33,15 @@ def _cmd_install_kernel(args) -> int:
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
         print(f"  with {len(spec['env'])} environment variable(s): {', '.join(sorted(spec['env']))}")
+    if not args.no_check:
+        from .kernel_check import check_kernel
+
+        print("Checking it the way an editor will start it (skip with --no-check)...")
+        readiness = check_kernel(args.name, spec_dir=path)
+        print(readiness.format_text())
+        if readiness.blocking:
+            print(f"The kernelspec is installed, but the kernel is not ready: fix the errors above, then `msnb doctor --kernel {args.name}`.")
+            return 1
     return 0
 
 
@@ -182,10 +191,20 @@ def _cmd_doctor(args) -> int:
 
     if args.model_types:
         return _cmd_model_types(args.model_types, args.json)
+    if args.kernel is not None:
+        return _cmd_doctor_kernel(args.kernel, args.json)
 
     report = doctor.run(probe=args.probe)
     print(report.to_json() if args.json else report.format_text())
     return 1 if report.blocking else 0
+
+
+def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
+    from .kernel_check import check_kernel
+
+    readiness = check_kernel(name)
+    print(readiness.to_json() if as_json else readiness.format_text())
+    return 1 if readiness.blocking else 0
 
 
 def _cmd_export(args) -> int:
@@ -239,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="source this script (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) and record what it sets in the kernelspec",
     )
     p.add_argument("--force", action="store_true", help="replace a kernelspec of that name that msnb did not make for this interpreter")
+    p.add_argument("--no-check", action="store_true", help="do not start the installed kernel to check it is ready")
     p.set_defaults(func=_cmd_install_kernel)
 
     p = sub.add_parser("uninstall-kernel", help="remove a kernelspec msnb installed")
@@ -308,6 +328,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--probe", action="store_true", help="start MindSpore in a child process to confirm the device")
     p.add_argument("--model-types", metavar="PATH", help="scan .py/.yaml files under PATH for model_type duplicates and collisions")
+    p.add_argument(
+        "--kernel",
+        nargs="?",
+        const="mindspore",
+        metavar="NAME",
+        help="start kernel NAME (default: mindspore) as an editor does and check it is ready; exit 2 if there is no such kernel",
+    )
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("health", help="the first anomaly across ranks x tags x steps (which rank, which parameter, which step) and what followed")

@@ -40,19 +40,28 @@ class MsnbMagics(Magics):
     @magic_arguments()
     @argument("--json", action="store_true", help="return the report as a JSON-ready dict instead of printing it")
     @argument("--probe", action="store_true", help="also start MindSpore in a child process to confirm the device")
+    @argument("--kernel", nargs="?", const="mindspore", default=None, metavar="NAME", help="check kernel NAME (default: mindspore), started as an editor does")
     @line_magic
     @user_errors
     def mfmon_doctor(self, line):
         """Check this environment for MindSpore monitoring: versions, known-bad
         combinations with their fixes, usable devices and installed kernels.
+        With ``--kernel [NAME]``, start that kernel the way an editor does and
+        check it is ready (``msnb doctor --kernel``).
 
-        Returns the report (a ``msnb.doctor.Report``), so ``r = %mfmon_doctor``
-        keeps it for later cells.
+        Returns the report (a ``msnb.doctor.Report``, or with ``--kernel`` a
+        ``msnb.kernel_check.KernelReadiness``), so ``r = %mfmon_doctor`` keeps
+        it for later cells.
         """
         from . import doctor
 
         args = parse_argstring(self.mfmon_doctor, line)
-        report = doctor.run(probe=args.probe)
+        if args.kernel is not None:
+            from .kernel_check import check_kernel
+
+            report = check_kernel(args.kernel)
+        else:
+            report = doctor.run(probe=args.probe)
         if args.json:
             return report.as_dict()
         print(report.format_text())

@@ -21,7 +21,7 @@ HEALTHY = {
 
 
 def codes(findings, severity=None):
-    return {f.code for f in findings if severity is None or f.severity == severity}
+    return {f.rule for f in findings if severity is None or f.severity == severity}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_healthy_versions_have_no_errors(mf_map):
 
 def test_protobuf_4_with_mindspore_is_blocking_with_fix(mf_map):
     found = doctor.check_versions({**HEALTHY, "protobuf": "4.25.9"}, mf_map)
-    f = next(f for f in found if f.code == "protobuf-summary-collector")
+    f = next(f for f in found if f.rule == "protobuf-summary-collector")
     assert f.severity == doctor.ERROR
     assert "4.25.9" in f.message and "SummaryCollector" in f.message
     assert f.fix == "pip install protobuf==3.20.3"
@@ -48,13 +48,13 @@ def test_protobuf_4_with_mindspore_is_blocking_with_fix(mf_map):
 
 def test_numpy_2_with_mindspore_is_blocking(mf_map):
     found = doctor.check_versions({**HEALTHY, "numpy": "2.1.3"}, mf_map)
-    f = next(f for f in found if f.code == "numpy2-mindspore")
+    f = next(f for f in found if f.rule == "numpy2-mindspore")
     assert f.severity == doctor.ERROR and "numpy<2" in f.fix
 
 
 def test_mindinsight_that_does_not_match_mindspore_is_flagged(mf_map):
     found = doctor.check_versions({**HEALTHY, "mindinsight": "2.3.1"}, mf_map)
-    f = next(f for f in found if f.code == "mindinsight-mismatch")
+    f = next(f for f in found if f.rule == "mindinsight-mismatch")
     assert f.severity == doctor.WARNING and "2.3.1" in f.message and "2.9.0" in f.message
     assert "mindinsight-mismatch" not in codes(doctor.check_versions({**HEALTHY, "mindspore": "2.3.1", "mindformers": None, "mindinsight": "2.3.1"}))
 
@@ -62,7 +62,7 @@ def test_mindinsight_that_does_not_match_mindspore_is_flagged(mf_map):
 def test_mindformers_pair_outside_its_version_map(mf_map):
     supported = mf_map["mf"]["1.9.0"]["support"]
     found = doctor.check_versions({**HEALTHY, "mindspore": "2.10.0"}, mf_map)
-    f = next(f for f in found if f.code == "mindformers-mindspore-pair")
+    f = next(f for f in found if f.rule == "mindformers-mindspore-pair")
     assert f.severity == doctor.ERROR
     assert "2.10.0" in f.message and all(v in f.message for v in supported)
     assert f.fix == f"pip install mindspore=={mf_map['mf']['1.9.0']['prefer']}"
@@ -121,7 +121,7 @@ def test_doctor_cli_json_on_this_environment(jupyter_dirs, run_msnb):
     assert any(d["device"] == "CPU" and d["usable"] for d in report["devices"])
     gone = next(k for k in report["kernels"] if k["name"] == "msnb-test-gone")
     assert gone["made_by_msnb"] and not gone["interpreter_exists"]
-    assert any(f["code"] == "kernel-interpreter-missing" and "msnb-test-gone" in f["message"] for f in report["findings"])
+    assert any(f["rule"] == "kernel-interpreter-missing" and "msnb-test-gone" in f["message"] for f in report["findings"])
 
 
 def test_doctor_text_report(run_msnb):
@@ -146,7 +146,7 @@ def test_doctor_exits_1_on_a_blocking_problem(tmp_path, run_msnb):
     report = json.loads(proc.stdout)
     assert report["packages"]["protobuf"] == "5.29.0"
     assert report["blocking"] is True
-    assert any(f["code"] == "protobuf-summary-collector" for f in report["findings"])
+    assert any(f["rule"] == "protobuf-summary-collector" for f in report["findings"])
     text = run_msnb("doctor", env=env, check=1).stdout
     assert "fix: pip install protobuf==3.20.3" in text
 

@@ -390,3 +390,12 @@ def test_fuzz_any_value_under_the_keys_lint_reads(tmp_path, data):
     else:
         assert all(isinstance(f, SharedFinding) for f in report.findings)
         report.to_json()
+
+
+def test_monitor_config_errors_name_the_line_too(tmp_path, capsys):
+    path = write(tmp_path, "mc.yaml", "seed: 1\nmonitor_config:\n  summary_dir: ./s\n  collect_freq: ten\n")
+    assert_one_line_error(capsys, path, f"{path}:4", "key 'monitor_config.collect_freq'", "an integer")
+    path = write(tmp_path, "es.yaml", "monitor_config:\n  early_stop:\n    window: 5\n    mode: sideways\n")
+    assert_one_line_error(capsys, path, f"{path}:4", "monitor_config.early_stop.mode")
+    path = write(tmp_path, "fl.yaml", "monitor_config:\n  flush_interval: .nan\n")
+    assert_one_line_error(capsys, path, f"{path}:2", "flush_interval")

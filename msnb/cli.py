@@ -39,7 +39,7 @@ def _cmd_install_kernel(args) -> int:
 def _cmd_uninstall_kernel(args) -> int:
     from . import kernel
 
-    path = kernel.uninstall(args.name, force=args.force)
+    path = kernel.uninstall(args.name, force=args.force, user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
     print(f"Removed kernelspec {args.name!r} from {path}")
     return 0
 
@@ -222,7 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("uninstall-kernel", help="remove a kernelspec msnb installed")
     p.add_argument("--name", default="mindspore")
-    p.add_argument("--force", action="store_true", help="remove it even if msnb did not make it")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="look only in this user's kernels folder")
+    where.add_argument("--sys-prefix", action="store_true", help="look only in this Python environment (sys.prefix)")
+    where.add_argument("--prefix", metavar="DIR", help="look only in DIR/share/jupyter/kernels (where install-kernel --prefix DIR put it)")
+    p.add_argument("--force", action="store_true", help="remove a kernelspec folder even if msnb did not make it (never a package's own files)")
     p.set_defaults(func=_cmd_uninstall_kernel)
 
     p = sub.add_parser("list-kernels", help="list kernelspecs, marking msnb's and those whose interpreter is gone")

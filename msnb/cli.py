@@ -147,6 +147,7 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
                     "duplicates": {k: [use(u) for u in v] for k, v in found["duplicates"].items()},
                     "collisions": {k: {"library": v["library"], "uses": [use(u) for u in v["uses"]]} for k, v in found["collisions"].items()},
                     "unknown": [use(u) for u in found["unknown"]],
+                    "problems": found["problems"],
                 },
                 indent=2,
             )
@@ -163,6 +164,8 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
                 print(f"    {u.file}:{u.line} class {u.owner}")
         for u in found["unknown"]:
             print(f"  UNKNOWN   {u.file}:{u.line} uses model_type {u.name!r}, defined nowhere in the project nor shipped")
+        for problem in found["problems"]:
+            print(f"  SKIPPED   {problem['file']}: {problem['problem']}")
         if not (found["collisions"] or found["duplicates"]):
             print("  no duplicates or collisions")
     return 1 if found["collisions"] or found["duplicates"] else 0

@@ -103,8 +103,15 @@ def test_nesting_500_deep_is_refused(tmp_path, capsys, form):
     assert_one_line_error(capsys, path, str(path), f"more than {MAX_DEPTH} levels")
 
 
-def test_nesting_3000_deep_does_not_exhaust_the_stack(tmp_path):
-    path = write(tmp_path, "deep.yaml", "a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n")
+@pytest.mark.parametrize(
+    "text",
+    ["a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", "a: " + "[" * 3000 + "]" * 3000 + "\n", "a: " + "[" * 1500 + "\n"],
+    ids=["mappings", "lists-past-libyaml-limit", "unclosed"],
+)
+def test_nesting_3000_deep_does_not_exhaust_the_stack(tmp_path, text):
+    """libyaml refuses 1,000 flow levels while scanning ahead, before the events that show the depth: the
+    pure-Python parser must still see it (its composer would recurse until RecursionError)."""
+    path = write(tmp_path, "deep.yaml", text)
     with pytest.raises(ConfigError, match="levels deep"):
         load_config(path)
 

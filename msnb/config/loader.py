@@ -74,7 +74,7 @@ class _Loader(yaml.SafeLoader):
 
 
 class _FastLoader(_FAST):
-    """The same duplicate-key bookkeeping on libyaml's parser (used once a file passed :func:`_check_shape`)."""
+    """The same duplicate-key bookkeeping on libyaml's parser (used once a file passed :func:`check_shape`)."""
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -115,7 +115,7 @@ def read_bytes(path: Path) -> bytes:
     try:
         kind = _file_kind(os.fstat(fd).st_mode)
         if kind != "file":
-            raise ConfigError(f"not a regular file ({kind}); a config must be a YAML file", file=path)
+            raise ConfigError(f"not a regular file ({kind})", file=path)
         chunks, size = [], 0
         while size <= MAX_BYTES:
             chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
@@ -148,20 +148,36 @@ def _decode(raw: bytes, path: Path) -> str:
         raise ConfigError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}", file=path, line=line) from None
 
 
-def _check_shape(text: str, path: Path) -> None:
+def check_shape(text: str, path: Path) -> None:
     """Refuse alias bombs, recursive aliases and deep nesting before anything builds the tree.
 
     One pass over the parser's events (the parser is a state machine, so deep
     input cannot exhaust the stack here), counting each collection's values
     with aliases expanded: an alias adds the size and depth of its anchor.
-    A syntax error ends the pass quietly; the full load reports it.
+    libyaml stops at its own nesting limit (1,000 flow levels) while scanning
+    ahead, before the events that would show the depth; the pass is then redone
+    on PyYAML's pure-Python parser, which has no such limit.  A syntax error
+    ends the pass quietly; the full load reports it.
+
+    Args:
+        text: the file's text.
+        path: its path, for the error.
+
+    Raises:
+        ConfigError: the file is an alias bomb, recursive, or nested more than :data:`MAX_DEPTH` deep.
     """
+    if not _shape_pass(text, path, _FAST) and _FAST is not yaml.SafeLoader:
+        _shape_pass(text, path, yaml.SafeLoader)
+
+
+def _shape_pass(text: str, path: Path, loader_cls) -> bool:
+    """One :func:`check_shape` pass with *loader_cls*'s parser; False when it met a syntax error."""
     stack = [[0, 0, None]]  # per open collection: values inside, depth inside, anchor
     sizes: dict = {}  # anchor -> (values, depth) once its node is complete
     try:
-        loader = _FAST(text)
+        loader = loader_cls(text)
     except yaml.YAMLError:  # the pure-Python reader refuses control characters up front; the full load names them
-        return
+        return False
     try:
         while loader.check_event():
             event = loader.get_event()
@@ -198,9 +214,10 @@ def _check_shape(text: str, path: Path) -> None:
                     line=line,
                 )
     except yaml.YAMLError:
-        return
+        return False
     finally:
         loader.dispose()
+    return True
 
 
 def _yaml_error(exc: yaml.YAMLError, path: Path, text: str) -> ConfigError:
@@ -238,7 +255,7 @@ def read_yaml(path: Path, *, with_lines: bool = False):
     refused with a :class:`ConfigError` before a tree is built.
     """
     text = _decode(read_bytes(path), path)
-    _check_shape(text, path)
+    check_shape(text, path)
     for cls in (_FastLoader, _Loader):  # libyaml first; the pure-Python loader words errors the same on every install
         loader = None
         try:

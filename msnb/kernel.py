@@ -258,7 +258,10 @@ def install_location(*, user: bool = True, sys_prefix: bool = False, prefix: str
     if sys_prefix:
         return False, sys.prefix
     if prefix is not None:
-        return False, str(Path(prefix).expanduser().resolve())
+        try:
+            return False, str(Path(prefix).expanduser().resolve())
+        except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop, a name too long
+            raise KernelSpecError(f"--prefix {str(prefix)[:80]!r} is not a usable folder: {' '.join(str(exc).split())}") from None
     return bool(user), None
 
 

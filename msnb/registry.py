@@ -509,12 +509,17 @@ def _scan_yaml(path: Path) -> list:
     return found
 
 
-def _project_files(root: Path) -> list[Path]:
-    """The .py/.yaml files under *root*; hidden folders, site-packages, caches and symlinked folders are not entered."""
+def _project_files(root: Path, problems: list) -> list[Path]:
+    """The .py/.yaml files under *root*; hidden folders, site-packages, caches and symlinked folders are not entered.
+    A folder that cannot be listed is added to *problems*."""
     if root.is_file():
         return [root]
     out = []
-    for folder, dirs, names in os.walk(root):  # followlinks=False: a link back up cannot loop the walk
+
+    def unlisted(exc: OSError) -> None:
+        problems.append({"file": str(exc.filename), "problem": f"cannot list: {exc.strerror or exc}"})
+
+    for folder, dirs, names in os.walk(root, onerror=unlisted):  # followlinks=False: a link back up cannot loop the walk
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
         out.extend(Path(folder) / n for n in sorted(names) if n.endswith(_SUFFIXES) and not n.startswith("."))
     return out
@@ -542,8 +547,8 @@ def scan_model_types(root: str | os.PathLike) -> dict:
         raise UsageError(f"{root} does not exist")
     if not (root.is_dir() or root.is_file()):
         raise UsageError(f"{root} is neither a folder nor a regular file")
-    files = _project_files(root)
     uses, problems = [], []
+    files = _project_files(root, problems)
     for path in files:
         try:
             uses.extend(_scan_python(path) if path.suffix == ".py" else _scan_yaml(path))

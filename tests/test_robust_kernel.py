@@ -327,3 +327,10 @@ def test_a_script_that_execs_away_fails_clearly(tmp_path):
 def test_a_script_reading_stdin_does_not_hang(tmp_path):
     recorded = kernel.read_env_script(script(tmp_path, "read answer\nexport ASCEND_HOME_PATH=/opt/ascend\n"), timeout=30)
     assert recorded == {"ASCEND_HOME_PATH": "/opt/ascend"}
+
+
+def test_a_prefix_with_a_nul_byte_is_a_kernelspec_error():
+    with pytest.raises(KernelSpecError, match="not a usable folder"):
+        kernel.install(prefix="/tmp/a\0b")
+    with pytest.raises(KernelSpecError, match="not a usable folder"):
+        kernel.uninstall(prefix="/tmp/a\0b")

@@ -185,3 +185,17 @@ def test_a_symlink_loop_does_not_multiply_files(tmp_path):
     (root / "models" / "again").symlink_to(root)
     found = R.scan_model_types(root)
     assert found["files"] == 1 and len(found["definitions"]) == 1 and not found["duplicates"]
+
+
+def test_an_unlistable_folder_is_reported(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root lists every folder")
+    root = project(tmp_path)
+    locked = root / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        found = R.scan_model_types(root)
+    finally:
+        locked.chmod(0o700)
+    assert "cannot list" in problems_by_file(found)["locked"]

@@ -406,3 +406,19 @@ def test_monitor_config_errors_name_the_line_too(tmp_path, capsys):
     assert_one_line_error(capsys, path, f"{path}:4", "monitor_config.early_stop.mode")
     path = write(tmp_path, "fl.yaml", "monitor_config:\n  flush_interval: .nan\n")
     assert_one_line_error(capsys, path, f"{path}:2", "flush_interval")
+
+
+def test_a_symlink_loop_as_file_or_base(tmp_path, capsys):
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    assert_one_line_error(capsys, loop, "loop.yaml", "cannot read")
+    path = write(tmp_path, "run.yaml", "base_config: loop.yaml\n")
+    assert_one_line_error(capsys, path, f"{path}:1", "key 'base_config'", "cannot be read")
+
+
+def test_keys_json_cannot_hold_are_written_as_text(tmp_path, capsys):
+    """Found by the fuzz test: a !!binary or date key broke --json with a TypeError."""
+    path = write(tmp_path, "keys.yaml", "!!binary aGk=: 1\n2024-01-01: day\nplain: {2025-02-02: x}\n")
+    code, out, _ = cli(capsys, path, "--json")
+    assert code == 0 and json.loads(out)["config"] == {"b'hi'": 1, "2024-01-01": "day", "plain": {"2025-02-02": "x"}}
+    assert cli(capsys, path)[0] == 0

@@ -24,7 +24,7 @@ class ConfigReport:
         return {"config": self.config, "findings": [f.as_dict() for f in self.findings], "files": self.files}
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), indent=2, default=str)
+        return json.dumps(_json_keys(self.as_dict()), indent=2, default=str)
 
     def format_text(self) -> str:
         lines = [f"# {self.path}"]
@@ -65,3 +65,12 @@ def check_config(path: str | os.PathLike, *, steps: int | None = None, distribut
     settings = monitor_settings(loaded)
     findings = lint(loaded, settings, steps=steps, distributed=distributed, protobuf_major=protobuf_major)
     return ConfigReport(path=loaded.path, config=loaded.data, files=loaded.files, findings=findings)
+
+
+def _json_keys(value):
+    """*value* with every mapping key JSON can hold: YAML also allows dates and ``!!binary`` as keys (written as text)."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int, float, bool)) or k is None else str(k): _json_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_keys(v) for v in value]
+    return value

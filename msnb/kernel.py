@@ -166,7 +166,7 @@ def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
     with tempfile.TemporaryDirectory(prefix="msnb-ascend-env-") as tmp:
         before_file, after_file, log_file = (os.path.join(tmp, n) for n in ("before", "after", "log"))
         # env -0 keeps values with newlines intact; the trap runs on every way out, `exit 0` in the script included.
-        code = '__msnb_after=$3; env -0 > "$2"; trap \'env -0 > "$__msnb_after"\' EXIT; . "$1"'
+        code = '__msnb_after=$3; env -0 > "$2"; trap \'env -0 > "$__msnb_after"\' EXIT; . "$1"; __msnb_rc=$?; env -0 > "$__msnb_after"; exit $__msnb_rc'
         with open(log_file, "wb") as log:
             proc = subprocess.Popen(
                 ["bash", "-c", code, "msnb-ascend-env", str(path), before_file, after_file],
@@ -180,8 +180,9 @@ def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
             try:
                 code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _end_group(proc.pid)
+                proc.kill()
                 proc.wait()
+                _end_group(proc.pid)
                 raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
             _end_group(proc.pid)
         if code != 0:
@@ -189,16 +190,24 @@ def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
                 tail = log.read()[-4000:].decode(errors="replace").strip().splitlines()[-5:]
             raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {code}" + (":\n  " + "\n  ".join(tail) if tail else ""))
         if not os.path.exists(after_file):
-            raise KernelSpecError(f"--ascend-env: sourcing {path} never returned to the shell (does it exec another program?); nothing recorded")
+            raise KernelSpecError(
+                f"--ascend-env: sourcing {path} never returned to the shell (does it exec another program, or replace the EXIT trap and exit?); nothing recorded"
+            )
         return _parse_env(Path(before_file).read_bytes()), _parse_env(Path(after_file).read_bytes())
 
 
-def _end_group(pgid: int) -> None:
-    """End what is left of a process group (a background job the script started)."""
+def _end_group(pgid: int, wait: float = 2.0) -> None:
+    """End what is left of a process group (a background job the script started), waiting up to *wait* seconds
+    for it to be gone (a signal is delivered asynchronously)."""
     import signal
+    import time
 
+    deadline = time.monotonic() + wait
     try:
         os.killpg(pgid, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            os.killpg(pgid, 0)  # raises once no process of the group is left
     except (ProcessLookupError, PermissionError):
         pass
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -259,7 +260,17 @@ def script(tmp_path: Path, text: str, name: str = "set_env.sh") -> Path:
     return path
 
 
-def processes_with(marker: str) -> list[int]:
+def processes_with(marker: str, settle: float = 10.0) -> list[int]:
+    """Live processes whose command line holds *marker*, after giving a killed one up to *settle* s to go."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = _processes_with(marker)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def _processes_with(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -334,3 +345,8 @@ def test_a_prefix_with_a_nul_byte_is_a_kernelspec_error():
         kernel.install(prefix="/tmp/a\0b")
     with pytest.raises(KernelSpecError, match="not a usable folder"):
         kernel.uninstall(prefix="/tmp/a\0b")
+
+
+def test_a_script_with_its_own_exit_trap_is_recorded(tmp_path):
+    recorded = kernel.read_env_script(script(tmp_path, "trap 'echo bye' EXIT\nexport ASCEND_HOME_PATH=/opt/ascend\n"))
+    assert recorded == {"ASCEND_HOME_PATH": "/opt/ascend"}

@@ -303,6 +303,14 @@ def test_sink_mode_rule_is_quiet_when_collect_freq_fits(tmp_path, text):
     assert "sink-mode-collect-freq" not in findings(tmp_path, text, steps=100)
 
 
+def test_sink_mode_says_what_summarycollector_counts(tmp_path):
+    """MindSpore's SummaryCollector collects at epoch_end on cur_epoch_num % collect_freq in sink mode (one epoch per sink)."""
+    info = findings(tmp_path, sink(8, 4), steps=100)["sink-mode-summary-unit"]
+    assert info.severity == "info" and "8 sinks are 32 steps" in info.message
+    assert "sink-mode-summary-unit" not in findings(tmp_path, sink(8, 4, mode="false"), steps=100)
+    assert "3 sinks are 12 steps" in findings(tmp_path, sink(3, 4), steps=100)["sink-mode-collect-freq"].message
+
+
 def test_sink_mode_rule_against_an_independent_count(tmp_path):
     """Oracle: simulate which sink ends hit a multiple of collect_freq; the rule fires exactly when that is not every F steps."""
     for size in (2, 3, 4, 8):

@@ -156,22 +156,27 @@ def lint(
         )
 
     sink = sink_size(data)
-    if sink is not None and sink > 1 and s.collect_freq % sink:
+    if sink is not None and sink > 1:
         f = s.collect_freq
-        if f < sink:
-            effect = f"collect_freq {f} is smaller than that: the effective frequency is the sink size, one record every {sink} steps at most"
-        else:
-            effect = f"collect_freq {f} is not a multiple of it: records land only where both meet, every {f * sink // math.gcd(f, sink)} steps"
-        out.append(
-            Finding(
-                "sink-mode-collect-freq",
-                WARNING,
-                f"runner_config.sink_mode is on with sink_size {sink}: callbacks run once per sink, every {sink} steps, so {effect}, "
-                "and curves jump in strides of the sink",
-                fix=f"set collect_freq to a multiple of sink_size ({sink}, {2 * sink}, ...)",
-                key=f"{mc}.collect_freq",
+        # MindSpore's SummaryCollector (what msnb's monitor hands collect_freq to) counts it in sinks in this mode
+        collector = f"MindSpore's SummaryCollector counts collect_freq in sinks when dataset sink mode is on: {f} sinks are {f * sink} steps"
+        if f % sink:
+            if f < sink:
+                effect = f"collect_freq {f} is smaller than that: the effective frequency is the sink size, one record every {sink} steps at most"
+            else:
+                effect = f"collect_freq {f} is not a multiple of it: step-counting callbacks record only where both meet, every {f * sink // math.gcd(f, sink)} steps"
+            out.append(
+                Finding(
+                    "sink-mode-collect-freq",
+                    WARNING,
+                    f"runner_config.sink_mode is on with sink_size {sink}: callbacks run once per sink, every {sink} steps, so {effect}, "
+                    f"and curves jump in strides of the sink ({collector})",
+                    fix=f"set collect_freq to a multiple of sink_size ({sink}, {2 * sink}, ...)",
+                    key=f"{mc}.collect_freq",
+                )
             )
-        )
+        else:
+            out.append(Finding("sink-mode-summary-unit", INFO, f"runner_config.sink_mode is on with sink_size {sink}: {collector}", key=f"{mc}.collect_freq"))
 
     regular = s.collect_specified_data.get("histogram_regular")
     every = bool((s.histogram_settings or {}).get("every_parameter")) or (isinstance(regular, str) and regular.strip() in _EVERYTHING)

@@ -34,7 +34,10 @@ class ConfigReport:
         lines.append("")
         if self.findings:
             lines.append(f"{len(self.findings)} finding(s):")
-            lines.extend(f"  {f}" for f in self.findings)
+            for f in self.findings:
+                lines.append(f"  {f}")
+                if f.fix:
+                    lines.append(f"      fix: {f.fix}")
         else:
             lines.append("No findings.")
         return "\n".join(lines)

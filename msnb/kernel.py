@@ -162,38 +162,72 @@ def read_env_script(script: str | os.PathLike, *, timeout: float = 60.0) -> dict
 
 
 def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
-    """The exported environment before and after sourcing *path* in ``bash`` started with *env*."""
+    """The exported environment before and after sourcing *path* in ``bash`` started with *env*.
+
+    The script's own output goes to a pipe drained by a thread that keeps only
+    its tail (a chatty script costs no memory or disk), and nothing waits for
+    that pipe to close: a background job holding it cannot stall the read.
+    """
     with tempfile.TemporaryDirectory(prefix="msnb-ascend-env-") as tmp:
-        before_file, after_file, log_file = (os.path.join(tmp, n) for n in ("before", "after", "log"))
+        before_file, after_file = os.path.join(tmp, "before"), os.path.join(tmp, "after")
         # env -0 keeps values with newlines intact; the trap runs on every way out, `exit 0` in the script included.
         code = '__msnb_after=$3; env -0 > "$2"; trap \'env -0 > "$__msnb_after"\' EXIT; . "$1"; __msnb_rc=$?; env -0 > "$__msnb_after"; exit $__msnb_rc'
-        with open(log_file, "wb") as log:
+        read_end, write_end = os.pipe()
+        try:
             proc = subprocess.Popen(
                 ["bash", "-c", code, "msnb-ascend-env", str(path), before_file, after_file],
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                stdout=write_end,
+                stderr=write_end,
                 cwd=str(path.parent),
                 env=env,
                 start_new_session=True,  # its own process group: leftovers are ended with it
             )
-            try:
-                code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                _end_group(proc.pid)
-                raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
+        finally:
+            os.close(write_end)
+        tail = _drain(read_end)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
             _end_group(proc.pid)
-        if code != 0:
-            with open(log_file, "rb") as log:
-                tail = log.read()[-4000:].decode(errors="replace").strip().splitlines()[-5:]
-            raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {code}" + (":\n  " + "\n  ".join(tail) if tail else ""))
+            raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
+        _end_group(proc.pid)
+        tail.thread.join(1.0)  # the group is gone; only a process that left it (setsid) could still hold the pipe
+        if status != 0:
+            lines = bytes(tail.data).decode(errors="replace").strip().splitlines()[-5:]
+            raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {status}" + (":\n  " + "\n  ".join(lines) if lines else ""))
         if not os.path.exists(after_file):
             raise KernelSpecError(
                 f"--ascend-env: sourcing {path} never returned to the shell (does it exec another program, or replace the EXIT trap and exit?); nothing recorded"
             )
         return _parse_env(Path(before_file).read_bytes()), _parse_env(Path(after_file).read_bytes())
+
+
+@dataclass
+class _Tail:
+    data: bytearray
+    thread: object
+
+
+def _drain(fd: int, keep: int = 8192) -> _Tail:
+    """Read *fd* to its end in a daemon thread, keeping the last *keep* bytes; the thread closes *fd*."""
+    import threading
+
+    tail = _Tail(bytearray(), None)
+
+    def run() -> None:
+        try:
+            while chunk := os.read(fd, 65536):
+                tail.data.extend(chunk)
+                del tail.data[:-keep]
+        finally:
+            os.close(fd)
+
+    tail.thread = threading.Thread(target=run, name="msnb-ascend-env-output", daemon=True)
+    tail.thread.start()
+    return tail
 
 
 def _end_group(pgid: int, wait: float = 2.0) -> None:

@@ -350,3 +350,10 @@ def test_a_prefix_with_a_nul_byte_is_a_kernelspec_error():
 def test_a_script_with_its_own_exit_trap_is_recorded(tmp_path):
     recorded = kernel.read_env_script(script(tmp_path, "trap 'echo bye' EXIT\nexport ASCEND_HOME_PATH=/opt/ascend\n"))
     assert recorded == {"ASCEND_HOME_PATH": "/opt/ascend"}
+
+
+def test_a_chatty_script_keeps_only_its_tail(tmp_path):
+    path = script(tmp_path, "head -c 50000000 /dev/zero | tr '\\\\0' x\necho\necho 'the last words' >&2\nexit 7\n")
+    with pytest.raises(KernelSpecError) as err:
+        kernel.read_env_script(path, timeout=60)
+    assert "exit code 7" in str(err.value) and "the last words" in str(err.value) and len(str(err.value)) < 10_000

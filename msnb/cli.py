@@ -48,7 +48,7 @@ def _cmd_install_kernel(args) -> int:
 def _cmd_uninstall_kernel(args) -> int:
     from . import kernel
 
-    path = kernel.uninstall(args.name, force=args.force)
+    path = kernel.uninstall(args.name, force=args.force, user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
     print(f"Removed kernelspec {args.name!r} from {path}")
     return 0
 
@@ -75,8 +75,9 @@ def _cmd_list_kernels(args) -> int:
 
 def _cmd_config(args) -> int:
     from .config import check_config
+    from .doctor import installed_major
 
-    report = check_config(args.file, steps=args.steps)
+    report = check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
     print(report.to_json() if args.json else report.format_text())
     return 0
 
@@ -165,6 +166,7 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
                     "duplicates": {k: [use(u) for u in v] for k, v in found["duplicates"].items()},
                     "collisions": {k: {"library": v["library"], "uses": [use(u) for u in v["uses"]]} for k, v in found["collisions"].items()},
                     "unknown": [use(u) for u in found["unknown"]],
+                    "problems": found["problems"],
                 },
                 indent=2,
             )
@@ -181,6 +183,8 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
                 print(f"    {u.file}:{u.line} class {u.owner}")
         for u in found["unknown"]:
             print(f"  UNKNOWN   {u.file}:{u.line} uses model_type {u.name!r}, defined nowhere in the project nor shipped")
+        for problem in found["problems"]:
+            print(f"  SKIPPED   {problem['file']}: {problem['problem']}")
         if not (found["collisions"] or found["duplicates"]):
             print("  no duplicates or collisions")
     return 1 if found["collisions"] or found["duplicates"] else 0
@@ -263,7 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("uninstall-kernel", help="remove a kernelspec msnb installed")
     p.add_argument("--name", default="mindspore")
-    p.add_argument("--force", action="store_true", help="remove it even if msnb did not make it")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="look only in this user's kernels folder")
+    where.add_argument("--sys-prefix", action="store_true", help="look only in this Python environment (sys.prefix)")
+    where.add_argument("--prefix", metavar="DIR", help="look only in DIR/share/jupyter/kernels (where install-kernel --prefix DIR put it)")
+    p.add_argument("--force", action="store_true", help="remove a kernelspec folder even if msnb did not make it (never a package's own files)")
     p.set_defaults(func=_cmd_uninstall_kernel)
 
     p = sub.add_parser("list-kernels", help="list kernelspecs, marking msnb's and those whose interpreter is gone")

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from .errors import KernelSpecError
 DEFAULT_NAME = "mindspore"
 DEFAULT_DISPLAY_NAME = "MindSpore Kernel"
 KERNEL_NAME_RE = re.compile(r"^[a-z0-9._-]+$")
+MAX_NAME_LENGTH = 128  # a folder name; file systems stop at 255 bytes
+MAX_SPEC_BYTES = 1 << 20  # a kernel.json is a few hundred bytes
 MARKER = "msnb"  # key under kernel.json's "metadata" that says msnb made it
 LOGOS = ("logo-32x32.png", "logo-64x64.png")
 
@@ -58,13 +61,28 @@ class KernelInfo:
 
 
 def validate_name(name: str) -> str:
-    """Return *name* if Jupyter accepts it as a kernel name, else raise with the rule."""
-    if not KERNEL_NAME_RE.match(name or ""):
+    """Return *name* if Jupyter accepts it as a kernel name and it is safe as a folder name, else raise with the rule.
+
+    Args:
+        name: the kernel name (``mindspore``).
+
+    Returns:
+        *name* unchanged.
+
+    Raises:
+        KernelSpecError: not a string, outside ``^[a-z0-9._-]+$``, ``.`` or ``..`` (they name the kernels folder
+            itself or its parent), or longer than :data:`MAX_NAME_LENGTH`.
+    """
+    if not isinstance(name, str) or not KERNEL_NAME_RE.match(name):
         raise KernelSpecError(
             f"invalid kernel name {name!r}: kernel names may only contain lower-case "
             "letters, digits, '.', '_' and '-' (they must match ^[a-z0-9._-]+$); "
             "put spaces and capitals in --display-name instead"
         )
+    if name in (".", ".."):
+        raise KernelSpecError(f"invalid kernel name {name!r}: it names a folder's own entry, not a kernel (pick a name such as 'mindspore')")
+    if len(name) > MAX_NAME_LENGTH:
+        raise KernelSpecError(f"invalid kernel name {name[:20]!r}... ({len(name)} characters): at most {MAX_NAME_LENGTH}")
     return name
 
 
@@ -105,37 +123,136 @@ def read_env_script(script: str | os.PathLike, *, timeout: float = 60.0) -> dict
 
     Values are recorded in full, as the script left them: a ``${VAR}`` written
     into kernel.json would stay literal text when VAR is unset at launch.
+
+    The environment is written to files by the shell itself (an ``EXIT`` trap),
+    so a script that ends with ``exit 0`` is still recorded, and a background
+    process the script leaves behind (holding its stdout) cannot make the read
+    wait; such leftovers are ended with the shell.  The script is also sourced
+    from a minimal environment, so the variables it sets are found even when
+    this shell has sourced it already (their values come from this shell's run).
+
+    Args:
+        script: the script to source.
+        timeout: seconds the script may take.
+
+    Returns:
+        Variable -> value for every variable the script set or changed.
+
+    Raises:
+        KernelSpecError: the script is missing, fails, runs past *timeout*, never returns to the shell,
+            or sets nothing at all (nothing would be recorded).
     """
     path = Path(script).expanduser()
     if not path.is_file():
         raise KernelSpecError(f"--ascend-env: {path} does not exist or is not a file")
-    sep = "__msnb_env_separator__"
-    # env -0 keeps values with newlines intact; the script's own output goes to stderr.
-    code = f'env -0; printf "\\0{sep}\\0"; . "$1" 1>&2 || exit $?; env -0'
+    path = path.resolve()
+    before, after = _source(path, dict(os.environ), timeout)
+    changed = {k for k, v in after.items() if before.get(k) != v}
+    minimal = {k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR") if k in os.environ}
+    minimal["PATH"] = "/usr/bin:/bin"
     try:
-        proc = subprocess.run(
-            ["bash", "-c", code, "msnb-ascend-env", str(path.resolve())],
-            capture_output=True,
-            timeout=timeout,
-            cwd=str(path.resolve().parent),
-        )
-    except subprocess.TimeoutExpired:
-        raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-5:]
-        raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {proc.returncode}" + (":\n  " + "\n  ".join(tail) if tail else ""))
-    before_raw, _, after_raw = proc.stdout.partition(f"\0{sep}\0".encode())
+        clean_before, clean_after = _source(path, minimal, timeout)
+    except KernelSpecError:  # the script may need this shell's variables: what it changed here is enough
+        clean_before, clean_after = {}, {}
+    changed |= {k for k, v in clean_after.items() if clean_before.get(k) != v and k in after}
+    recorded = {k: after[k] for k in sorted(changed) if k not in _SHELL_NOISE and not k.startswith("BASH_FUNC_")}
+    if not recorded:
+        raise KernelSpecError(f"--ascend-env: sourcing {path} set no environment variable, so there is nothing to record in the kernelspec")
+    return recorded
 
-    def parse(raw: bytes) -> dict:
-        out = {}
-        for entry in raw.split(b"\0"):
-            if b"=" in entry:
-                k, _, v = entry.partition(b"=")
-                out[k.decode(errors="replace")] = v.decode(errors="replace")
-        return out
 
-    before, after = parse(before_raw), parse(after_raw)
-    return {k: v for k, v in after.items() if k not in _SHELL_NOISE and before.get(k) != v and not k.startswith("BASH_FUNC_")}
+def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
+    """The exported environment before and after sourcing *path* in ``bash`` started with *env*.
+
+    The script's own output goes to a pipe drained by a thread that keeps only
+    its tail (a chatty script costs no memory or disk), and nothing waits for
+    that pipe to close: a background job holding it cannot stall the read.
+    """
+    with tempfile.TemporaryDirectory(prefix="msnb-ascend-env-") as tmp:
+        before_file, after_file = os.path.join(tmp, "before"), os.path.join(tmp, "after")
+        # env -0 keeps values with newlines intact; the trap runs on every way out, `exit 0` in the script included.
+        code = '__msnb_after=$3; env -0 > "$2"; trap \'env -0 > "$__msnb_after"\' EXIT; . "$1"; __msnb_rc=$?; env -0 > "$__msnb_after"; exit $__msnb_rc'
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                ["bash", "-c", code, "msnb-ascend-env", str(path), before_file, after_file],
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=write_end,
+                cwd=str(path.parent),
+                env=env,
+                start_new_session=True,  # its own process group: leftovers are ended with it
+            )
+        finally:
+            os.close(write_end)
+        tail = _drain(read_end)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            _end_group(proc.pid)
+            raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
+        _end_group(proc.pid)
+        tail.thread.join(1.0)  # the group is gone; only a process that left it (setsid) could still hold the pipe
+        if status != 0:
+            lines = bytes(tail.data).decode(errors="replace").strip().splitlines()[-5:]
+            raise KernelSpecError(f"--ascend-env: sourcing {path} failed with exit code {status}" + (":\n  " + "\n  ".join(lines) if lines else ""))
+        if not os.path.exists(after_file):
+            raise KernelSpecError(
+                f"--ascend-env: sourcing {path} never returned to the shell (does it exec another program, or replace the EXIT trap and exit?); nothing recorded"
+            )
+        return _parse_env(Path(before_file).read_bytes()), _parse_env(Path(after_file).read_bytes())
+
+
+@dataclass
+class _Tail:
+    data: bytearray
+    thread: object
+
+
+def _drain(fd: int, keep: int = 8192) -> _Tail:
+    """Read *fd* to its end in a daemon thread, keeping the last *keep* bytes; the thread closes *fd*."""
+    import threading
+
+    tail = _Tail(bytearray(), None)
+
+    def run() -> None:
+        try:
+            while chunk := os.read(fd, 65536):
+                tail.data.extend(chunk)
+                del tail.data[:-keep]
+        finally:
+            os.close(fd)
+
+    tail.thread = threading.Thread(target=run, name="msnb-ascend-env-output", daemon=True)
+    tail.thread.start()
+    return tail
+
+
+def _end_group(pgid: int, wait: float = 2.0) -> None:
+    """End what is left of a process group (a background job the script started), waiting up to *wait* seconds
+    for it to be gone (a signal is delivered asynchronously)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + wait
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            os.killpg(pgid, 0)  # raises once no process of the group is left
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _parse_env(raw: bytes) -> dict:
+    out = {}
+    for entry in raw.split(b"\0"):
+        if b"=" in entry:
+            k, _, v = entry.partition(b"=")
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
 
 
 def build_spec(
@@ -184,7 +301,10 @@ def install_location(*, user: bool = True, sys_prefix: bool = False, prefix: str
     if sys_prefix:
         return False, sys.prefix
     if prefix is not None:
-        return False, str(Path(prefix).expanduser().resolve())
+        try:
+            return False, str(Path(prefix).expanduser().resolve())
+        except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop, a name too long
+            raise KernelSpecError(f"--prefix {str(prefix)[:80]!r} is not a usable folder: {' '.join(str(exc).split())}") from None
     return bool(user), None
 
 
@@ -225,13 +345,16 @@ def install(
 
     dest = kernels_dir(user, prefix) / name
     existing = dest / "kernel.json"
-    if existing.exists() and not force:
+    if os.path.islink(dest):
+        raise KernelSpecError(f"{dest} is a symbolic link (to {os.readlink(dest)}); msnb does not write through it: remove the link or pick another --name")
+    if os.path.lexists(existing) and not force:
         try:
-            old = json.loads(existing.read_text())
-        except (OSError, ValueError) as exc:
-            raise KernelSpecError(f"a kernelspec already exists at {dest} and its kernel.json cannot be read ({exc}); use --force to replace it") from None
-        old_python = (old.get("argv") or [""])[0]
-        if MARKER not in (old.get("metadata") or {}):
+            old = read_spec(existing)
+        except KernelSpecError as exc:
+            raise KernelSpecError(f"a kernelspec already exists at {dest} and {exc}; use --force to replace it") from None
+        argv = old.get("argv") if isinstance(old.get("argv"), list) else []
+        old_python = str(argv[0]) if argv else ""
+        if not _made_by_msnb(old):
             raise KernelSpecError(
                 f"a kernelspec named {name!r} that msnb did not make already exists at {dest} "
                 f"(display name {old.get('display_name')!r}); use --force to replace it or --name to pick another name"
@@ -244,39 +367,150 @@ def install(
 
     from jupyter_client.kernelspec import KernelSpecManager
 
-    with tempfile.TemporaryDirectory(prefix="msnb-kernelspec-") as tmp:
-        src = Path(tmp) / name
-        src.mkdir()
-        (src / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
-        logos = logo_dir()
-        for logo in LOGOS:
-            shutil.copyfile(logos / logo, src / logo)
-        installed = KernelSpecManager().install_kernel_spec(str(src), name, user=user, prefix=prefix)
+    logos = logo_dir()
+    try:
+        with tempfile.TemporaryDirectory(prefix="msnb-kernelspec-") as tmp:
+            src = Path(tmp) / name
+            src.mkdir()
+            (src / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
+            for logo in LOGOS:
+                shutil.copyfile(logos / logo, src / logo)
+            installed = KernelSpecManager().install_kernel_spec(str(src), name, user=user, prefix=prefix)
+    except OSError as exc:
+        raise KernelSpecError(f"cannot install the kernelspec into {dest}: {_reason(exc)}") from None
     return Path(installed)
 
 
-def _find_spec_dir(name: str) -> Path:
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+def _reason(exc: OSError) -> str:
+    """One line for an OSError: its message and, when it names one, the path it failed on."""
+    text = exc.strerror or str(exc)
+    return f"{text} ({exc.filename})" if exc.filename else " ".join(str(text).split())
 
+
+def _made_by_msnb(spec: dict) -> bool:
+    metadata = spec.get("metadata")
+    return isinstance(metadata, dict) and MARKER in metadata
+
+
+def read_spec(path: str | os.PathLike) -> dict:
+    """A kernel.json as a dict, read safely: a regular file of at most :data:`MAX_SPEC_BYTES` holding a JSON object.
+
+    Args:
+        path: the kernel.json.
+
+    Returns:
+        Its content.
+
+    Raises:
+        KernelSpecError: it is missing, not a regular file (a FIFO would block), too large, or not a JSON object.
+    """
     try:
-        return Path(KernelSpecManager().get_kernel_spec(name).resource_dir)
-    except NoSuchKernel:
-        raise KernelSpecError(f"no kernelspec named {name!r} is installed (see `msnb list-kernels`)") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise KernelSpecError(f"its kernel.json cannot be read: {_reason(exc)}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise KernelSpecError(f"its kernel.json ({path}) is not a regular file")
+        raw = os.read(fd, MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise KernelSpecError(f"its kernel.json cannot be read: {_reason(exc)}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise KernelSpecError(f"its kernel.json ({path}) is larger than {MAX_SPEC_BYTES} bytes")
+    try:
+        spec = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise KernelSpecError(f"its kernel.json ({path}) is not valid JSON: {' '.join(str(exc).split())}") from None
+    if not isinstance(spec, dict):
+        raise KernelSpecError(f"its kernel.json ({path}) holds a JSON {type(spec).__name__}, not an object")
+    return spec
 
 
-def uninstall(name: str = DEFAULT_NAME, *, force: bool = False) -> Path:
-    """Remove the kernelspec *name* if msnb made it; return the removed folder."""
+def search_dirs(*, user: bool = False, sys_prefix: bool = False, prefix: str | os.PathLike | None = None) -> list[Path]:
+    """The ``kernels`` folders :func:`uninstall` looks in: the one chosen, else every one Jupyter searches.
+
+    Never the folder ipykernel ships its own ``python3`` kernel in (jupyter_client's lookup falls back to
+    that package folder when no ``python3`` kernelspec is installed).
+
+    Args:
+        user: only the user's kernels folder.
+        sys_prefix: only this environment's (``sys.prefix/share/jupyter/kernels``).
+        prefix: only ``prefix/share/jupyter/kernels``.
+
+    Returns:
+        The folders, in Jupyter's search order.
+    """
+    if sum((bool(user), bool(sys_prefix), prefix is not None)) > 1:
+        raise KernelSpecError("choose one of --user, --sys-prefix and --prefix")
+    if user or sys_prefix or prefix is not None:
+        chosen_user, chosen_prefix = install_location(user=bool(user), sys_prefix=sys_prefix, prefix=None if prefix is None else str(prefix))
+        return [kernels_dir(chosen_user, chosen_prefix)]
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return [Path(d) for d in KernelSpecManager().kernel_dirs]
+
+
+def _inside_a_package(path: Path) -> str | None:
+    """The package folder *path* lies in (a parent holding ``__init__.py``, or site-packages), else None."""
+    for folder in (path, *path.parents):
+        if folder.name in ("site-packages", "dist-packages") or (folder / "__init__.py").exists():
+            return str(folder)
+    return None
+
+
+def uninstall(name: str = DEFAULT_NAME, *, force: bool = False, user: bool = False, sys_prefix: bool = False, prefix: str | os.PathLike | None = None) -> Path:
+    """Remove the kernelspec *name* if msnb made it; return the removed folder.
+
+    Only a folder directly in a Jupyter ``kernels`` folder is removed, and only
+    when its kernel.json says msnb wrote it (with *force*: any kernelspec folder
+    there, even one whose kernel.json is broken).  A symbolic link is never
+    followed, and a folder inside a Python package (ipykernel's own ``python3``
+    kernel) is never touched.
+
+    Args:
+        name: the kernel name.
+        force: remove a kernelspec msnb did not make.
+        user: look only in the user's kernels folder.
+        sys_prefix: look only in ``sys.prefix/share/jupyter/kernels``.
+        prefix: look only in ``prefix/share/jupyter/kernels`` (where ``install(prefix=...)`` put it).
+
+    Returns:
+        The folder removed.
+
+    Raises:
+        KernelSpecError: no such kernelspec there, or msnb refused to remove it (the message says why).
+    """
     validate_name(name)
-    spec_dir = _find_spec_dir(name)
+    dirs = search_dirs(user=user, sys_prefix=sys_prefix, prefix=prefix)
+    spec_dir = next((d / name for d in dirs if os.path.lexists(d / name)), None)
+    if spec_dir is None:
+        looked = ", ".join(str(d) for d in dirs)
+        raise KernelSpecError(f"no kernelspec named {name!r} is installed in {looked} (see `msnb list-kernels`)")
+    if os.path.islink(spec_dir):
+        raise KernelSpecError(f"{spec_dir} is a symbolic link (to {os.readlink(spec_dir)}); msnb does not follow it: remove the link yourself")
+    if not spec_dir.is_dir():
+        raise KernelSpecError(f"{spec_dir} is not a folder, so not a kernelspec; not removing it")
+    package = _inside_a_package(spec_dir.resolve())
+    if package is not None:
+        raise KernelSpecError(f"{spec_dir} lies inside the Python package folder {package}; msnb never removes a package's own files")
+    spec_file = spec_dir / "kernel.json"
+    if not os.path.lexists(spec_file):
+        raise KernelSpecError(f"{spec_dir} holds no kernel.json, so it is not a kernelspec; not removing it")
     try:
-        spec = json.loads((spec_dir / "kernel.json").read_text())
-    except (OSError, ValueError):
-        spec = {}
-    if MARKER not in (spec.get("metadata") or {}) and not force:
+        made = _made_by_msnb(read_spec(spec_file))
+    except KernelSpecError as exc:
+        if not force:
+            raise KernelSpecError(f"the kernelspec {name!r} at {spec_dir}: {exc}; use --force to remove it anyway") from None
+        made = False
+    if not made and not force:
         raise KernelSpecError(
-            f"the kernelspec {name!r} at {spec_dir} was not made by msnb; not removing it (use `jupyter kernelspec remove` for kernels of other tools)"
+            f"the kernelspec {name!r} at {spec_dir} was not made by msnb; not removing it (use --force, or `jupyter kernelspec remove` for kernels of other tools)"
         )
-    shutil.rmtree(spec_dir)
+    try:
+        shutil.rmtree(spec_dir)  # removes links inside as links, never what they point to
+    except OSError as exc:
+        raise KernelSpecError(f"cannot remove {spec_dir}: {_reason(exc)}") from None
     return spec_dir
 
 

@@ -30,7 +30,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import RegistrationError
+from .errors import MsnbError, RegistrationError, UsageError
 
 
 @dataclass
@@ -143,15 +143,45 @@ def same_definition(a: type | None, b: type | None) -> bool:
     return _source_digest(a) == _source_digest(b)
 
 
-def suggest_name(name: str, taken) -> str:
-    """A free name close to *name*: the team prefix (``MSNB_MODEL_PREFIX``, else "custom"), then version suffixes."""
+def _candidates(name: str):
+    """Names close to *name*, best first: the team prefix (``MSNB_MODEL_PREFIX``, else "custom"), then version suffixes."""
     prefix = os.environ.get("MSNB_MODEL_PREFIX", "custom").strip("_-") or "custom"
-    candidate = f"{prefix}_{name}"
+    yield f"{prefix}_{name}"
     version = 2
-    while candidate in taken:
-        candidate = f"{prefix}_{name}_v{version}"
+    while True:
+        yield f"{prefix}_{name}_v{version}"
         version += 1
-    return candidate
+
+
+def suggest_name(name: str, taken) -> str:
+    """A free name close to *name*: the team prefix (``MSNB_MODEL_PREFIX``, else "custom"), then version suffixes.
+
+    Args:
+        name: the name wanted.
+        taken: names not to return.
+
+    Returns:
+        The first candidate not in *taken*.
+    """
+    return next(c for c in _candidates(name) if c not in taken)
+
+
+def _rename_for(name: str, shipped: dict, config_cls: type, model_cls: type | None) -> str:
+    """The name a rename gives *config_cls*: the first candidate that is free or already holds this same
+    definition, so re-running a cell registers under the name the first run chose (not ``_v2``, ``_v3``...)."""
+    for candidate in _candidates(name):
+        if candidate in shipped:
+            continue
+        previous = _REGISTERED.get(candidate)
+        if previous is None or _same_registration(previous, config_cls, model_cls):
+            return candidate
+    raise AssertionError("unreachable: the candidates never end")  # pragma: no cover
+
+
+def _same_registration(previous: Registration, config_cls: type, model_cls: type | None) -> bool:
+    return same_definition(previous.config_cls, config_cls) and (
+        model_cls is None or previous.model_cls is None or same_definition(previous.model_cls, model_cls)
+    )
 
 
 # ------------------------------------------------------------------ registries
@@ -241,8 +271,7 @@ def register_model(config_cls=None, model_cls=None, *, model_type: str | None = 
     ``@register_model(model_type=...)`` decorates a model class (its
     ``config_class`` is registered with it) or a config class.
     """
-    if on_conflict not in ("error", "rename", "replace"):
-        raise ValueError(f"on_conflict must be 'error', 'rename' or 'replace', not {on_conflict!r}")
+    _check_arguments(config_cls, model_cls, model_type, on_conflict, allow_none=True)
     if config_cls is None:
 
         def decorate(cls):
@@ -260,9 +289,44 @@ def register_model(config_cls=None, model_cls=None, *, model_type: str | None = 
     return register(config_cls, model_cls, model_type=model_type, on_conflict=on_conflict).model_type
 
 
+def _check_arguments(config_cls, model_cls, model_type, on_conflict, *, allow_none: bool = False) -> None:
+    """Refuse arguments of the wrong kind with a RegistrationError that says what is expected."""
+    if on_conflict not in ("error", "rename", "replace"):
+        raise RegistrationError(f"on_conflict must be 'error', 'rename' or 'replace', not {on_conflict!r}")
+    if model_type is not None and not (isinstance(model_type, str) and model_type.strip()):
+        raise RegistrationError(f"model_type must be a non-empty string, not {model_type!r}")
+    if isinstance(config_cls, str):
+        raise RegistrationError(
+            f"register_model expects a config class (a PretrainedConfig subclass), not the string {config_cls!r}; "
+            f"to choose the name, pass model_type={config_cls!r} (as a decorator: @register_model(model_type={config_cls!r}))"
+        )
+    if not (isinstance(config_cls, type) or (allow_none and config_cls is None)):
+        raise RegistrationError(f"register_model expects a config class (a PretrainedConfig subclass), not {config_cls!r} ({type(config_cls).__name__})")
+    if model_cls is not None and not isinstance(model_cls, type):
+        raise RegistrationError(
+            f"register_model expects a model class (a PreTrainedModel subclass) or None as model_cls, not {model_cls!r} ({type(model_cls).__name__})"
+        )
+
+
 def register(config_cls: type, model_cls: type | None = None, *, model_type: str | None = None, on_conflict: str = "error") -> Registration:
-    """Like :func:`register_model`, returning the full :class:`Registration`."""
+    """Like :func:`register_model`, returning the full :class:`Registration`.
+
+    Args:
+        config_cls: the config class.
+        model_cls: its model class, or None.
+        model_type: the name to register under (default: ``config_cls.model_type``).
+        on_conflict: "error", "rename" or "replace" (see :func:`register_model`).
+
+    Returns:
+        What was registered where.
+
+    Raises:
+        RegistrationError: arguments of the wrong kind, or a registration msnb refuses (the message says why).
+    """
+    _check_arguments(config_cls, model_cls, model_type, on_conflict)
     name = model_type or getattr(config_cls, "model_type", None)
+    if name is not None and not isinstance(name, str):
+        raise RegistrationError(f"{config_cls.__qualname__}.model_type must be a string, not {name!r}")
     if not name:
         raise RegistrationError(f"{config_cls.__qualname__} has no model_type; pass model_type= or set {config_cls.__qualname__}.model_type")
     _check_name(name, config_cls)
@@ -280,8 +344,7 @@ def register(config_cls: type, model_cls: type | None = None, *, model_type: str
     renamed_from = None
     shipped = shipped_model_types()
     if name in shipped:
-        taken = set(shipped) | set(_REGISTERED)
-        alternative = suggest_name(name, taken)
+        alternative = _rename_for(name, shipped, config_cls, model_cls)
         if on_conflict != "rename":
             raise RegistrationError(
                 f"model_type {name!r} is already used by {shipped[name]}, which ships a model of that name: its auto classes "
@@ -295,14 +358,12 @@ def register(config_cls: type, model_cls: type | None = None, *, model_type: str
     previous = _REGISTERED.get(name)
     replaced = False
     if previous is not None:
-        same = same_definition(previous.config_cls, config_cls) and (
-            model_cls is None or previous.model_cls is None or same_definition(previous.model_cls, model_cls)
-        )
-        if same or on_conflict == "replace":
+        if _same_registration(previous, config_cls, model_cls) or on_conflict == "replace":
             replaced = True
         elif on_conflict == "rename":
-            renamed_from, name = name, suggest_name(name, set(shipped) | set(_REGISTERED))
+            renamed_from, name = name, _rename_for(name, shipped, config_cls, model_cls)
             config_cls.model_type = name
+            replaced = name in _REGISTERED
         else:
             raise RegistrationError(
                 f"model_type {name!r} is already registered for {previous.config_cls.__qualname__} at {previous.where}; "
@@ -341,11 +402,41 @@ class ModelTypeUse:
     owner: str = ""  # the class defining it
 
 
-def _scan_python(path: Path) -> list:
+MAX_SCAN_BYTES = 4 * 1024 * 1024  # a model's source file is well under 1 MB; larger ones are generated, and skipped
+_SKIPPED_DIRS = ("site-packages", "__pycache__", "node_modules")
+_SUFFIXES = (".py", ".yaml", ".yml")
+
+
+class _Unreadable(Exception):
+    """A file the scan skips; the message says why (it becomes one of the result's problems)."""
+
+
+def _read_source(path: Path) -> str:
+    from .config.loader import read_bytes
+
+    if path.stat().st_size > MAX_SCAN_BYTES:  # checked before reading: a huge file is never read
+        raise _Unreadable(f"larger than {MAX_SCAN_BYTES // (1024 * 1024)} MiB; not scanned")
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+        return read_bytes(path).decode("utf-8", errors="replace")  # regular files only: a FIFO never blocks the scan
+    except MsnbError as exc:
+        raise _Unreadable(_without_location(exc)) from None
+
+
+def _without_location(exc) -> str:
+    """A ConfigError's message without its leading ``file:line`` (the scan names the file itself), the line kept in words."""
+    where = (exc.file or "") + (f":{exc.line}" if getattr(exc, "line", None) else "")
+    text = str(exc).removeprefix(f"{where}: ")
+    return f"line {exc.line}: {text}" if getattr(exc, "line", None) else text
+
+
+def _scan_python(path: Path) -> list:
+    text = _read_source(path)
+    try:
+        tree = ast.parse(text, filename=str(path))
     except (SyntaxError, ValueError):
-        return []
+        return []  # not Python this interpreter reads: nothing to report about model types
+    except (RecursionError, MemoryError):
+        raise _Unreadable("nested too deeply for Python's parser; not scanned") from None
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
@@ -362,7 +453,9 @@ def _scan_python(path: Path) -> list:
         elif isinstance(node, ast.Call):
             func = node.func
             fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+            if fname not in ("register", "register_model"):
+                continue
+            owner = _unparse(func.value) if isinstance(func, ast.Attribute) else ""
             if (
                 fname == "register"
                 and owner.endswith("AutoConfig")
@@ -370,25 +463,42 @@ def _scan_python(path: Path) -> list:
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
             ):
-                found.append(ModelTypeUse(node.args[0].value, str(path), node.lineno, "register", ast.unparse(node.args[1]) if len(node.args) > 1 else ""))
-            elif fname in ("register_model", "register"):
+                found.append(ModelTypeUse(node.args[0].value, str(path), node.lineno, "register", _unparse(node.args[1]) if len(node.args) > 1 else ""))
+            else:
                 for kw in node.keywords:
                     if kw.arg == "model_type" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                        found.append(ModelTypeUse(kw.value.value, str(path), node.lineno, "register", ast.unparse(node.args[0]) if node.args else ""))
+                        found.append(ModelTypeUse(kw.value.value, str(path), node.lineno, "register", _unparse(node.args[0]) if node.args else ""))
     return found
+
+
+def _unparse(node) -> str:
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "<expression>"
 
 
 def _scan_yaml(path: Path) -> list:
     import yaml
 
+    from .config.loader import check_shape
+
+    text = _read_source(path)
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8", errors="replace"), Loader=yaml.SafeLoader)
+        check_shape(text, path)  # alias bombs and deep nesting: refused before a node graph is built
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return []
+    except MsnbError as exc:
+        raise _Unreadable(_without_location(exc)) from None
     found = []
     stack = [root] if root is not None else []
+    seen = set()
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.value == "model_type" and isinstance(value, yaml.ScalarNode) and value.value:
@@ -399,26 +509,53 @@ def _scan_yaml(path: Path) -> list:
     return found
 
 
+def _project_files(root: Path, problems: list) -> list[Path]:
+    """The .py/.yaml files under *root*; hidden folders, site-packages, caches and symlinked folders are not entered.
+    A folder that cannot be listed is added to *problems*."""
+    if root.is_file():
+        return [root]
+    out = []
+
+    def unlisted(exc: OSError) -> None:
+        problems.append({"file": str(exc.filename), "problem": f"cannot list: {exc.strerror or exc}"})
+
+    for folder, dirs, names in os.walk(root, onerror=unlisted):  # followlinks=False: a link back up cannot loop the walk
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        out.extend(Path(folder) / n for n in sorted(names) if n.endswith(_SUFFIXES) and not n.startswith("."))
+    return out
+
+
 def scan_model_types(root: str | os.PathLike) -> dict:
     """model_type definitions in a project's .py and .yaml files, with duplicates and collisions.
 
-    Returns ``{"definitions": [...], "duplicates": {name: [uses]}, "collisions": {name: {"library", "uses"}},
-    "unknown": [yaml uses of names neither defined nor shipped]}``.
+    A file that cannot be scanned (too large, nested too deeply, an alias bomb,
+    not a regular file) is reported in ``problems``, never raised.
+
+    Args:
+        root: a project folder, or one .py/.yaml file.
+
+    Returns:
+        ``{"definitions": [...], "duplicates": {name: [uses]}, "collisions": {name: {"library", "uses"}},
+        "unknown": [yaml uses of names neither defined nor shipped], "files": count scanned,
+        "problems": [{"file", "problem"}]}``.
+
+    Raises:
+        UsageError: *root* does not exist, or is neither a folder nor a regular file.
     """
-    root = Path(root)
-    files = (
-        [root]
-        if root.is_file()
-        else [
-            p
-            for p in root.rglob("*")
-            if p.suffix in (".py", ".yaml", ".yml")
-            and not any(part.startswith(".") or part in ("site-packages", "__pycache__", "node_modules") for part in p.relative_to(root).parts)
-        ]
-    )
-    uses = []
-    for path in sorted(files):
-        uses.extend(_scan_python(path) if path.suffix == ".py" else _scan_yaml(path))
+    root = Path(root).expanduser()
+    if not root.exists():
+        raise UsageError(f"{root} does not exist")
+    if not (root.is_dir() or root.is_file()):
+        raise UsageError(f"{root} is neither a folder nor a regular file")
+    uses, problems = [], []
+    files = _project_files(root, problems)
+    for path in files:
+        try:
+            uses.extend(_scan_python(path) if path.suffix == ".py" else _scan_yaml(path))
+        except _Unreadable as exc:
+            problems.append({"file": str(path), "problem": str(exc)})
+        except OSError as exc:
+            problems.append({"file": str(path), "problem": f"cannot read: {exc.strerror or exc}"})
     shipped = shipped_model_types()
     defining = [u for u in uses if u.kind in ("class", "register")]
     by_name: dict = {}
@@ -431,4 +568,4 @@ def scan_model_types(root: str | os.PathLike) -> dict:
             duplicates[name] = [u for u in items if u.kind == "class"]
     collisions = {name: {"library": shipped[name], "uses": items} for name, items in by_name.items() if name in shipped}
     unknown = [u for u in uses if u.kind == "yaml" and u.name not in by_name and u.name not in shipped]
-    return {"definitions": defining, "duplicates": duplicates, "collisions": collisions, "unknown": unknown, "files": len(files)}
+    return {"definitions": defining, "duplicates": duplicates, "collisions": collisions, "unknown": unknown, "files": len(files), "problems": problems}

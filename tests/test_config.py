@@ -338,7 +338,7 @@ def test_msnb_config_cli(tree, tmp_path, run_msnb):
     proc = run_msnb("config", tree, "--json", check=0)
     out = json.loads(proc.stdout)
     assert out["config"]["monitor_config"]["collect_freq"] == 16
-    assert all(set(f) == {"rule", "severity", "key", "message"} for f in out["findings"])
+    assert all(set(f) == {"rule", "severity", "key", "message", "fix"} for f in out["findings"])
     text = run_msnb("config", tree, check=0).stdout
     assert "collect_freq: 16" in text and "inherits:" in text
 

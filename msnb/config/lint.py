@@ -1,75 +1,182 @@
-"""Lint rules for monitoring settings: each finding has a rule, a severity, the key and one line of why."""
+"""Lint rules for monitoring settings: each finding has a rule, a severity, the key, one line of why and the fix.
+
+The result depends only on the arguments: facts about the installation (the
+protobuf major version) are passed in by the caller, and the keys the rules
+read outside ``monitor_config`` are type-checked first, so a config holding
+``parallel: semi_auto`` is a :class:`ConfigError` naming file, key and line,
+never a crash inside a rule.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from dataclasses import asdict, dataclass
 
-from ..doctor import installed_major
+from ..errors import ConfigError
+from ..findings import INFO, WARNING, Finding
 from .loader import LoadedConfig
 from .monitor_schema import MonitorSettings, monitor_settings
 
-ERROR, WARNING, INFO = "error", "warning", "info"
+__all__ = ["Finding", "lint", "is_distributed", "sink_size"]
+
 _EVERYTHING = {"", ".*", "^.*$", ".+", ".", "^.*", ".*$"}
 _PRINTERS = {"LossMonitor", "MFLossMonitor", "TimeMonitor"}
 _MINDFORMERS_SECTIONS = {"trainer", "model", "run_mode"}  # keys only a mindformers run config has
+_PARALLEL_DEGREES = ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel")
+
+# Keys outside monitor_config that rules read, and what they must be (YAML's null is always accepted: "not set").
+_OUTSIDE_TYPES = {
+    "use_parallel": (bool,),
+    "parallel": (dict,),
+    "parallel_config": (dict,),
+    "callbacks": (list,),
+    "runner_config": (dict,),
+    "runner_config.sink_mode": (bool,),
+    "runner_config.sink_size": (int,),
+}
+_TYPE_WORDS = {bool: "true/false", dict: "a mapping", list: "a list", int: "an integer"}
 
 
-@dataclass
-class Finding:
-    rule: str
-    severity: str
-    key: str
-    message: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.key}: {self.message} [{self.rule}]"
+def _check_outside_types(loaded: LoadedConfig) -> None:
+    """Raise :class:`ConfigError` (file, key, line) for a key a rule reads that holds the wrong type."""
+    for dotted, expected in _OUTSIDE_TYPES.items():
+        parent, _, _ = dotted.rpartition(".")
+        if parent and not isinstance(loaded.get(parent), dict):
+            continue
+        value = loaded.get(dotted)
+        if value is None:
+            continue
+        ok = isinstance(value, expected) and (bool in expected or not isinstance(value, bool))
+        if not ok:
+            words = " or ".join(_TYPE_WORDS[t] for t in expected)
+            text = repr(value)
+            text = text if len(text) <= 60 else text[:57] + "..."
+            raise ConfigError(f"expected {words}, got {text}", **loaded.locate(dotted))
+    for i, callback in enumerate(loaded.get("callbacks") or []):
+        if isinstance(callback, dict) and callback.get("type") is not None and not isinstance(callback.get("type"), str):
+            raise ConfigError(
+                f"a callback's type must be a class name, got {callback.get('type')!r}", **loaded.locate("callbacks") | {"key": f"callbacks[{i}].type"}
+            )
 
 
 def is_distributed(data: dict) -> bool:
-    """Does this mindformers-style config describe a run over several devices?"""
+    """Does this mindformers-style config describe a run over several devices?
+
+    Args:
+        data: the loaded tree (types of ``parallel``/``parallel_config`` already checked, or not dicts: then ignored).
+
+    Returns:
+        True when ``use_parallel`` is on, a parallel mode other than stand-alone is set, or the parallel degrees multiply past 1.
+    """
     if data.get("use_parallel") is True:
         return True
-    mode = str((data.get("parallel") or {}).get("parallel_mode", "")).lower()
+    parallel = data.get("parallel")
+    mode = str(parallel.get("parallel_mode", "") if isinstance(parallel, dict) else "").lower()
     if mode and mode not in ("0", "stand_alone", "standalone"):
         return True
-    pc = data.get("parallel_config") or {}
+    pc = data.get("parallel_config")
+    pc = pc if isinstance(pc, dict) else {}
     product = 1
-    for k in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel"):
+    for k in _PARALLEL_DEGREES:
         v = pc.get(k)
-        if isinstance(v, int) and v > 1:
+        if isinstance(v, int) and not isinstance(v, bool) and v > 1:
             product *= v
     return product > 1
 
 
-def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *, steps: int | None = None, distributed: bool | None = None) -> list[Finding]:
+def sink_size(data: dict) -> int | None:
+    """Steps per sink when ``runner_config.sink_mode`` is on (mindformers' spelling of ``dataset_sink_mode``), else None.
+
+    Args:
+        data: the loaded tree.
+
+    Returns:
+        ``runner_config.sink_size`` when sink mode is on and it is a positive integer; None otherwise
+        (sink mode off, or ``sink_size: -1``, which sinks a whole epoch at once).
+    """
+    runner = data.get("runner_config")
+    if not isinstance(runner, dict) or runner.get("sink_mode") is not True:
+        return None
+    size = runner.get("sink_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def lint(
+    config: LoadedConfig | dict,
+    settings: MonitorSettings | None = None,
+    *,
+    steps: int | None = None,
+    distributed: bool | None = None,
+    protobuf_major: int | None = None,
+) -> list[Finding]:
     """Findings for a loaded configuration (or a plain dict with a ``monitor_config``).
 
-    *steps*: how long the run is, when known (short runs may collect often);
-    *distributed*: override what the config says about several devices.
+    Args:
+        config: a :class:`LoadedConfig`, or a plain dict (then no file or line is known).
+        settings: its ``monitor_config`` already parsed (parsed here when None).
+        steps: how long the run is, when known (short runs may collect often).
+        distributed: override what the config says about several devices.
+        protobuf_major: the installed protobuf's major version (``msnb.doctor.installed_major("protobuf")``);
+            None (unknown) leaves out the rule that depends on it.
+
+    Returns:
+        The findings, in rule order.
+
+    Raises:
+        ConfigError: a key a rule reads holds the wrong type (file, key and line named).
     """
     loaded = config if isinstance(config, LoadedConfig) else LoadedConfig(data=config, path="<dict>")
     data = loaded.data
+    _check_outside_types(loaded)
     s = settings or monitor_settings(loaded)
     out: list[Finding] = []
     mc = "monitor_config"
 
     for file, key, first, second in loaded.duplicates:
-        out.append(Finding("duplicate-key", WARNING, key, f"'{key}' appears twice in {file} (lines {first} and {second}); the later one wins"))
+        out.append(
+            Finding(
+                "duplicate-key",
+                WARNING,
+                f"'{key}' appears twice in {file} (lines {first} and {second}); the later one wins",
+                fix=f"delete one of the two '{key}' lines",
+                key=key,
+            )
+        )
 
     if s.collect_freq < 10 and (steps is None or steps >= 1000):
         out.append(
             Finding(
                 "collect-freq-low",
                 WARNING,
-                f"{mc}.collect_freq",
-                f"collect_freq {s.collect_freq} records a summary every {s.collect_freq} step(s): on a long run that costs step time and disk; use 10 or more",
+                f"collect_freq {s.collect_freq} records a summary every {s.collect_freq} step(s): on a long run that costs step time and disk",
+                fix="use 10 or more",
+                key=f"{mc}.collect_freq",
             )
         )
+
+    sink = sink_size(data)
+    if sink is not None and sink > 1:
+        f = s.collect_freq
+        # MindSpore's SummaryCollector (what msnb's monitor hands collect_freq to) counts it in sinks in this mode
+        collector = f"MindSpore's SummaryCollector counts collect_freq in sinks when dataset sink mode is on: {f} sinks are {f * sink} steps"
+        if f % sink:
+            if f < sink:
+                effect = f"collect_freq {f} is smaller than that: the effective frequency is the sink size, one record every {sink} steps at most"
+            else:
+                effect = f"collect_freq {f} is not a multiple of it: step-counting callbacks record only where both meet, every {f * sink // math.gcd(f, sink)} steps"
+            out.append(
+                Finding(
+                    "sink-mode-collect-freq",
+                    WARNING,
+                    f"runner_config.sink_mode is on with sink_size {sink}: callbacks run once per sink, every {sink} steps, so {effect}, "
+                    f"and curves jump in strides of the sink ({collector})",
+                    fix=f"set collect_freq to a multiple of sink_size ({sink}, {2 * sink}, ...)",
+                    key=f"{mc}.collect_freq",
+                )
+            )
+        else:
+            out.append(Finding("sink-mode-summary-unit", INFO, f"runner_config.sink_mode is on with sink_size {sink}: {collector}", key=f"{mc}.collect_freq"))
 
     regular = s.collect_specified_data.get("histogram_regular")
     every = bool((s.histogram_settings or {}).get("every_parameter")) or (isinstance(regular, str) and regular.strip() in _EVERYTHING)
@@ -78,8 +185,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
             Finding(
                 "histogram-every-parameter",
                 WARNING,
-                f"{mc}.collect_specified_data.histogram_regular",
-                "histograms of every parameter at each collection: slow steps and a large summary; name the layers you need",
+                "histograms of every parameter at each collection: slow steps and a large summary",
+                fix="name the layers you need in histogram_regular",
+                key=f"{mc}.collect_specified_data.histogram_regular",
             )
         )
 
@@ -91,8 +199,8 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "summary-dir-per-rank",
                     INFO,
-                    f"{mc}.summary_dir",
                     f"distributed run: msnb's callbacks write to {s.summary_dir}/rank_<id>; tools that read summary_dir directly see one directory per rank",
+                    key=f"{mc}.summary_dir",
                 )
             )
         else:
@@ -100,21 +208,23 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "summary-dir-no-rank",
                     WARNING,
-                    f"{mc}.summary_dir",
-                    "distributed run with one summary_dir for every rank: their files collide and the curves interleave; add rank_<id> or set per_rank_dir: true",
+                    "distributed run with one summary_dir for every rank: their files collide and the curves interleave",
+                    fix="add rank_<id> to summary_dir or set per_rank_dir: true",
+                    key=f"{mc}.summary_dir",
                 )
             )
 
     callbacks = data.get("callbacks") or []
     types = [c.get("type") for c in callbacks if isinstance(c, dict)]
-    printers = sorted(set(types) & _PRINTERS)
+    printers = sorted(set(t for t in types if isinstance(t, str)) & _PRINTERS)
     if s.keep_default_callbacks and printers:
         out.append(
             Finding(
                 "duplicate-printing",
                 WARNING,
-                "callbacks",
-                f"callbacks lists {', '.join(printers)} while keep_default_callbacks is on: every step is printed twice; set keep_default_callbacks: false",
+                f"callbacks lists {', '.join(printers)} while keep_default_callbacks is on: every step is printed twice",
+                fix="set keep_default_callbacks: false",
+                key="callbacks",
             )
         )
 
@@ -123,8 +233,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
             Finding(
                 "early-stop-raw-loss",
                 WARNING,
-                f"{mc}.early_stop.window",
-                "early stop with window 1 judges the raw step loss, which is noisy: one bad batch stops the run; use a window of 10 or more",
+                "early stop with window 1 judges the raw step loss, which is noisy: one bad batch stops the run",
+                fix="use a window of 10 or more",
+                key=f"{mc}.early_stop.window",
             )
         )
     for i, c in enumerate(callbacks):
@@ -133,8 +244,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "early-stop-raw-loss",
                     WARNING,
-                    f"callbacks[{i}]",
-                    "EarlyStopping compares single loss values: it judges the raw loss; msnb's monitor_config.early_stop judges a moving average",
+                    "EarlyStopping compares single loss values: it judges the raw loss",
+                    fix="use msnb's monitor_config.early_stop, which judges a moving average",
+                    key=f"callbacks[{i}]",
                 )
             )
 
@@ -147,8 +259,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "summary-dir-is-base",
                     WARNING,
-                    f"{mc}.summary_dir",
                     "summary_dir is summary_base_dir itself: MindInsight and msnb list runs as its subdirectories, so this run has no name beside the others",
+                    fix="point summary_dir at a subdirectory named after the run",
+                    key=f"{mc}.summary_dir",
                 )
             )
         elif rel.startswith(".."):
@@ -156,8 +269,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "summary-dir-outside-base",
                     WARNING,
-                    f"{mc}.summary_dir",
                     f"summary_dir {s.summary_dir} is not under summary_base_dir {s.summary_base_dir}: MindInsight will not find it, nor will reading the base directory",
+                    fix="put summary_dir under summary_base_dir",
+                    key=f"{mc}.summary_dir",
                 )
             )
         elif len(rel.split(os.sep)) > 1:
@@ -165,19 +279,18 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
                 Finding(
                     "summary-dir-too-deep",
                     INFO,
-                    f"{mc}.summary_dir",
                     f"summary_dir is {len(rel.split(os.sep))} levels below summary_base_dir: MindInsight lists only its direct children (msnb reads any depth)",
+                    key=f"{mc}.summary_dir",
                 )
             )
 
-    major = installed_major("protobuf")
-    if major is not None and major >= 4 and s.collect_specified_data.get("collect_dataset_graph", True):
+    if protobuf_major is not None and protobuf_major >= 4 and s.collect_specified_data.get("collect_dataset_graph", True):
         out.append(
             Finding(
                 "dataset-graph-protobuf",
                 INFO,
-                f"{mc}.collect_specified_data.collect_dataset_graph",
-                f"protobuf {major}.x makes SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
+                f"protobuf {protobuf_major}.x makes SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
+                key=f"{mc}.collect_specified_data.collect_dataset_graph",
             )
         )
 
@@ -186,9 +299,9 @@ def lint(config: LoadedConfig | dict, settings: MonitorSettings | None = None, *
             Finding(
                 "msnb-keys-in-mindformers-config",
                 WARNING,
-                mc,
-                f"mindformers rejects unknown monitor_config keys (KeyError), and {', '.join(sorted(s.present))} are msnb's: "
-                "keep them in a file that only msnb reads",
+                f"mindformers rejects unknown monitor_config keys (KeyError), and {', '.join(sorted(s.present))} are msnb's",
+                fix="keep them in a file that only msnb reads",
+                key=mc,
             )
         )
     return out

@@ -125,23 +125,28 @@ def _type_name(t) -> str:
     return {type(None): "null", str: "a string", int: "an integer", float: "a number", bool: "true/false", dict: "a mapping"}.get(t, t.__name__)
 
 
-def _check_type(value, expected, key: str, file: str):
+def _check_type(value, expected, key: str, locate):
     # YAML's true/false are bools, which are also ints in Python: keep them apart
     ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in (expected if isinstance(expected, tuple) else (expected,)))
     if not ok:
-        raise ConfigError(f"expected {_type_name(expected)}, got {value!r}", file=file, key=key)
+        text = repr(value)
+        raise ConfigError(f"expected {_type_name(expected)}, got {text if len(text) <= 60 else text[:57] + '...'}", **locate(key))
 
 
 def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: str = "monitor_config") -> MonitorSettings:
     """Validate a ``monitor_config`` mapping into :class:`MonitorSettings`."""
 
-    def where(key: str) -> str:
-        return loaded.where(f"{prefix}.{key}") if loaded else None
+    def locate(dotted: str) -> dict:
+        """file, key and line of a dotted key, for ConfigError."""
+        return loaded.locate(dotted) if loaded else {"file": None, "key": dotted}
+
+    def where(key: str) -> dict:
+        return locate(f"{prefix}.{key}")
 
     if block is None:
         block = {}
     if not isinstance(block, dict):
-        raise ConfigError(f"monitor_config must be a mapping, got {block!r}", file=loaded.where(prefix) if loaded else None, key=prefix)
+        raise ConfigError(f"monitor_config must be a mapping, got {block!r}", **locate(prefix))
     settings = MonitorSettings()
     present = set()
     for key, value in block.items():
@@ -155,55 +160,50 @@ def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: s
             known = ", ".join(sorted(MSNB_MONITOR_KEYS))
             raise ConfigError(
                 f"unknown key '{key}' in monitor_config; {hint}(msnb knows: {known}; mindformers' own monitor_config keys are accepted too)",
-                file=where(key),
-                key=dotted,
+                **where(key),
             )
-        _check_type(value, _TYPES[key], dotted, where(key))
+        _check_type(value, _TYPES[key], dotted, locate)
         present.add(key)
         if key == "early_stop":
-            settings.early_stop = _parse_early_stop(value, dotted, where(key))
+            settings.early_stop = _parse_early_stop(value, dotted, locate)
         elif key == "collect_specified_data":
-            settings.collect_specified_data = _parse_collect(value or {}, dotted, where(key))
+            settings.collect_specified_data = _parse_collect(value or {}, dotted, locate)
         else:
             setattr(settings, key, value)
     if settings.collect_freq < 1:
-        raise ConfigError(f"collect_freq must be 1 or more, got {settings.collect_freq}", file=where("collect_freq"), key=f"{prefix}.collect_freq")
+        raise ConfigError(f"collect_freq must be 1 or more, got {settings.collect_freq}", **where("collect_freq"))
     if settings.per_print_times < 0:
-        raise ConfigError(
-            f"per_print_times must be 0 (off) or more, got {settings.per_print_times}", file=where("per_print_times"), key=f"{prefix}.per_print_times"
-        )
-    if settings.flush_interval is not None and settings.flush_interval <= 0:
-        raise ConfigError("flush_interval is in seconds and must be positive", file=where("flush_interval"), key=f"{prefix}.flush_interval")
+        raise ConfigError(f"per_print_times must be 0 (off) or more, got {settings.per_print_times}", **where("per_print_times"))
+    if settings.flush_interval is not None and not 0 < settings.flush_interval < float("inf"):
+        raise ConfigError("flush_interval is in seconds and must be a positive number", **where("flush_interval"))
     if settings.histogram_settings:
         unknown = set(settings.histogram_settings) - HISTOGRAM_SETTINGS_KEYS
         if unknown:
             raise ConfigError(
                 f"unknown key(s) {sorted(unknown)} in histogram_settings (known: regular, every_parameter)",
-                file=where("histogram_settings"),
-                key=f"{prefix}.histogram_settings",
+                **where("histogram_settings"),
             )
     settings.present = frozenset(present)
     return settings
 
 
-def _parse_collect(value: dict, dotted: str, file: str) -> dict:
+def _parse_collect(value: dict, dotted: str, locate) -> dict:
     for key, v in value.items():
         if key not in SUMMARY_COLLECT_KEYS:
             raise ConfigError(
                 f"unknown key '{key}' in collect_specified_data (SummaryCollector knows: {', '.join(sorted(SUMMARY_COLLECT_KEYS))})",
-                file=file,
-                key=f"{dotted}.{key}",
+                **locate(f"{dotted}.{key}"),
             )
         if key == "histogram_regular":
-            _check_type(v, (str, type(None)), f"{dotted}.{key}", file)
+            _check_type(v, (str, type(None)), f"{dotted}.{key}", locate)
         elif key == "collect_landscape":
-            _check_type(v, (dict, type(None)), f"{dotted}.{key}", file)
+            _check_type(v, (dict, type(None)), f"{dotted}.{key}", locate)
         else:
-            _check_type(v, bool, f"{dotted}.{key}", file)
+            _check_type(v, bool, f"{dotted}.{key}", locate)
     return dict(value)
 
 
-def _parse_early_stop(value, dotted: str, file: str) -> EarlyStopSettings | None:
+def _parse_early_stop(value, dotted: str, locate) -> EarlyStopSettings | None:
     if value is False or value is None:
         return None
     if value is True:
@@ -211,13 +211,13 @@ def _parse_early_stop(value, dotted: str, file: str) -> EarlyStopSettings | None
     es = EarlyStopSettings()
     for key, v in value.items():
         if key not in EARLY_STOP_KEYS:
-            raise ConfigError(f"unknown key '{key}' in early_stop (known: {', '.join(EARLY_STOP_KEYS)})", file=file, key=f"{dotted}.{key}")
-        _check_type(v, EARLY_STOP_KEYS[key], f"{dotted}.{key}", file)
+            raise ConfigError(f"unknown key '{key}' in early_stop (known: {', '.join(EARLY_STOP_KEYS)})", **locate(f"{dotted}.{key}"))
+        _check_type(v, EARLY_STOP_KEYS[key], f"{dotted}.{key}", locate)
         setattr(es, key, float(v) if key == "min_delta" else v)
     if es.mode not in ("min", "max"):
-        raise ConfigError(f"mode must be 'min' or 'max', got {es.mode!r}", file=file, key=f"{dotted}.mode")
+        raise ConfigError(f"mode must be 'min' or 'max', got {es.mode!r}", **locate(f"{dotted}.mode"))
     if es.window < 1 or es.patience < 1:
-        raise ConfigError("window and patience must be 1 or more", file=file, key=dotted)
+        raise ConfigError("window and patience must be 1 or more", **locate(dotted))
     return es
 
 

@@ -184,12 +184,35 @@ def test_out_in_a_missing_directory_keeps_the_verdict_and_warns(tmp_path, run_ms
 
 def test_a_timeout_fails_the_process_only_and_says_the_run_was_stopped(tmp_path, run_msnb):
     proc = run_msnb(
-        "smoke", "--steps", "100000", "--timeout", "10", "--json", "--out", tmp_path / "t.png", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, check=1
+        "smoke", "--steps", "100000", "--timeout", "30", "--json", "--out", tmp_path / "t.png", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, check=1
     )
-    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    verdict = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in verdict["checks"]}
     assert checks["process"]["status"] == "fail" and "stopped by --timeout" in checks["process"]["detail"]
     assert checks["summaries"]["status"] == "pass", checks["summaries"]
     assert smoke_processes(tmp_path) == []
+
+    # the writer cut off mid-record, as a stop can leave it: expected after a stop, damage after a normal end
+    from msnb.events import read
+    from msnb.smoke.judging import judge_smoke
+    from msnb.smoke.verdict import ProcessOutcome
+
+    summary = Path(verdict["summary_dir"])
+    (event_file,) = summary.rglob("*_MS")
+    event_file.chmod(0o600)
+    with open(event_file, "ab") as f:
+        f.write((1000).to_bytes(8, "little") + b"\0\0")  # a length, no CRC, no payload
+    damaged = read(summary)
+    assert [p.kind for p in damaged.problems if p.severity != "info"] == ["truncated"]
+
+    def summaries(timed_out):
+        outcome = ProcessOutcome(None if timed_out else 0, False, timed_out, 10.0, "")
+        checks = judge_smoke(outcome, damaged, damaged, {}, {"collect_freq": 5}, "CPU", "CPU", [], summary, 1)
+        return next(c for c in checks if c.name == "summaries")
+
+    after_stop, after_end = summaries(True), summaries(False)
+    assert after_stop.status == "pass" and "the run was stopped" in after_stop.detail and "cut short" in after_stop.detail
+    assert after_end.status == "fail" and "truncated" in after_end.detail
 
 
 def test_device_ascend_without_ascend_fails_the_device_check(tmp_path, run_msnb):

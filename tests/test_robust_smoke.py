@@ -298,3 +298,33 @@ def test_one_option_list_feeds_the_cli_and_the_magic():
             assert action.help, action.dest
             if action.default not in (None, False):
                 assert "default" in action.help, action.dest
+
+
+def test_a_kernel_restart_during_a_smoke_run_leaves_no_training_behind(jupyter_dirs, tmp_path):
+    """In a real kernel from the kernelspec: a bad option fails the cell with one line; a restart mid-run (SIGKILL) stops the training."""
+    from jupyter_client.manager import start_new_kernel
+
+    from msnb import kernel
+
+    kernel.install("msnb-test-robust-smoke", prefix=jupyter_dirs["prefix"])
+    km, kc = start_new_kernel(kernel_name="msnb-test-robust-smoke", startup_timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)), cwd=str(tmp_path))
+    try:
+        reply = kc.execute_interactive("%mfmon_smoke --steps 0", timeout=60)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "UsageError"
+        assert "--steps must be a whole number of 1 or more" in reply["content"]["evalue"]
+        assert scratch_dirs(tmp_path) == []
+
+        kc.execute("%mfmon_smoke --steps 100000 --no-live")
+        deadline = time.monotonic() + FIRST_STEP_S
+        while time.monotonic() < deadline and not any(len(p.read_text().splitlines()) > 2 for p in tmp_path.glob("msnb-smoke-*/step_times*.csv")):
+            time.sleep(0.3)
+        assert smoke_processes(tmp_path), "the smoke run should be training"
+        km.restart_kernel(now=True)  # what Jupyter's "Restart kernel" does to a busy kernel: SIGKILL
+        assert wait_until_gone(tmp_path) == [], f"left behind: {smoke_processes(tmp_path)}"
+        deadline = time.monotonic() + GONE_S
+        while time.monotonic() < deadline and scratch_dirs(tmp_path):
+            time.sleep(0.3)
+        assert scratch_dirs(tmp_path) == []
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -376,6 +376,8 @@ def _stop_signals():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for sig in dict.fromkeys(held):  # a signal that came while judging is delivered now, to whoever handled it before
+            signal.raise_signal(sig)
 
 
 @dataclass

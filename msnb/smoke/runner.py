@@ -32,7 +32,6 @@ import tempfile
 import threading
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -345,38 +344,46 @@ class Stopped(BaseException):
         self.name = signal.Signals(signum).name
 
 
-@contextmanager
-def _stop_signals():
-    """While watching, SIGTERM and SIGHUP raise :class:`Stopped`; afterwards they are held until the verdict is ready.
+class StopSignals:
+    """SIGTERM and SIGHUP during a smoke run: held, except while the run is watched, where they raise :class:`Stopped`.
 
-    The previous handlers come back on exit.  Signals can only be handled in
-    the main thread; elsewhere the guard's parent-death signal still stops the run.
+    Held signals (one that came while launching or judging) are raised at the
+    start of watching, or delivered to the previous handlers when the run is
+    over.  Signals can only be handled in the main thread; elsewhere this does
+    nothing, and the guard's parent-death signal still stops the run.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: None
-        return
-    held: list[int] = []
-    previous = {}
 
-    def raise_stop(signum, frame):
-        raise Stopped(signum)
+    def __init__(self):
+        self.held: list[int] = []
+        self.raising = False
+        self.previous: dict = {}
 
-    def hold(signum, frame):
-        held.append(signum)
+    def _handle(self, signum, frame):
+        if self.raising:
+            self.raising = False  # once: a second signal is held while the children are stopped
+            raise Stopped(signum)
+        self.held.append(signum)
 
-    for sig in STOP_SIGNALS:
-        previous[sig] = signal.signal(sig, raise_stop)
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
 
-    def watching_done():
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, hold)
+    def watching(self) -> None:
+        """From now on a stop signal raises :class:`Stopped` (at once, if one was held)."""
+        if self.held:
+            raise Stopped(self.held.pop(0))
+        self.raising = True
 
-    try:
-        yield watching_done
-    finally:
-        for sig, handler in previous.items():
+    def done(self) -> None:
+        """From now on stop signals are held again."""
+        self.raising = False
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(held):  # a signal that came while judging is delivered now, to whoever handled it before
+        for sig in dict.fromkeys(self.held):  # delivered now, to whoever handled them before
             signal.raise_signal(sig)
 
 
@@ -393,14 +400,14 @@ class Watched:
     extra_checks: list = field(default_factory=list)
 
 
-def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, on_done=None) -> Watched:
+def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
     """Follow the run until it ends, is interrupted, times out or a stop signal arrives; then stop every process of it.
 
     Args:
         launched: what :func:`launch` returned.
         view: a live view with ``update(scalars, status=..., step=..., force=...)``, or None.
         poll_interval: seconds between polls of the scratch directory.
-        on_done: called once the children are stopped (the runner holds further stop signals from then on).
+        signals: the run's :class:`StopSignals`; a stop signal while watching ends the run.
 
     Returns:
         How it ended, and everything read while it ran.
@@ -410,6 +417,8 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, on_done
     out = Watched(None)
     compiling_said = False
     try:
+        if signals is not None:
+            signals.watching()
         while launched.proc.poll() is None:
             new = follower.poll()
             if len(new.scalars) and out.first_live_wall is None:
@@ -432,8 +441,8 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, on_done
         try:
             _kill_run(launched.proc, launched.marker)
         finally:
-            if on_done is not None:
-                on_done()
+            if signals is not None:
+                signals.done()
             launched._log.close()
     out.returncode = launched.proc.returncode
     left = _marked_processes(launched.marker)
@@ -608,10 +617,10 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3)
     if view is not None:
         view.update(status=f"starting MindSpore on {prepared.device}...", force=True)
-    with _stop_signals() as watching_done:
+    with StopSignals() as signals:
         launched = launch(prepared)
         try:
-            watched = watch(launched, view, poll_interval=poll_interval, on_done=watching_done)
+            watched = watch(launched, view, poll_interval=poll_interval, signals=signals)
             result = judge(launched, watched)
         except BaseException:
             if launched.proc.poll() is None:

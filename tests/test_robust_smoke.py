@@ -110,6 +110,9 @@ USAGE_ERRORS = {
     "timeout-zero": (lambda t: ["--timeout", "0"], "--timeout must be"),
     "summary-dir-is-a-file": (lambda t: ["--summary-dir", a_file(t)], "is a file, not a directory"),
     "summary-dir-under-a-file": (lambda t: ["--summary-dir", a_file(t) / "sub"], "cannot create it"),
+    "summary-dir-not-empty": (lambda t: ["--summary-dir", a_file(t).parent], "already holds"),
+    "steps-too-many": (lambda t: ["--steps", "1000000000"], "at most 1,000,000"),
+    "module-is-a-directory": (lambda t: ["--module", t], "not a file"),
     "config-error": (lambda t: [broken_yaml(t)], "broken.yaml"),
     "module-missing": (lambda t: ["--module", "no_such_model.py"], "no such file"),
 }
@@ -328,3 +331,17 @@ def test_a_kernel_restart_during_a_smoke_run_leaves_no_training_behind(jupyter_d
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_the_python_api_refuses_what_the_cli_refuses_and_accepts_numpy_integers():
+    import numpy as np
+
+    from msnb.errors import SmokeError
+    from msnb.smoke import run_smoke
+
+    SmokeOptions(steps=np.int64(5), timeout=np.float32(3.0)).validate()
+    for bad in ({"steps": True}, {"steps": 5.0}, {"collect_freq": 0}, {"timeout": float("inf")}, {"mode": "eager"}, {"workers": 0}):
+        with pytest.raises(SmokeError):
+            SmokeOptions(**bad).validate()
+    with pytest.raises(SmokeError, match="--steps"):
+        run_smoke(steps=0)

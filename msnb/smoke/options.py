@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import os
 from dataclasses import dataclass, fields
 
@@ -18,6 +19,11 @@ from ..errors import SmokeError
 from .device import DEVICES
 
 DEFAULT_OUT = "msnb_smoke.png"
+LIMITS = {"steps": 1_000_000, "batch_size": 65_536, "workers": 64, "collect_freq": 1_000_000, "sink_size": 1_000_000}  # a smoke run is short and small
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass
@@ -47,21 +53,19 @@ class SmokeOptions:
         Raises:
             SmokeError: naming the option and what it accepts.
         """
-        for name in ("steps", "batch_size", "workers"):
+        for name, limit in LIMITS.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SmokeError(f"--{name.replace('_', '-')} must be a whole number of 1 or more (got {value!r})")
-        for name in ("collect_freq", "sink_size"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise SmokeError(f"--{name.replace('_', '-')} must be a whole number of 1 or more (got {value!r})")
-        if self.timeout is not None and not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
+            if value is None and name in ("collect_freq", "sink_size"):
+                continue
+            if not _whole(value) or not 1 <= value <= limit:
+                raise SmokeError(f"--{name.replace('_', '-')} must be a whole number of 1 or more, at most {limit:,} (got {value!r})")
+        if self.timeout is not None and not (isinstance(self.timeout, numbers.Real) and math.isfinite(self.timeout) and self.timeout > 0):
             raise SmokeError(f"--timeout must be a number of seconds above 0 (got {self.timeout!r})")
         if self.mode not in ("pynative", "graph"):
             raise SmokeError(f"--mode must be pynative or graph (got {self.mode!r})")
         if self.code is not None and self.module is not None:
             raise SmokeError("give the model as the cell's code or as --module, not both")
-        if self.lr is not None and not isinstance(self.lr, (int, float)):
+        if self.lr is not None and not isinstance(self.lr, numbers.Real):
             raise SmokeError(f"--lr must be a number (got {self.lr!r})")
 
     @classmethod

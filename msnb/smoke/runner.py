@@ -168,7 +168,7 @@ def _resolve_module(module: str) -> tuple[str, str | None]:
     if module.endswith(".py") or os.sep in module or (os.altsep and os.altsep in module) or as_path.exists():
         full = (Path.cwd() / as_path).resolve() if not as_path.is_absolute() else as_path.resolve()
         if not full.is_file():
-            raise SmokeError(f"--module {module}: no such file (looked for {full})")
+            raise SmokeError(f"--module {module}: " + (f"not a file: {full}" if full.exists() else f"no such file (looked for {full})"))
         return str(full), None
     return module, os.getcwd()
 
@@ -184,6 +184,9 @@ def _check_summary_dir(summary_dir) -> Path:
         raise SmokeError(f"--summary-dir {summary_dir}: cannot create it ({exc.strerror or exc})") from None
     if not os.access(target, os.W_OK | os.X_OK):
         raise SmokeError(f"--summary-dir {summary_dir}: not writable")
+    earlier = [p for p in target.rglob("*") if p.is_file()]
+    if earlier:  # their records would be judged as this run's
+        raise SmokeError(f"--summary-dir {summary_dir}: already holds {len(earlier)} file(s), e.g. {earlier[0].name}; give a new or empty directory")
     return target.resolve()
 
 

@@ -99,7 +99,7 @@ def _cmd_smoke(args) -> int:
 
     matplotlib.use("Agg")
     from .plot.live import LiveView
-    from .smoke.options import SmokeOptions
+    from .smoke.options import DEFAULT_OUT, SmokeOptions
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
@@ -112,16 +112,9 @@ def _cmd_smoke(args) -> int:
         print(result.format_text())
         if saved:
             print(
-                f"  plot: wrote {os.path.abspath(args.out)}"
-                + (" (in the current directory; --out FILE to write elsewhere)" if args.out == _smoke_default_out() else "")
+                f"  plot: wrote {os.path.abspath(args.out)}" + (" (in the current directory; --out FILE to write elsewhere)" if args.out == DEFAULT_OUT else "")
             )
     return 0 if result.passed else 1
-
-
-def _smoke_default_out() -> str:
-    from .smoke.options import DEFAULT_OUT
-
-    return DEFAULT_OUT
 
 
 def _cmd_model_types(path: str, as_json: bool) -> int:

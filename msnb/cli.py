@@ -119,33 +119,21 @@ def _cmd_smoke(args) -> int:
 
     matplotlib.use("Agg")
     from .plot.live import LiveView
-    from .smoke import run_smoke
+    from .smoke.options import DEFAULT_OUT, SmokeOptions
+    from .smoke.runner import run_smoke, save_figure
 
-    view = None if args.no_live or args.json else LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0)
-    result = run_smoke(
-        args.config,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        collect_freq=args.collect_freq,
-        device=args.device,
-        workers=args.workers,
-        summary_dir=args.summary_dir,
-        keep=args.keep,
-        live=view is not None,
-        view=view,
-        module=args.module,
-        mode=args.mode,
-        timeout=args.timeout,
-    )
-    if result.figure is not None and args.out:
-        result.figure.savefig(args.out, dpi=100)
+    options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
+    view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0) if options.live else None
+    result = run_smoke(options=options, view=view)
+    saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
-        print(json.dumps({**result.as_dict(), "plot": args.out if result.figure is not None else None}, indent=2))
+        print(json.dumps({**result.as_dict(), "plot": os.path.abspath(args.out) if saved else None}, indent=2))
     else:
         print(result.format_text())
-        if result.figure is not None and args.out:
-            print(f"  plot: {args.out}")
+        if saved:
+            print(
+                f"  plot: wrote {os.path.abspath(args.out)}" + (" (in the current directory; --out FILE to write elsewhere)" if args.out == DEFAULT_OUT else "")
+            )
     return 0 if result.passed else 1
 
 
@@ -315,21 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
-    p.add_argument("config", nargs="?", help="a YAML whose monitor_config to test (optional)")
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=None, help="learning rate (built-in model: 0.05)")
-    p.add_argument("--collect-freq", type=int, default=None, help="SummaryCollector's collect_freq (default: the config's, else 5)")
-    p.add_argument("--device", choices=["Ascend", "GPU", "CPU", "ascend", "gpu", "cpu"], help="default: Ascend, else GPU, else CPU")
-    p.add_argument("--workers", type=int, default=1, help="data-parallel CPU workers started with msrun")
-    p.add_argument("--summary-dir", help="write the summaries here (kept) instead of a temporary directory")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory after a pass")
-    p.add_argument("--no-live", action="store_true", help="no progress lines while it runs")
-    p.add_argument("--module", help="a .py file or module defining net, loss_fn, optimizer, dataset (or build())")
-    p.add_argument("--mode", choices=["pynative", "graph"], default="pynative", help="MindSpore execution mode")
-    p.add_argument("--timeout", type=float, default=None, help="stop the training after this many seconds")
-    p.add_argument("--out", default="msnb_smoke.png", help="where to write the plot (default: msnb_smoke.png)")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON (passed, checks, summary_dir, ...)")
+    from .smoke.options import add_smoke_arguments
+
+    add_smoke_arguments(p)
     p.set_defaults(func=_cmd_smoke)
 
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")

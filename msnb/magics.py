@@ -13,6 +13,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .errors import MsnbError, NothingReadable
+from .smoke.options import smoke_magic_arguments
 
 
 def user_errors(func):
@@ -157,19 +158,7 @@ class MsnbMagics(Magics):
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
 
-    @magic_arguments()
-    @argument("config", nargs="?", default=None, help="a YAML whose monitor_config to test")
-    @argument("--steps", type=int, default=200)
-    @argument("--batch-size", type=int, default=32)
-    @argument("--lr", type=float, default=None)
-    @argument("--collect-freq", type=int, default=None)
-    @argument("--device", default=None, help="Ascend, GPU or CPU (default: the best one present)")
-    @argument("--workers", type=int, default=1, help="data-parallel CPU workers started with msrun")
-    @argument("--summary-dir", default=None)
-    @argument("--keep", action="store_true")
-    @argument("--no-live", action="store_true")
-    @argument("--mode", default="pynative", choices=["pynative", "graph"])
-    @argument("--timeout", type=float, default=None)
+    @smoke_magic_arguments
     @line_cell_magic
     @user_errors
     def mfmon_smoke(self, line, cell=None):
@@ -182,24 +171,14 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke import run_smoke
+        from .smoke.options import SmokeOptions
+        from .smoke.runner import run_smoke, save_figure
 
         args = parse_argstring(self.mfmon_smoke, line)
-        result = run_smoke(
-            args.config.strip("\"'") if args.config else None,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            collect_freq=args.collect_freq,
-            device=args.device,
-            workers=args.workers,
-            summary_dir=args.summary_dir,
-            keep=args.keep,
-            live=not args.no_live,
-            code=cell,
-            mode=args.mode,
-            timeout=args.timeout,
-        )
+        options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
+        result = run_smoke(options=options)
+        if options.out:
+            save_figure(result, options.out)
         result.show()
         return result
 

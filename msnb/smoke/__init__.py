@@ -4,11 +4,29 @@
 against a temporary summary directory, shows a live curve, then judges what
 was written: loss falling, no NaN, summaries present and CRC-clean, expected
 tags, stable step time, monitoring overhead, disk per day, config lint.
+
+The names below are imported on first use, so that the magics can read the
+smoke option list (:mod:`msnb.smoke.options`) without importing the runner.
 """
 
-from .device import choose_device
-from .result import SmokeResult
-from .runner import run_smoke
-from .verdict import Check
+from __future__ import annotations
 
-__all__ = ["run_smoke", "SmokeResult", "Check", "choose_device"]
+_EXPORTS = {
+    "run_smoke": ".runner",
+    "SmokeOptions": ".options",
+    "SmokeResult": ".result",
+    "Check": ".verdict",
+    "choose_device": ".device",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        from importlib import import_module
+
+        value = getattr(import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 FEATURES = 16
+MAX_BATCHES = 1024  # the data repeats after this many batches, so a long run costs no more memory than a short one
 
 
 def synthetic_dataset(steps: int, batch_size: int, seed: int = 0, shard: tuple[int, int] = (0, 1)):
     import mindspore as ms
 
     rng = np.random.default_rng(seed + 1000 * shard[0])
-    n = steps * batch_size
+    n = min(steps, MAX_BATCHES) * batch_size
     x = rng.standard_normal((n, FEATURES)).astype(np.float32)
     w = np.random.default_rng(seed).standard_normal((FEATURES, 1)).astype(np.float32)
     y = (np.tanh(x @ w) + 0.5 * (x[:, :1] ** 2) + 0.05 * rng.standard_normal((n, 1))).astype(np.float32)

@@ -39,7 +39,8 @@ class SmokeResult:
         return {
             "passed": self.passed,
             "checks": [c.as_dict() for c in self.checks],
-            "summary_dir": self.summary_dir,
+            "summary_dir": self.summary_dir if self.kept else None,  # a removed directory is no path to follow
+            "summary_dir_note": None if self.kept else f"{self.summary_dir} was removed after the run (--keep keeps it)",
             "kept": self.kept,
             "device": self.device,
             "device_reason": self.device_reason,

@@ -1,11 +1,22 @@
 """The smoke runner: a short, monitored training in a child process, watched live, then judged.
 
-``run_smoke()`` is what ``%mfmon_smoke`` and ``msnb smoke`` call.  The child
-writes into a fresh private directory; the parent follows it with msnb's
-incremental reader, draws one live view, and after the child ends reads the
-files from disk and judges them.  A crash, a hang or a NaN stays in the child;
-interrupting the run stops the child and its workers and still judges what was
-collected.
+``run_smoke()`` is what ``%mfmon_smoke`` and ``msnb smoke`` call.  It goes in
+four steps, each its own function:
+
+- :func:`prepare` checks the options, the device, the config and the paths
+  before anything is created, so a mistake is one line (a ``SmokeError``) and
+  leaves nothing behind;
+- :func:`launch` makes the private scratch directory and starts the guard
+  (:mod:`msnb.smoke.guard`), which starts the worker or msrun;
+- :func:`watch` follows the scratch directory with msnb's incremental reader
+  and draws the live view; Ctrl-C, SIGTERM, SIGHUP or ``timeout`` stop the
+  child and all its workers;
+- :func:`judge` reads the files from disk, judges them and draws the figures
+  (a figure that cannot be drawn is a warning, never a lost verdict).
+
+A crash, a hang or a NaN stays in the child.  Every process of a run carries
+``MSNB_SMOKE_ID`` in its environment, so none escapes the final sweep, and the
+guard ends the training even when this process is killed with SIGKILL.
 """
 
 from __future__ import annotations
@@ -18,8 +29,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +42,18 @@ from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..errors import SmokeError
 from ..events import Follower, read
-from .device import choose_device
+from .device import device_status
 from .figures import smoke_figures
+from .guard import marked_processes
 from .judging import judge_smoke
+from .options import SmokeOptions
 from .result import SmokeResult
-from .verdict import FAIL, ProcessOutcome
+from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
-DEFAULTS = {"steps": 200, "batch_size": 32, "lr": 0.05, "collect_freq": 5}
+DEFAULT_LR = 0.05
+DEFAULT_COLLECT_FREQ = 5
 LOG_TAIL_LINES = 25
+STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
 
 def _free_port() -> int:
@@ -57,23 +74,13 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 def _marked_processes(marker: str) -> list[int]:
     """Processes whose environment carries this run's marker (msrun starts its workers in new sessions,
     so the process group alone does not reach them; the environment is inherited by all)."""
-    needle = f"MSNB_SMOKE_ID={marker}".encode()
-    found = []
     if os.path.isdir("/proc"):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-        return found
+        return marked_processes(marker)
     try:  # not Linux: psutil, where installed
         import psutil
     except ImportError:
-        return found
+        return []
+    found = []
     for p in psutil.process_iter(["pid"]):
         try:
             if p.environ().get("MSNB_SMOKE_ID") == marker:
@@ -84,15 +91,16 @@ def _marked_processes(marker: str) -> list[int]:
 
 
 def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
-    """Stop the child and everything it started, msrun's workers included."""
+    """Stop the child and everything it started, msrun's workers included.
+
+    The guard is asked first (it stops msrun with the signal msrun cleans up
+    on); whatever still carries the marker afterwards is killed.
+    """
     if proc.poll() is None:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)  # msrun stops its workers on SIGTERM when it can
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait(grace + 2)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
     for sig in (signal.SIGTERM, signal.SIGKILL):
         pids = _marked_processes(marker)
@@ -137,7 +145,7 @@ def _effective_monitor(config, *, summary_dir: str, collect_freq: int | None) ->
         settings = monitor_settings(loaded)  # validates; raises ConfigError naming file and key
         block = {k: v for k, v in (loaded.get("monitor_config") or {}).items() if k in settings.present}
     block["summary_dir"] = summary_dir
-    block["collect_freq"] = int(collect_freq or block.get("collect_freq") or DEFAULTS["collect_freq"])
+    block["collect_freq"] = int(collect_freq or block.get("collect_freq") or DEFAULT_COLLECT_FREQ)
     block["per_print_times"] = 1
     block["keep_default_callbacks"] = True
     block["flush_interval"] = 1
@@ -145,165 +153,486 @@ def _effective_monitor(config, *, summary_dir: str, collect_freq: int | None) ->
     return {"monitor_config": block}, loaded
 
 
-def run_smoke(
-    config=None,
-    *,
-    steps: int = DEFAULTS["steps"],
-    batch_size: int = DEFAULTS["batch_size"],
-    lr: float | None = None,
-    collect_freq: int | None = None,
-    device: str | None = None,
-    workers: int = 1,
-    summary_dir: str | os.PathLike | None = None,
-    keep: bool = False,
-    live: bool = True,
-    code: str | None = None,
-    module: str | None = None,
-    mode: str = "pynative",
-    timeout: float | None = None,
-    view=None,
-    poll_interval: float = 0.25,
-) -> SmokeResult:
-    """Train *steps* small-batch steps under monitoring and judge what was written.
+def find_msrun() -> str | None:
+    """MindSpore's launcher, looked for where the child will look for ``python``: this interpreter's directory, then PATH.
 
-    *config*: a YAML whose ``monitor_config`` to test (its collection settings
-    are used; the summary goes to the smoke directory).  *code*: Python source
-    defining ``net``, ``loss_fn``, ``optimizer``, ``dataset`` (or ``build()``);
-    *module*: a file or module that does the same; neither: msnb's built-in
-    network.  *workers* > 1 starts that many data-parallel CPU workers with
-    msrun.  *mode*: MindSpore's "pynative" (its default, and where the
-    built-in model's ``lr`` summary op is collected) or "graph".  The directory
-    is removed after a pass unless *keep* (or *summary_dir* was given); it is
-    always kept after a failure.
+    Returns:
+        Its path, or None when it is on neither.
     """
-    started = time.monotonic()
-    if workers < 1:
-        raise SmokeError("workers must be 1 or more")
-    device_name, device_reason = choose_device(device)
-    workdir = Path(tempfile.mkdtemp(prefix="msnb-smoke-"))  # private: 0700
-    summary = Path(summary_dir).expanduser().resolve() if summary_dir else workdir / "summary"
-    summary.mkdir(parents=True, exist_ok=True, mode=0o700)
-    monitor, loaded = _effective_monitor(config, summary_dir=str(summary), collect_freq=collect_freq)
-    (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
-    findings = lint(loaded, steps=steps, distributed=workers > 1) if loaded is not None else []
+    return shutil.which("msrun", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+def _resolve_module(module: str) -> tuple[str, str | None]:
+    """(what the child loads, the directory a module name is imported from): a file is resolved against the caller's cwd."""
+    as_path = Path(module).expanduser()
+    if module.endswith(".py") or os.sep in module or (os.altsep and os.altsep in module) or as_path.exists():
+        full = (Path.cwd() / as_path).resolve() if not as_path.is_absolute() else as_path.resolve()
+        if not full.is_file():
+            raise SmokeError(f"--module {module}: " + (f"not a file: {full}" if full.exists() else f"no such file (looked for {full})"))
+        return str(full), None
+    return module, os.getcwd()
+
+
+def _check_summary_dir(summary_dir) -> Path:
+    target = Path(summary_dir).expanduser()
+    target = (Path.cwd() / target) if not target.is_absolute() else target
+    if target.exists() and not target.is_dir():
+        raise SmokeError(f"--summary-dir {summary_dir}: is a file, not a directory")
+    try:
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise SmokeError(f"--summary-dir {summary_dir}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise SmokeError(f"--summary-dir {summary_dir}: not writable")
+    earlier = [p for p in target.rglob("*") if p.is_file()]
+    if earlier:  # their records would be judged as this run's
+        raise SmokeError(f"--summary-dir {summary_dir}: already holds {len(earlier)} file(s), e.g. {earlier[0].name}; give a new or empty directory")
+    return target.resolve()
+
+
+@dataclass
+class Prepared:
+    """What :func:`prepare` found valid: nothing has been started or created yet (bar a user's --summary-dir)."""
+
+    options: SmokeOptions
+    device: str
+    device_reason: str
+    device_usable: bool
+    loaded: object  # the user's config, loaded, or None
+    monitor: dict  # the monitor_config the child will use (its summary_dir is set at launch)
+    findings: list
+    module: str | None
+    module_path: str | None  # where a module *name* is imported from (the caller's cwd)
+    msrun: str | None
+    summary: Path | None  # the user's --summary-dir, resolved
+
+
+def prepare(options: SmokeOptions) -> Prepared:
+    """Check everything a run needs before anything is created: options, device, config, module, msrun, paths.
+
+    Args:
+        options: the run's options.
+
+    Returns:
+        The checked plan, for :func:`launch`.
+
+    Raises:
+        SmokeError: a bad option, a missing module file or msrun, an unusable --summary-dir.
+        ConfigError: a config that cannot be loaded.
+    """
+    options.validate()
+    msrun = None
+    if options.workers > 1:
+        msrun = find_msrun()
+        if msrun is None:
+            raise SmokeError(
+                f"--workers {options.workers} starts the workers with msrun, MindSpore's launcher, which is neither beside {sys.executable} "
+                "nor on PATH; install MindSpore in this environment (it ships msrun) or run with --workers 1"
+            )
+    module, module_path = _resolve_module(str(options.module)) if options.module else (None, None)
+    monitor, loaded = _effective_monitor(options.config, summary_dir="<the smoke directory>", collect_freq=options.collect_freq)
+    distributed = options.workers > 1
+    findings = lint(loaded, steps=options.steps, distributed=distributed) if loaded is not None else []
     findings += [
         f
-        for f in lint(monitor, steps=steps, distributed=workers > 1)  # what the child will actually use
+        for f in lint(monitor, steps=options.steps, distributed=distributed)  # what the child will actually use
         if f.rule not in {x.rule for x in findings} and f.severity != "info"
     ]
+    summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
+    device, reason, usable = device_status(options.device)
+    return Prepared(options, device, reason, usable, loaded, monitor, findings, module, module_path, msrun, summary)
 
-    code_path = None
-    if code is not None:
-        code_path = workdir / "user_code.py"
-        code_path.write_text(code)
+
+@dataclass
+class Launched:
+    """A started run: its scratch directory, where the summaries go, the guard process and the run's marker."""
+
+    prepared: Prepared
+    workdir: Path
+    summary: Path
+    spec: dict
+    proc: subprocess.Popen
+    marker: str
+    log_path: Path
+    started: float
+    _log: object = None
+
+
+def _spec(prepared: Prepared, workdir: Path, summary: Path, code_path: Path | None, collect_freq: int) -> dict:
+    o, loaded = prepared.options, prepared.loaded
     mf_model = None
     if loaded is not None and isinstance(loaded.get("model"), dict) and ("trainer" in loaded.data or "run_mode" in loaded.data):
         arch = (loaded.get("model.arch") or {}).get("type") if isinstance(loaded.get("model.arch"), dict) else None
         mf_model = arch or "a mindformers model"
-    spec = {
+    return {
         "mindformers_model": mf_model,
-        "steps": int(steps),
-        "batch_size": int(batch_size),
-        "lr": float(lr if lr is not None else DEFAULTS["lr"]),
-        "device": device_name,
-        "mode": mode,
+        "steps": int(o.steps),
+        "batch_size": int(o.batch_size),
+        "lr": float(o.lr if o.lr is not None else DEFAULT_LR),
+        "device": prepared.device,
+        "mode": o.mode,
         "config": str(workdir / "monitor.yaml"),
         "workdir": str(workdir),
-        "collect_freq": monitor["monitor_config"]["collect_freq"],
+        "collect_freq": collect_freq,
         "code": str(code_path) if code_path else None,
-        "module": str(module) if module else None,
-        "distributed": workers > 1,
+        "module": prepared.module,
+        "module_path": prepared.module_path,
+        "sink_size": o.sink_size,
+        "distributed": o.workers > 1,
         "seed": 0,
     }
-    (workdir / "spec.json").write_text(json.dumps(spec))
 
-    env = dict(os.environ)
-    marker = uuid.uuid4().hex
-    env["MSNB_SMOKE_ID"] = marker  # marks every process of this run, whatever session it is in
-    env["PYTHONUNBUFFERED"] = "1"
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
-    if workers == 1:
-        cmd = [sys.executable, "-m", "msnb.smoke.worker", str(workdir / "spec.json")]
-    else:
-        entry = Path(__file__).with_name("msrun_entry.py")
-        cmd = [
-            os.path.join(bin_dir, "msrun"),
-            f"--worker_num={workers}",
-            f"--local_worker_num={workers}",
-            f"--master_port={_free_port()}",
-            f"--log_dir={workdir / 'logs'}",
-            "--join=True",
-            str(entry),
-            str(workdir / "spec.json"),
-        ]
-    log_path = workdir / "train.log"
 
-    from ..plot.live import LiveView
+def launch(prepared: Prepared) -> Launched:
+    """Make the scratch directory, write the child's spec and start the guard.
 
-    if live and view is None:
-        view = LiveView(title=f"msnb smoke on {device_name}", total=steps, tags=["loss"], min_interval=0.3)
-    follower = Follower(workdir)
-    first_live_wall = None
-    interrupted = timed_out = False
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir), env=env, start_new_session=True)
-        try:
-            while proc.poll() is None:
-                new = follower.poll()
-                if len(new.scalars) and first_live_wall is None:
-                    first_live_wall = time.time()
-                if view is not None and len(new.scalars):
+    Args:
+        prepared: what :func:`prepare` returned.
+
+    Returns:
+        The running launch, for :func:`watch`.
+    """
+    o = prepared.options
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="msnb-smoke-"))  # private: 0700
+    try:
+        summary = prepared.summary or workdir / "summary"
+        summary.mkdir(parents=True, exist_ok=True, mode=0o700)
+        monitor = {"monitor_config": {**prepared.monitor["monitor_config"], "summary_dir": str(summary)}}
+        (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
+        code_path = None
+        if o.code is not None:
+            code_path = workdir / "user_code.py"
+            code_path.write_text(o.code)
+        spec = _spec(prepared, workdir, summary, code_path, monitor["monitor_config"]["collect_freq"])
+        (workdir / "spec.json").write_text(json.dumps(spec))
+
+        env = dict(os.environ)
+        marker = uuid.uuid4().hex
+        env["MSNB_SMOKE_ID"] = marker  # marks every process of this run, whatever session it is in
+        env["PYTHONUNBUFFERED"] = "1"
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
+        if o.workers == 1:
+            command = [sys.executable, "-m", "msnb.smoke.worker", str(workdir / "spec.json")]
+            stop = signal.SIGTERM
+        else:
+            command = [
+                prepared.msrun,
+                f"--worker_num={o.workers}",
+                f"--local_worker_num={o.workers}",
+                f"--master_port={_free_port()}",
+                f"--log_dir={workdir / 'logs'}",
+                "--join=True",
+                str(Path(__file__).with_name("msrun_entry.py")),
+                str(workdir / "spec.json"),
+            ]
+            stop = signal.SIGINT  # msrun stops its workers, scheduler and log tails on SIGINT only
+        guard = [sys.executable, str(Path(__file__).with_name("guard.py")), str(workdir), "1" if o.keep else "0", str(os.getpid()), str(int(stop)), "--"]
+        log_path = workdir / "train.log"
+        log = open(log_path, "wb")
+        proc = subprocess.Popen(guard + command, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir), env=env, start_new_session=True)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Launched(prepared, workdir, summary, spec, proc, marker, log_path, started, log)
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGHUP) arrived while a smoke run was being watched."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+class StopSignals:
+    """SIGTERM and SIGHUP during a smoke run: held, except while the run is watched, where they raise :class:`Stopped`.
+
+    Held signals (one that came while launching or judging) are raised at the
+    start of watching, or delivered to the previous handlers when the run is
+    over.  Signals can only be handled in the main thread; elsewhere this does
+    nothing, and the guard's parent-death signal still stops the run.
+    """
+
+    def __init__(self):
+        self.held: list[int] = []
+        self.raising = False
+        self.previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.raising:
+            self.raising = False  # once: a second signal is held while the children are stopped
+            raise Stopped(signum)
+        self.held.append(signum)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def watching(self) -> None:
+        """From now on a stop signal raises :class:`Stopped` (at once, if one was held)."""
+        if self.held:
+            raise Stopped(self.held.pop(0))
+        self.raising = True
+
+    def done(self) -> None:
+        """From now on stop signals are held again."""
+        self.raising = False
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.held):  # delivered now, to whoever handled them before
+            signal.raise_signal(sig)
+
+
+@dataclass
+class Watched:
+    """How the watched run ended."""
+
+    returncode: int | None
+    interrupted: bool = False
+    timed_out: bool = False
+    stopped_by: str | None = None
+    first_live_wall: float | None = None
+    everything: object = None
+    extra_checks: list = field(default_factory=list)
+
+
+def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
+    """Follow the run until it ends, is interrupted, times out or a stop signal arrives; then stop every process of it.
+
+    Args:
+        launched: what :func:`launch` returned.
+        view: a live view with ``update(scalars, status=..., step=..., force=...)``, or None.
+        poll_interval: seconds between polls of the scratch directory.
+        signals: the run's :class:`StopSignals`; a stop signal while watching ends the run.
+
+    Returns:
+        How it ended, and everything read while it ran.
+    """
+    o = launched.prepared.options
+    follower = Follower(launched.workdir)
+    out = Watched(None)
+    compiling_said = False
+    try:
+        if signals is not None:
+            signals.watching()
+        while launched.proc.poll() is None:
+            new = follower.poll()
+            if len(new.scalars) and out.first_live_wall is None:
+                out.first_live_wall = time.time()
+            if view is not None:
+                if len(new.scalars):
                     view.update(follower.result.scalars, step=int(np.max(follower.result.scalars.step)))
-                if timeout is not None and time.monotonic() - started > timeout:
-                    timed_out = True
-                    break
-                time.sleep(poll_interval)
-        except KeyboardInterrupt:
-            interrupted = True
+                elif out.first_live_wall is None and not compiling_said and any(launched.workdir.glob("step_times*.csv")):
+                    view.update(status="waiting for the first step (compiling)...", force=True)
+                    compiling_said = True
+            if o.timeout is not None and time.monotonic() - launched.started > o.timeout:
+                out.timed_out = True
+                break
+            time.sleep(poll_interval)
+    except KeyboardInterrupt:
+        out.interrupted = True
+    except Stopped as stop:
+        out.stopped_by = stop.name
+    finally:
+        try:
+            _kill_run(launched.proc, launched.marker)
         finally:
-            _kill_run(proc, marker)
-    returncode = proc.returncode
+            if signals is not None:
+                signals.done()
+            launched._log.close()
+    out.returncode = launched.proc.returncode
+    left = _marked_processes(launched.marker)
+    if left:
+        out.extra_checks.append(Check("cleanup", FAIL, f"{len(left)} process(es) of this run could not be stopped: pids {left}"))
     follower.close()
-    everything = follower.result
+    out.everything = follower.result
+    return out
+
+
+def _draw(summary_read, times) -> tuple[object, object, list]:
+    """The final figures; a failure to draw one is a warning check, and the other is still drawn."""
+    try:
+        figure, hist_figure = smoke_figures(summary_read, times)
+        return figure, hist_figure, []
+    except Exception as exc:  # drawing is another layer's code; whatever it raises, the verdict stands
+        first = f"{type(exc).__name__}: {exc}"
+    try:
+        from dataclasses import replace
+
+        figure, _ = smoke_figures(replace(summary_read, histograms=type(summary_read.histograms)()), times)
+        return figure, None, [Check("figures", WARN, f"the histogram figure could not be drawn ({first}); the curves were")]
+    except Exception as exc:  # noqa: BLE001 - same reason
+        return None, None, [Check("figures", WARN, f"no figure could be drawn ({first}; without histograms: {type(exc).__name__}: {exc})")]
+
+
+def save_figure(result: SmokeResult, out) -> Check | None:
+    """Save the run's final figure to *out*; a failure becomes a warning check added to the verdict.
+
+    Args:
+        result: a finished smoke run.
+        out: a .png or .svg path.
+
+    Returns:
+        The warning check when it could not be saved (also appended to ``result.checks``), else None.
+    """
+    if result.figure is None:
+        return None
+    try:
+        result.figure.savefig(out, dpi=100)
+        return None
+    except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands
+        check = Check("figure_file", WARN, f"could not save the figure to {out}: {type(exc).__name__}: {exc}")
+        result.checks.append(check)
+        return check
+
+
+def check_sink(sink_size: int | None, device: str, mode: str, times: dict) -> list[Check]:
+    """Whether ``--sink-size`` rehearsed sink mode, from the step numbers the callbacks saw.
+
+    In sink mode the callbacks run once per sink of N steps, SummaryCollector's
+    collect_freq counts sinks, and the log line changes.  MindSpore 2.9 trains
+    on CPU, and in PyNative mode, without sink mode (one step at a time), so
+    there the option is accepted but changes nothing: a warning says so.
+    """
+    if not sink_size:
+        return []
+    steps = [t[0] for t in times.values() if t[0].size > 1]
+    stride = int(np.median(np.concatenate([np.diff(s) for s in steps]))) if steps else None
+    if stride == sink_size:
+        return [Check("sink_mode", PASS, f"dataset_sink_mode=True, sink_size={sink_size}: callbacks ran every {stride} steps, as in the real run")]
+    why = (
+        "MindSpore trains on CPU without sink mode"
+        if device == "CPU"
+        else ("MindSpore's PyNative mode trains without sink mode (use --mode graph)" if mode == "pynative" else "MindSpore did not sink the dataset")
+    )
+    seen = f"callbacks ran every {stride} step(s)" if stride else "no steps were timed"
+    return [Check("sink_mode", WARN, f"sink mode not rehearsed: {why}; dataset_sink_mode=True, sink_size={sink_size} was accepted but {seen}")]
+
+
+def judge(launched: Launched, watched: Watched) -> SmokeResult:
+    """Read what the run left on disk, judge it, draw the figures; remove the scratch directory when it is not needed.
+
+    Args:
+        launched: the run.
+        watched: how it ended.
+
+    Returns:
+        The verdict with its tables and figures.
+    """
+    prepared, o, workdir, summary = launched.prepared, launched.prepared.options, launched.workdir, launched.summary
     summary_read = read(summary)
     times = _read_step_times(workdir)
-    log_tail = _tail(log_path) or "\n".join(_tail(p) for p in sorted((workdir / "logs").glob("worker_*.log")))
-    if workers > 1 and returncode not in (0, None):
-        worker_tails = [f"--- {p.name}\n{_tail(p, 12)}" for p in sorted((workdir / "logs").glob("worker_*.log"))]
+    logs = workdir / "logs"
+    log_tail = _tail(launched.log_path) or "\n".join(_tail(p) for p in sorted(logs.glob("worker_*.log")))
+    if o.workers > 1 and watched.returncode not in (0, None):
+        worker_tails = [f"--- {p.name}\n{_tail(p, 12)}" for p in sorted(logs.glob("worker_*.log"))]
         log_tail = "\n".join([log_tail] + worker_tails).strip()
-    outcome = ProcessOutcome(returncode, interrupted, timed_out, time.monotonic() - started, log_tail)
+    elapsed = time.monotonic() - launched.started
+    outcome = ProcessOutcome(watched.returncode, watched.interrupted, watched.timed_out, elapsed, log_tail)
 
-    checks = judge_smoke(outcome, summary_read, everything, times, spec, device_name, device_reason, findings, summary, workers)
+    checks = judge_smoke(
+        outcome,
+        summary_read,
+        watched.everything,
+        times,
+        launched.spec,
+        prepared.device,
+        prepared.device_reason,
+        prepared.findings,
+        summary,
+        o.workers,
+        device_usable=prepared.device_usable,
+        stopped_by=watched.stopped_by,
+    )
+    figure, hist_figure, figure_checks = _draw(summary_read, times)
+    checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
     passed = not any(c.status == FAIL for c in checks)
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
-    delay = (first_live_wall - first_step_wall) if first_live_wall and first_step_wall else None
-
-    figure, hist_figure = smoke_figures(summary_read, times)
-    kept = keep or summary_dir is not None or not passed
-    result = SmokeResult(
+    delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
+    cancelled = watched.stopped_by is not None  # stopped from outside: nobody is waiting for a post-mortem
+    kept = o.keep or o.summary_dir is not None or (not passed and not cancelled)
+    if (passed or cancelled) and not o.keep:
+        shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
+    return SmokeResult(
         passed=passed,
         checks=checks,
         summary_dir=str(summary),
         kept=kept,
-        device=device_name,
-        device_reason=device_reason,
-        steps=int(steps),
+        device=prepared.device,
+        device_reason=prepared.device_reason,
+        steps=int(o.steps),
         steps_trained=trained,
-        elapsed_s=outcome.elapsed_s,
+        elapsed_s=elapsed,
         workdir=str(workdir),
-        tables=everything,
+        tables=watched.everything,
         step_times={r: t[:3] for r, t in times.items()},
         log_tail=log_tail,
-        findings=findings,
+        findings=prepared.findings,
         figure=figure,
         histogram_figure=hist_figure,
         first_live_delay_s=delay,
         ranks=sorted(times) if times else [],
     )
+
+
+def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: SmokeOptions | None = None, **fields) -> SmokeResult:
+    """Train a few small-batch steps under monitoring and judge what was written.
+
+    Args:
+        config: a YAML whose ``monitor_config`` to test (its collection settings
+            are used; the summary goes to the smoke directory), or None.
+        view: a live view to draw into; by default one is made when ``live``.
+        poll_interval: seconds between reads of the run's files.
+        options: a :class:`~msnb.smoke.options.SmokeOptions`; or give its fields
+            as keywords: ``steps``, ``batch_size``, ``lr``, ``collect_freq``,
+            ``device``, ``workers`` (> 1 starts data-parallel CPU workers with
+            msrun), ``summary_dir``, ``keep``, ``live``, ``code`` (source
+            defining ``net``, ``loss_fn``, ``optimizer``, ``dataset`` or a
+            ``build()``), ``module`` (a file, relative to the current
+            directory, or a module doing the same), ``mode`` ("pynative" or
+            "graph"), ``timeout`` (seconds), ``sink_size``.
+
+    Returns:
+        The :class:`~msnb.smoke.result.SmokeResult`.  The scratch directory is
+        removed after a pass (unless ``keep``) and after a stop signal; it is
+        kept after a failure.
+
+    Raises:
+        SmokeError: options that no run could honour (before anything starts).
+        ConfigError: a config that cannot be loaded (before anything starts).
+    """
+    if options is None:
+        options = SmokeOptions(config=config, **fields)
+    elif config is not None or fields:
+        raise SmokeError("give either options=SmokeOptions(...) or keyword options, not both")
+    prepared = prepare(options)
+    if options.live and view is None:
+        from ..plot.live import LiveView
+
+        view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3)
     if view is not None:
-        view.close(everything.scalars, status=("PASSED" if passed else "FAILED") + f" after {trained} steps; verdict below")
-    if passed and not keep:
-        shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
+        view.update(status=f"starting MindSpore on {prepared.device}...", force=True)
+    with StopSignals() as signals:
+        launched = launch(prepared)
+        try:
+            watched = watch(launched, view, poll_interval=poll_interval, signals=signals)
+            result = judge(launched, watched)
+        except BaseException:
+            if launched.proc.poll() is None:
+                _kill_run(launched.proc, launched.marker)
+            raise
+    if view is not None:
+        head = "PASSED" if result.passed else "FAILED"
+        view.close(watched.everything.scalars, status=f"{head} after {result.steps_trained} steps; verdict below")
     return result
+
+
+__all__ = ["SmokeOptions", "prepare", "launch", "watch", "judge", "run_smoke", "save_figure", "find_msrun"]

@@ -1,0 +1,182 @@
+"""A smoke run's options: one list that feeds ``msnb smoke``, ``%mfmon_smoke`` and :class:`SmokeOptions`.
+
+An option is declared once here, with its help text and default, so that the
+command line and the magic cannot drift apart: both parsers are built from
+:data:`SMOKE_OPTIONS`, and both hand what they parsed to
+:meth:`SmokeOptions.from_namespace`.  Range checks live in
+:meth:`SmokeOptions.validate`, so the Python API refuses the same things.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import numbers
+import os
+from dataclasses import dataclass, fields
+
+from ..errors import SmokeError
+from .device import DEVICES
+
+DEFAULT_OUT = "msnb_smoke.png"
+LIMITS = {"steps": 1_000_000, "batch_size": 65_536, "workers": 64, "collect_freq": 1_000_000, "sink_size": 1_000_000}  # a smoke run is short and small
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@dataclass
+class SmokeOptions:
+    """Everything a smoke run is told; ``run_smoke(**fields)`` and both front ends build one of these."""
+
+    config: str | os.PathLike | None = None
+    steps: int = 200
+    batch_size: int = 32
+    lr: float | None = None
+    collect_freq: int | None = None
+    device: str | None = None
+    workers: int = 1
+    summary_dir: str | os.PathLike | None = None
+    keep: bool = False
+    live: bool = True
+    code: str | None = None
+    module: str | None = None
+    mode: str = "pynative"
+    timeout: float | None = None
+    sink_size: int | None = None
+    out: str | os.PathLike | None = None
+
+    def validate(self) -> None:
+        """Refuse options no run could honour, before anything is started or created.
+
+        Raises:
+            SmokeError: naming the option and what it accepts.
+        """
+        for name, limit in LIMITS.items():
+            value = getattr(self, name)
+            if value is None and name in ("collect_freq", "sink_size"):
+                continue
+            if not _whole(value) or not 1 <= value <= limit:
+                raise SmokeError(f"--{name.replace('_', '-')} must be a whole number of 1 or more, at most {limit:,} (got {value!r})")
+        if self.timeout is not None and not (isinstance(self.timeout, numbers.Real) and math.isfinite(self.timeout) and self.timeout > 0):
+            raise SmokeError(f"--timeout must be a number of seconds above 0 (got {self.timeout!r})")
+        if self.mode not in ("pynative", "graph"):
+            raise SmokeError(f"--mode must be pynative or graph (got {self.mode!r})")
+        if self.code is not None and self.module is not None:
+            raise SmokeError("give the model as the cell's code or as --module, not both")
+        if self.lr is not None and not isinstance(self.lr, numbers.Real):
+            raise SmokeError(f"--lr must be a number (got {self.lr!r})")
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace, **extra) -> SmokeOptions:
+        """The options an argparse (or magic_arguments) parser produced from :data:`SMOKE_OPTIONS`.
+
+        Args:
+            args: the parsed namespace; options a parser did not declare keep their defaults.
+            **extra: fields the front end supplies itself (the cell's ``code``, ``live``).
+
+        Returns:
+            The options, with quotes a notebook user typed around paths removed.
+        """
+        values = {}
+        for f in fields(cls):
+            if hasattr(args, f.name):
+                values[f.name] = getattr(args, f.name)
+        if hasattr(args, "no_live"):
+            values["live"] = not args.no_live
+        for name in ("config", "module", "summary_dir", "out"):
+            if isinstance(values.get(name), str):
+                values[name] = values[name].strip("\"'")
+        values.update(extra)
+        return cls(**values)
+
+
+def _device(text: str) -> str:
+    name = next((d for d in DEVICES if d.lower() == str(text).lower()), None)
+    if name is None:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; choose {', '.join(DEVICES)}")
+    return name
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of both parsers; ``where`` is "both", "cli" or "magic"."""
+
+    flags: tuple
+    help: str
+    type: object = None
+    default: object = None
+    action: str | None = None
+    choices: tuple | None = None
+    nargs: str | None = None
+    metavar: str | None = None
+    where: str = "both"
+
+    def kwargs(self) -> dict:
+        kw = {"help": self.help}
+        if self.action:
+            kw["action"] = self.action
+        else:
+            kw["default"] = self.default
+            if self.type is not None:
+                kw["type"] = self.type
+            if self.default is not None and "default:" not in self.help:
+                kw["help"] = f"{self.help} (default: {self.default})"
+        for name in ("choices", "nargs", "metavar"):
+            if getattr(self, name) is not None:
+                kw[name] = getattr(self, name)
+        return kw
+
+
+SMOKE_OPTIONS: tuple[Option, ...] = (
+    Option(("config",), "a YAML whose monitor_config to test (default: none, msnb's own settings)", nargs="?", metavar="CONFIG"),
+    Option(("--steps",), "training steps to run", type=int, default=200),
+    Option(("--batch-size",), "batch size of the built-in model", type=int, default=32),
+    Option(("--lr",), "learning rate of the built-in model (default: 0.05)", type=float),
+    Option(("--collect-freq",), "SummaryCollector's collect_freq (default: the config's, else 5)", type=int),
+    Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
+    Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun", type=int, default=1),
+    Option(("--summary-dir",), "write the summaries here, and keep them, instead of in a temporary directory (default: temporary)", metavar="DIR"),
+    Option(("--keep",), "keep the temporary directory after a pass (it is always kept after a failure)", action="store_true"),
+    Option(("--no-live",), "no live view while it runs", action="store_true"),
+    Option(("--module",), "a .py file (relative to the current directory) or an importable module defining net, loss_fn, optimizer, dataset (or build())"),
+    Option(("--mode",), "MindSpore's execution mode", default="pynative", choices=("pynative", "graph")),
+    Option(("--timeout",), "stop the training after this many seconds (default: no limit)", type=float),
+    Option(("--sink-size",), "rehearse dataset_sink_mode=True with this sink_size (default: sink mode off)", type=int, metavar="N"),
+    Option(("--out",), "also save the final figure to this PNG/SVG file", where="magic", metavar="FILE"),
+    Option(("--out",), "where to save the final figure; the default is a file in the current directory", default=DEFAULT_OUT, where="cli", metavar="FILE"),
+    Option(("--json",), "print the verdict as one JSON document (passed, checks, summary_dir, ...)", action="store_true", where="cli"),
+)
+
+
+def add_smoke_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Declare every ``msnb smoke`` option on *parser*.
+
+    Args:
+        parser: the ``smoke`` subparser.
+
+    Returns:
+        The same parser.
+    """
+    for opt in SMOKE_OPTIONS:
+        if opt.where in ("both", "cli"):
+            parser.add_argument(*opt.flags, **opt.kwargs())
+    return parser
+
+
+def smoke_magic_arguments(func):
+    """Decorate the smoke magic with IPython ``magic_arguments`` built from the same list.
+
+    Args:
+        func: the magic method (already wrapped by ``line_cell_magic``).
+
+    Returns:
+        *func*, with its parser and its help text in the docstring.
+    """
+    from IPython.core.magic_arguments import argument, magic_arguments
+
+    for opt in reversed(SMOKE_OPTIONS):  # decorators apply bottom-up; this keeps the list's order in the help
+        if opt.where in ("both", "magic"):
+            func = argument(*opt.flags, **opt.kwargs())(func)
+    return magic_arguments()(func)

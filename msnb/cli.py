@@ -75,7 +75,7 @@ def _cmd_list_kernels(args) -> int:
 
 def _cmd_config(args) -> int:
     from .config import check_config
-    from .doctor import installed_major
+    from .environment import installed_major
 
     report = check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
     print(report.to_json() if args.json else report.format_text())

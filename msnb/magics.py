@@ -81,7 +81,7 @@ class MsnbMagics(Magics):
         (file and key) instead of a traceback.
         """
         from .config import check_config
-        from .doctor import installed_major
+        from .environment import installed_major
 
         args = parse_argstring(self.mfmon_config, line)
         return check_config(args.file.strip("\"'"), steps=args.steps, protobuf_major=installed_major("protobuf"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ..config import ConfigError, LoadedConfig, MonitorSettings, load_config, parse_monitor_config
-from ..doctor import installed_major
+from ..environment import installed_major
 
 
 def _communication_initialised() -> bool:

@@ -23,7 +23,7 @@ def device_status(requested: str | None = None) -> tuple[str, str, bool]:
     Raises:
         SmokeError: for an unknown device name, or when no device can run MindSpore.
     """
-    from ..doctor import detect_devices, installed_versions
+    from ..environment import detect_devices, installed_versions
 
     found = detect_devices(installed_versions())
     if requested:

@@ -40,6 +40,7 @@ import yaml
 
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
+from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
 from .device import device_status
@@ -232,10 +233,11 @@ def prepare(options: SmokeOptions) -> Prepared:
     module, module_path = _resolve_module(str(options.module)) if options.module else (None, None)
     monitor, loaded = _effective_monitor(options.config, summary_dir="<the smoke directory>", collect_freq=options.collect_freq)
     distributed = options.workers > 1
-    findings = lint(loaded, steps=options.steps, distributed=distributed) if loaded is not None else []
+    pb = installed_major("protobuf")
+    findings = lint(loaded, steps=options.steps, distributed=distributed, protobuf_major=pb) if loaded is not None else []
     findings += [
         f
-        for f in lint(monitor, steps=options.steps, distributed=distributed)  # what the child will actually use
+        for f in lint(monitor, steps=options.steps, distributed=distributed, protobuf_major=pb)  # what the child will actually use
         if f.rule not in {x.rule for x in findings} and f.severity != "info"
     ]
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None

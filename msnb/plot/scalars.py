@@ -179,7 +179,9 @@ def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     for (step, value), color in outliers:
         x = xs_of(step)
-        ax.plot([x], [0.96], marker="^", color=color, linestyle="none", transform=trans, clip_on=False, label=f"compile step {int(step)}: {value:.4g} (off scale)")
+        ax.plot(
+            [x], [0.96], marker="^", color=color, linestyle="none", transform=trans, clip_on=False, label=f"compile step {int(step)}: {value:.4g} (off scale)"
+        )
 
 
 def _series(table: ScalarTable, tag: str, per_rank: bool):

@@ -24,6 +24,8 @@ def _plural(n: int, word: str) -> str:
 def _ridge(ax, h, order, max_steps: int) -> None:
     from matplotlib.transforms import blended_transform_factory
 
+    steps = h.step[order]
+    order = order[np.r_[steps[1:] != steps[:-1], True]]  # one ridge per step: the last record of a step written twice
     pick = order[np.unique(np.linspace(0, order.size - 1, min(max_steps, order.size)).astype(int))]
     peak = max(float(np.max(h.counts[i] / np.maximum(h.right[i] - h.left[i], 1e-300))) if h.counts[i].size else 0.0 for i in pick) or 1.0
     gap = 1.0 / max(len(pick), 1)

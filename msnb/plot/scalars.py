@@ -301,7 +301,7 @@ def plot_scalars(
             if key not in series_keys:
                 series_keys.append(key)
             color = cycle[series_keys.index(key) % len(cycle)]
-            label = label_for_run(run) if rank is None or rank < 0 else f"{label_for_run(run)} rank {rank}"
+            label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
             xs, xlabel = _x_values(x, steps, walls, starts[run])
             xs_seen.append(xs[np.isfinite(xs)])
             finite = np.isfinite(values) & np.isfinite(xs)

@@ -152,6 +152,7 @@ def _default_weight(smooth) -> float:
 
 
 MARKER_BELOW = 30  # series with fewer points get a marker on each (a single point drawn as a line is invisible)
+MIN_SMOOTHED = 5  # fewer points than this have no history to smooth over: drawn raw
 COMPILE_RATIO = 3.0  # a first step this many times the steady median is the graph compiling
 
 
@@ -314,7 +315,7 @@ def plot_scalars(
                 if meaning(tag) == "step_time":
                     steady.append(fy)
                 marker = "o" if fx.size < MARKER_BELOW else None
-                if weight > 0 and fx.size > 1:
+                if weight > 0 and fx.size >= MIN_SMOOTHED:
                     rx, ry = m4(fx, fy, max_points)
                     ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
                     sx, sy = m4(fx, ema(fy, weight), max_points)

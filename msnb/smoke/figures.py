@@ -67,7 +67,7 @@ def richest_series(sources, meaning: str):
     run = f"{NAME} ({name})"
     parts = [_named(best, tag, run)]
     have = set(best.step[~np.isfinite(best.value)].tolist())
-    for other_name, _other_tag, other in found:
+    for _name, _tag, other in found:
         if other is best:
             continue
         bad = ~np.isfinite(other.value) & ~np.isin(other.step, list(have))

@@ -161,7 +161,7 @@ class SmokeResult:
         if self.traceback:
             n = len(self.traceback.splitlines())
             parts.append(
-                f"<details open class='msnb-traceback'><summary>the training's last traceback ({n} lines)</summary>"
+                f"<details open class='msnb-traceback'><summary>last lines of the training log, from its last traceback ({n} lines)</summary>"
                 f'<pre style="{_MONO}">{html.escape(self.traceback)}</pre></details>'
             )
         elif self.log_tail and not self.passed:

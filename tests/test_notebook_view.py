@@ -86,10 +86,17 @@ def test_final_loss_is_the_richest_source_named_in_the_legend(passing_run):
     np.testing.assert_allclose(lr_line.get_ydata(), values)
     assert values.max() == pytest.approx(float(lr_line.get_ydata().max()))
     # 13: the compile step does not squash the step-time panel: it is marked, and the axis fits the steady state
+    # (marked when the first step took over COMPILE_RATIO times the steady median, as it does on CPU and far more on Ascend)
+    from msnb.plot.scalars import COMPILE_RATIO
+
     st = panel(figure, "step_time_ms")
-    (compile_mark,) = [line for line in st.get_lines() if line.get_label().startswith("compile step 1")]
-    first = passing_run.step_times[0][1][0]
-    assert st.get_ylim()[1] < first and f"{first:.4g}" in compile_mark.get_label()
+    marks = [line for line in st.get_lines() if line.get_label().startswith("compile step 1")]
+    ms = passing_run.step_times[0][1]
+    first = ms[0]
+    if first > COMPILE_RATIO * np.median(ms[1:]):
+        assert len(marks) == 1 and st.get_ylim()[1] < first and f"{first:.4g}" in marks[0].get_label()
+    else:
+        assert marks == [] and st.get_ylim()[1] >= first
     # 9: each histogram tag in its own panel, weights first, step labels inside the axes
     titles = [a.get_title() for a in histograms.axes if a.get_visible()]
     tags = set(msnb.read(passing_run.summary_dir).histograms.tag.tolist())
@@ -165,8 +172,7 @@ def test_live_view_text_shows_status_before_data_and_estimating_first():
     import io
 
     buf = io.StringIO()
-    view = LiveView(text=True, stream=buf, total=100, min_interval=0)
-    view.update(status="starting MindSpore...", force=True)
+    view = LiveView(text=True, stream=buf, total=100, min_interval=0, status="starting MindSpore...")
     steps = np.arange(1, 3)
     table = ScalarTable(
         run=np.full(2, ".", dtype=object),
@@ -206,7 +212,7 @@ KERNEL_CELLS = [
     "r = %mfmon_smoke --steps 20 --no-live",
     "r",
     "print(r)",
-    "from msnb.plot import LiveView\nv = LiveView(title='job', total=10)\ndrew = v.update(status='starting MindSpore...', force=True)",
+    "from msnb.plot import LiveView\nv = LiveView(title='job', total=10, status='starting MindSpore...')",
 ]
 
 

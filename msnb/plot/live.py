@@ -115,13 +115,28 @@ def _duration(seconds: float) -> str:
 class LiveView:
     """Throttled in-place display of a scalar table while it grows.
 
-    ``update()`` returns True when it drew; calls closer together than
-    ``min_interval`` seconds are skipped (``force=True`` draws anyway, as
-    :meth:`close` does).  ``updates`` counts what was drawn.
+    It shows *status* ("starting...") as soon as it is made, so a person sees
+    the job begin before the first step arrives (None: nothing until the first
+    update).  ``update()`` returns True when it drew; calls closer together
+    than ``min_interval`` seconds are skipped (``force=True`` draws anyway, as
+    :meth:`close` does).  ``updates`` counts what was drawn, that first status
+    line included.  *smooth* and *label_for_run* are passed to
+    :func:`~msnb.plot.plot_scalars`.
     """
 
     def __init__(
-        self, *, title: str = "", tags=None, smooth=0.6, min_interval: float = 0.25, text=None, stream=None, total=None, ranks: bool = True, label_for_run=None
+        self,
+        *,
+        title: str = "",
+        tags=None,
+        smooth=0.6,
+        min_interval: float = 0.25,
+        text=None,
+        stream=None,
+        total=None,
+        ranks: bool = True,
+        label_for_run=None,
+        status: str | None = "starting...",
     ):
         self.title = title
         self.tags = tags
@@ -138,6 +153,8 @@ class LiveView:
         self._last = -float("inf")
         self._handle = None
         self.last_status = ""
+        if status is not None:
+            self.update(status=status, force=True)  # something on screen at once: start-up and compilation take seconds to minutes
 
     def update(self, scalars=None, *, status: str | None = None, step=None, force: bool = False) -> bool:
         """Redraw with *scalars* (the table so far) or a *status* line alone (before any data: "starting MindSpore...").
@@ -149,7 +166,6 @@ class LiveView:
             self._seen.setdefault(int(latest), now)
         if not force and now - self._last < self.min_interval:
             return False
-        self._last = now
         self.updates += 1
         if status is not None:
             line = status
@@ -162,8 +178,9 @@ class LiveView:
         if self.text_mode:
             prefix = f"[{self.title}] " if self.title else ""
             print(prefix + line, file=self.stream, flush=True)
-            return True
-        self._show(self._bundle(scalars, line))
+        else:
+            self._show(self._bundle(scalars, line))
+        self._last = time.monotonic()  # the interval counts from the end of a draw: a slow draw is not followed by another at once
         return True
 
     def seconds_per_step(self, scalars=None) -> float | None:

@@ -241,3 +241,19 @@ def test_verdict_once_and_plain_text_in_a_real_kernel(jupyter_dirs):
     assert printed[0]["msg_type"] == "stream" and printed[0]["content"]["text"].startswith("msnb smoke PASSED")
     (status,) = live
     assert status["content"]["data"]["text/plain"] == "[job] starting MindSpore..." and "msnb-status" in status["content"]["data"]["text/html"]
+
+
+def test_live_legend_names_the_run_itself_in_words():
+    from matplotlib.figure import Figure
+
+    view = LiveView(text=True, status=None)
+    table = ScalarTable(
+        run=np.full(3, ".", dtype=object),
+        rank=np.full(3, -1),
+        tag=np.full(3, "loss", dtype=object),
+        step=np.arange(1, 4),
+        wall_time=np.full(3, np.nan),
+        value=[3.0, 2.0, 1.0],
+    )
+    report = plot_scalars(table, tags=["loss"], figure=Figure(), label_for_run=view.label_for_run)
+    assert report.labels == {".": "this run"} and "this run" in lines(report.figure.axes[0])

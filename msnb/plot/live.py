@@ -112,6 +112,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _this_run(run: str) -> str:
+    """The legend name of a run: "." (the path followed is the run itself) reads "this run", not a dot."""
+    return "this run" if run == "." else run
+
+
 class LiveView:
     """Throttled in-place display of a scalar table while it grows.
 
@@ -146,7 +151,7 @@ class LiveView:
         self.stream = stream or sys.stdout
         self.total = total
         self.ranks = ranks
-        self.label_for_run = label_for_run
+        self.label_for_run = label_for_run or _this_run
         self.started = time.monotonic()
         self._seen: dict[int, float] = {}  # step -> when this view first saw it (the pace when the data has no wall time)
         self.updates = 0

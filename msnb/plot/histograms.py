@@ -7,49 +7,98 @@ import numpy as np
 from ..errors import UsageError
 
 
-def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", max_steps: int = 12, figure=None):
-    """Draw one tag's histograms over steps; returns the figure."""
+def _weights_first(tags) -> list[str]:
+    """Weights before biases and the rest: what a reader looks at first."""
+
+    def rank(tag: str) -> tuple:
+        low = tag.lower()
+        return (0 if "weight" in low else 2 if "bias" in low else 1, tag)
+
+    return sorted(tags, key=rank)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _ridge(ax, h, order, max_steps: int) -> None:
+    from matplotlib.transforms import blended_transform_factory
+
+    steps = h.step[order]
+    order = order[np.r_[steps[1:] != steps[:-1], True]]  # one ridge per step: the last record of a step written twice
+    pick = order[np.unique(np.linspace(0, order.size - 1, min(max_steps, order.size)).astype(int))]
+    peak = max(float(np.max(h.counts[i] / np.maximum(h.right[i] - h.left[i], 1e-300))) if h.counts[i].size else 0.0 for i in pick) or 1.0
+    gap = 1.0 / max(len(pick), 1)
+    inside = blended_transform_factory(ax.transAxes, ax.transData)  # x in axes fractions: labels stay inside, in one column
+    for k, i in enumerate(pick):
+        width = np.maximum(h.right[i] - h.left[i], 1e-300)
+        density = h.counts[i] / width / peak
+        centers = (h.left[i] + h.right[i]) / 2
+        base = k * gap
+        ax.fill_between(centers, base, base + density * gap * 2.5, alpha=0.35, color="C0")
+        ax.plot(centers, base + density * gap * 2.5, color="C0", linewidth=0.8)
+        ax.text(0.01, base, f"step {int(h.step[i])}", fontsize="x-small", va="bottom", ha="left", transform=inside, clip_on=True)
+    ax.set_yticks([])
+    ax.set_xlabel("value")
+
+
+def _heatmap(ax, h, order) -> None:
+    lo = float(np.min([np.min(l) for l in h.left if l.size]))
+    hi = float(np.max([np.max(r) for r in h.right if r.size]))
+    edges = np.linspace(lo, hi, 61) if hi > lo else np.linspace(lo - 0.5, lo + 0.5, 61)
+    grid = np.zeros((len(order), edges.size - 1))
+    for row, i in enumerate(order):
+        centers = (h.left[i] + h.right[i]) / 2
+        grid[row], _ = np.histogram(centers, bins=edges, weights=h.counts[i])
+    steps = h.step[order]
+    ax.imshow(grid.T, aspect="auto", origin="lower", extent=(float(steps[0]), float(steps[-1]) + 1, float(edges[0]), float(edges[-1])), cmap="viridis")
+    ax.set_xlabel("step")
+    ax.set_ylabel("value")
+
+
+def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", max_steps: int = 12, max_panels: int = 6, figure=None):
+    """Draw histograms over steps, one panel per tag (weights first).
+
+    Args:
+        histograms: a :class:`~msnb.events.tables.HistogramTable`.
+        tag: draw only this tag (a string) or these tags (a list); default: every
+            tag, up to *max_panels*.
+        mode: ``ridge`` (one ridge line per step) or ``heatmap``.
+        max_steps: ridge lines per panel (spread over the run).
+        max_panels: panels at most when *tag* is not given.
+        figure: draw into this figure instead of a new one.
+
+    Returns:
+        The matplotlib figure.
+    """
     from matplotlib.figure import Figure
 
+    if mode not in ("ridge", "heatmap"):
+        raise UsageError(f"mode must be ridge or heatmap, not {mode!r}")
     if not len(histograms):
         raise UsageError("no histograms to draw")
-    tags = sorted(set(histograms.tag.tolist()))
-    tag = tag or tags[0]
-    h = histograms.where(tag=tag)
-    if not len(h):
-        raise UsageError(f"no histogram {tag!r}; present: {', '.join(tags)}")
-    order = np.argsort(h.step, kind="stable")
-    fig = figure or Figure(figsize=(7, 4.5), layout="constrained")
-    ax = fig.subplots()
-    if mode == "ridge":
-        pick = order[np.unique(np.linspace(0, order.size - 1, min(max_steps, order.size)).astype(int))]
-        peak = max(float(np.max(h.counts[i] / np.maximum(h.right[i] - h.left[i], 1e-300))) for i in pick) or 1.0
-        gap = 1.0 / max(len(pick), 1)
-        for k, i in enumerate(pick):
-            width = np.maximum(h.right[i] - h.left[i], 1e-300)
-            density = h.counts[i] / width / peak
-            centers = (h.left[i] + h.right[i]) / 2
-            base = k * gap
-            ax.fill_between(centers, base, base + density * gap * 2.5, alpha=0.35, color="C0")
-            ax.plot(centers, base + density * gap * 2.5, color="C0", linewidth=0.8)
-            ax.text(float(np.min(h.left[i])) if h.left[i].size else 0, base, f"step {int(h.step[i])}", fontsize="x-small", va="bottom")
-        ax.set_yticks([])
-        ax.set_xlabel("value")
-    elif mode == "heatmap":
-        lo = float(np.min([np.min(l) for l in h.left if l.size]))
-        hi = float(np.max([np.max(r) for r in h.right if r.size]))
-        edges = np.linspace(lo, hi, 61)
-        grid = np.zeros((len(order), edges.size - 1))
-        for row, i in enumerate(order):
-            centers = (h.left[i] + h.right[i]) / 2
-            grid[row], _ = np.histogram(centers, bins=edges, weights=h.counts[i])
-        steps = h.step[order]
-        ax.imshow(grid.T, aspect="auto", origin="lower", extent=(float(steps[0]), float(steps[-1]) + 1, lo, hi), cmap="viridis")
-        ax.set_xlabel("step")
-        ax.set_ylabel("value")
-    else:
-        raise UsageError(f"mode must be ridge or heatmap, not {mode!r}")
-    ax.set_title(f"{tag} ({len(h)} histograms)")
+    present = _weights_first(set(histograms.tag.tolist()))
+    wanted = [tag] if isinstance(tag, str) else list(tag) if tag else present[:max_panels]
+    missing = [t for t in wanted if t not in present]
+    if missing:
+        raise UsageError(f"no histogram {missing[0]!r}; present: {', '.join(present)}")
+    n = len(wanted)
+    cols = 1 if n == 1 else 2
+    rows = (n + cols - 1) // cols
+    fig = figure or Figure(figsize=(7 if cols == 1 else 11, (4.5 if rows == 1 else 3.4 * rows)), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    for ax, name in zip(axes, wanted):
+        h = histograms.where(tag=name)
+        order = np.argsort(h.step, kind="stable")
+        if mode == "ridge":
+            _ridge(ax, h, order, max_steps)
+        else:
+            _heatmap(ax, h, order)
+        ax.set_title(f"{name} ({_plural(len(h), 'histogram')})")
+    if len(present) > n and not tag:
+        fig.suptitle(f"{n} of {len(present)} histogram tags (pass tag=[...] for others)", fontsize="small")
     return fig
 
 

@@ -1,8 +1,9 @@
 """A live view: one display handle updated in place, a few times a second at most.
 
 Works the same in JupyterLab, VS Code and nbclient: the first update displays
-an HTML block (a status line and the curve as a PNG) with ``display_id=True``;
-later ones replace it through that handle.  No clear-and-redraw (it flashes in
+an HTML block (a status line and the curve as a PNG, with the status line as
+``text/plain`` too) with ``display_id=True``; later ones replace it through that
+handle.  A status alone ("starting MindSpore...") draws before any data.  No clear-and-redraw (it flashes in
 VS Code), no server, no port.  Outside a notebook it prints a status line
 instead, at the same throttled rate.
 """
@@ -29,8 +30,56 @@ def in_notebook() -> bool:
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
-def status_line(scalars, *, step=None, total=None, started=None, tag=None, smooth: float = 0.6) -> str:
-    """``step 120/200 (60%), ETA 12 s, loss 0.532 (smoothed)`` from what is known so far."""
+STARTUP_INTERVALS = 1  # the first step-to-step interval still carries compilation and warm-up
+MIN_STEADY_INTERVALS = 2  # intervals needed after it before an ETA is worth showing
+RECENT_INTERVALS = 20  # the ETA follows the recent pace
+
+
+def steady_step_seconds(steps, times) -> float | None:
+    """Seconds per step in the steady state, or None while there is not enough to say.
+
+    Start-up and compilation happen before and during the first steps, so the
+    time up to the first step seen and the first interval after it are left
+    out; the median of the recent intervals is robust to one slow step.
+
+    Args:
+        steps: step numbers (any order, repeats allowed: several ranks).
+        times: when each step was seen, in seconds (NaN where unknown).
+
+    Returns:
+        Seconds per step, or None.
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    times = np.asarray(times, dtype=np.float64)
+    ok = np.isfinite(steps) & np.isfinite(times)
+    if ok.sum() < 2:
+        return None
+    uniq, inv = np.unique(steps[ok], return_inverse=True)
+    first_seen = np.full(uniq.size, np.inf)
+    np.minimum.at(first_seen, inv, times[ok])
+    per_step = np.diff(first_seen) / np.diff(uniq)
+    per_step = per_step[STARTUP_INTERVALS:][-RECENT_INTERVALS:]
+    per_step = per_step[np.isfinite(per_step) & (per_step >= 0)]
+    if per_step.size < MIN_STEADY_INTERVALS:
+        return None
+    return float(np.median(per_step))
+
+
+def status_line(scalars, *, step=None, total=None, seconds_per_step=None, tag=None, smooth: float = 0.6) -> str:
+    """``step 120/200 (60%), ETA 12 s, loss 0.532 (smoothed)`` from what is known so far.
+
+    Args:
+        scalars: the table so far (None or empty before the first data).
+        step: the latest step (default: the table's largest).
+        total: the steps the run will take, for the percentage and the ETA.
+        seconds_per_step: the steady-state pace (:func:`steady_step_seconds`);
+            None says "ETA estimating".
+        tag: the tag whose latest value to show (default: the loss).
+        smooth: smoothing weight for that value.
+
+    Returns:
+        One line of text.
+    """
     from ..events.tags import ALIASES
     from .smoothing import ema
 
@@ -46,26 +95,54 @@ def status_line(scalars, *, step=None, total=None, started=None, tag=None, smoot
             if values.size and not np.isfinite(values[-1]):
                 parts.append(f"{tag} {values[-1]}")
             elif finite.size:
-                parts.append(f"{tag} {ema(finite, smooth)[-1]:.4g} (smoothed)")
+                parts.append(f"{tag} {ema(finite, smooth)[-1]:.4g}" + (" (smoothed)" if smooth > 0 else ""))
     head = ""
     if step is not None:
         head = f"step {step}" + (f"/{total} ({100 * step / total:.0f}%)" if total else "")
-        if total and started is not None and step > 0:
-            elapsed = time.monotonic() - started
-            eta = elapsed / step * max(total - step, 0)
-            head += f", ETA {eta:.0f} s"
+        if total and step < total:
+            head += ", ETA estimating" if seconds_per_step is None else f", ETA {_duration(seconds_per_step * (total - step))}"
     return ", ".join(p for p in [head, *parts] if p) or "waiting for the first data"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _this_run(run: str) -> str:
+    """The legend name of a run: "." (the path followed is the run itself) reads "this run", not a dot."""
+    return "this run" if run == "." else run
 
 
 class LiveView:
     """Throttled in-place display of a scalar table while it grows.
 
-    ``update()`` returns True when it drew; calls closer together than
-    ``min_interval`` seconds are skipped (``force=True`` draws anyway, as
-    :meth:`close` does).  ``updates`` counts what was drawn.
+    It shows *status* ("starting...") as soon as it is made, so a person sees
+    the job begin before the first step arrives (None: nothing until the first
+    update).  ``update()`` returns True when it drew; calls closer together
+    than ``min_interval`` seconds are skipped (``force=True`` draws anyway, as
+    :meth:`close` does).  ``updates`` counts what was drawn, that first status
+    line included.  *smooth* and *label_for_run* are passed to
+    :func:`~msnb.plot.plot_scalars`.
     """
 
-    def __init__(self, *, title: str = "", tags=None, smooth: float = 0.6, min_interval: float = 0.25, text=None, stream=None, total=None, ranks: bool = True):
+    def __init__(
+        self,
+        *,
+        title: str = "",
+        tags=None,
+        smooth=0.6,
+        min_interval: float = 0.25,
+        text=None,
+        stream=None,
+        total=None,
+        ranks: bool = True,
+        label_for_run=None,
+        status: str | None = "starting...",
+    ):
         self.title = title
         self.tags = tags
         self.smooth = smooth
@@ -74,26 +151,52 @@ class LiveView:
         self.stream = stream or sys.stdout
         self.total = total
         self.ranks = ranks
+        self.label_for_run = label_for_run or _this_run
         self.started = time.monotonic()
+        self._seen: dict[int, float] = {}  # step -> when this view first saw it (the pace when the data has no wall time)
         self.updates = 0
         self._last = -float("inf")
         self._handle = None
         self.last_status = ""
+        if status is not None:
+            self.update(status=status, force=True)  # something on screen at once: start-up and compilation take seconds to minutes
 
     def update(self, scalars=None, *, status: str | None = None, step=None, force: bool = False) -> bool:
+        """Redraw with *scalars* (the table so far) or a *status* line alone (before any data: "starting MindSpore...").
+
+        Returns True when it drew (calls closer than ``min_interval`` are skipped unless *force*)."""
         now = time.monotonic()
+        latest = step if step is not None else (int(np.max(scalars.step)) if scalars is not None and len(scalars) else None)
+        if latest is not None:
+            self._seen.setdefault(int(latest), now)
         if not force and now - self._last < self.min_interval:
             return False
-        self._last = now
         self.updates += 1
-        line = status if status is not None else status_line(scalars, step=step, total=self.total, started=self.started, smooth=self.smooth)
+        if status is not None:
+            line = status
+        else:
+            from .scalars import smoothing_for
+
+            weight = smoothing_for("loss", self.smooth)
+            line = status_line(scalars, step=step, total=self.total, seconds_per_step=self.seconds_per_step(scalars), smooth=weight)
         self.last_status = line
         if self.text_mode:
             prefix = f"[{self.title}] " if self.title else ""
             print(prefix + line, file=self.stream, flush=True)
-            return True
-        self._show(self._html(scalars, line))
+        else:
+            self._show(self._bundle(scalars, line))
+        self._last = time.monotonic()  # the interval counts from the end of a draw: a slow draw is not followed by another at once
         return True
+
+    def seconds_per_step(self, scalars=None) -> float | None:
+        """The steady-state pace: from the data's wall times when it has them, else from when this view saw each step."""
+        if scalars is not None and len(scalars) and np.isfinite(scalars.wall_time).any():
+            pace = steady_step_seconds(scalars.step, scalars.wall_time)
+            if pace is not None:
+                return pace
+        if self._seen:
+            return steady_step_seconds(list(self._seen), list(self._seen.values()))
+        return None
 
     def close(self, scalars=None, *, status: str | None = None) -> None:
         """Draw the final state, whatever the throttle says."""
@@ -113,21 +216,21 @@ class LiveView:
         except UsageError:
             return None
         fig = Figure(figsize=(6.4 if len(tags) == 1 else 10, 2.8 if len(tags) <= 2 else 5), layout="constrained", dpi=80)
-        plot_scalars(scalars, tags=tags, smooth=self.smooth, ranks=self.ranks, figure=fig, max_points=800)
+        plot_scalars(scalars, tags=tags, smooth=self.smooth, ranks=self.ranks, figure=fig, max_points=800, label_for_run=self.label_for_run)
         return figure_png(fig, dpi=80)
 
-    def _html(self, scalars, line: str):
-        from IPython.display import HTML
-
+    def _bundle(self, scalars, line: str) -> dict:
+        """HTML (the status line and the curve) and the status line as plain text, for front ends without HTML."""
         title = f"<b>{html.escape(self.title)}</b> " if self.title else ""
         png = self._png(scalars)
         img = f'<br><img src="data:image/png;base64,{base64.b64encode(png).decode()}"/>' if png else ""
-        return HTML(f'<div class="msnb-live">{title}<code>{html.escape(line)}</code>{img}</div>')
+        text = (f"[{self.title}] " if self.title else "") + line
+        return {"text/html": f'<div class="msnb-live">{title}<code class="msnb-status">{html.escape(line)}</code>{img}</div>', "text/plain": text}
 
     def _show(self, obj) -> None:
         from IPython.display import display
 
         if self._handle is None:
-            self._handle = display(obj, display_id=True)
+            self._handle = display(obj, raw=True, display_id=True)
         else:
-            self._handle.update(obj)
+            self._handle.update(obj, raw=True)

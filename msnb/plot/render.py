@@ -7,10 +7,12 @@ msnb renders them itself and displays the PNG.
 
 from __future__ import annotations
 
+import base64
 import io
 
 
 def figure_png(figure, dpi: int = 100) -> bytes:
+    """The figure as PNG bytes (an Agg canvas is attached when it has none)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
@@ -20,8 +22,23 @@ def figure_png(figure, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def show_figure(figure, dpi: int = 100) -> None:
-    """Display *figure* as a PNG in the notebook (works in any kernel, VS Code included)."""
-    from IPython.display import Image, display
+def describe_figure(figure) -> str:
+    """A plain-text stand-in for a figure: its title and its panels' titles."""
+    title = figure._suptitle.get_text() if getattr(figure, "_suptitle", None) is not None else ""
+    panels = [ax.get_title() for ax in figure.axes if ax.get_visible() and ax.get_title()]
+    text = f"figure: {title}" if title else "figure"
+    return text + (f" ({', '.join(panels)})" if panels else "")
 
-    display(Image(data=figure_png(figure, dpi=dpi), format="png"))
+
+def show_figure(figure, dpi: int = 100, text: str | None = None) -> None:
+    """Display *figure* as a PNG in the notebook (works in any kernel, VS Code included).
+
+    Args:
+        figure: a matplotlib Figure.
+        dpi: resolution of the PNG.
+        text: what plain-text front ends show instead (default: the figure's titles).
+    """
+    from IPython.display import display
+
+    png = base64.b64encode(figure_png(figure, dpi=dpi)).decode("ascii")  # what the notebook format stores
+    display({"image/png": png, "text/plain": text or describe_figure(figure)}, raw=True)

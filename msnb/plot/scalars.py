@@ -1,10 +1,13 @@
 """Scalar panels as TensorBoard and MindInsight draw them, as a matplotlib figure.
 
-One panel per tag; raw values faint and the smoothed curve solid; several runs
+One panel per tag; raw values faint and the smoothed curve solid (noisy series
+only: schedules such as the learning rate are drawn as they are); several runs
 (and, with ``ranks=True``, several ranks) overlaid; x as step, wall-clock time
 or time since the run started; NaN/Inf marked where they happened; ranks
 whose loss departed from the others flagged with the step it began.  Series
 are downsampled for drawing with M4 (spikes kept), never before smoothing.
+Short series get point markers (one point drawn as a line is invisible), and a
+step-time panel is scaled to the steady state with the compile step marked.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ..analysis import find_nonfinite, nonfinite_flags, rank_divergence
 from ..analysis.smoothing import ema
 from ..errors import UsageError
 from ..events.tables import ScalarTable
-from ..events.tags import ALIASES, DEFAULT_PANELS
+from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
 from .downsample import m4
 
 
@@ -25,8 +28,10 @@ from .downsample import m4
 class PlotReport:
     """What was drawn: the figure plus the facts a reader of the plot should know.
 
-    ``points`` counts the points read for the drawn tags; ``drawn_points`` what
-    reached matplotlib after downsampling."""
+    ``points`` counts the points read for the drawn tags; ``drawn_points`` the
+    raw points that reached matplotlib (after averaging ranks and downsampling);
+    ``smoothed_points`` those of the smoothed curves drawn over them; ``labels``
+    the name each run has in the legend."""
 
     figure: object
     runs: list
@@ -36,6 +41,8 @@ class PlotReport:
     drawn_points: int
     flags: list = field(default_factory=list)
     nonfinite: list = field(default_factory=list)
+    smoothed_points: int = 0
+    labels: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -49,17 +56,30 @@ class PlotReport:
         }
 
     def format_text(self) -> str:
-        lines = [f"drew {self.points:,} points ({self.drawn_points:,} after downsampling) of {', '.join(self.tags) or 'no tags'}"]
+        lines = [self.summary_line()]
+        name = self.labels.get
         for run in self.runs:
             ranks = self.ranks.get(run) or []
-            lines.append(f"  run {run}" + (f": ranks {', '.join(map(str, ranks))}" if ranks else ""))
+            lines.append(f"  run {name(run, run)}" + (f": ranks {', '.join(map(str, ranks))}" if ranks else ""))
         for item in self.nonfinite:
             lines.append(
-                f"  {item['value']} in {item['tag']} of run {item['run']}" + (f" rank {item['rank']}" if item["rank"] >= 0 else "") + f" at step {item['step']}"
+                f"  {item['value']} in {item['tag']} of run {name(item['run'], item['run'])}"
+                + (f" rank {item['rank']}" if item["rank"] >= 0 else "")
+                + f" at step {item['step']}"
             )
         for f in self.flags:
-            lines.append(f"  FLAG run {f.run} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
+            lines.append(f"  FLAG run {name(f.run, f.run)} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
         return "\n".join(lines)
+
+    def summary_line(self) -> str:
+        """``read 242 points of loss, lr; drew 242 (and a smoothed curve of 200 over them)``: read first, then drawn."""
+        tags = ", ".join(self.tags) or "no tags"
+        line = f"read {self.points:,} points of {tags}; drew {self.drawn_points:,}"
+        if self.drawn_points < self.points:
+            line += " (ranks averaged or downsampled)"
+        if self.smoothed_points:
+            line += f", with smoothed curves through {self.smoothed_points:,} of them"
+        return line
 
     def __repr__(self) -> str:
         return f"<PlotReport: {len(self.runs)} run(s), tags {self.tags}, {self.points:,} points, {len(self.flags)} flag(s)>"
@@ -101,6 +121,67 @@ def _x_values(kind: str, steps, walls, run_start: float):
             return rel / 60, "minutes since start"
         return rel, "seconds since start"
     raise UsageError(f"x must be step, wall or relative, not {kind!r}")
+
+
+def smoothing_for(tag: str, smooth, no_smooth=()) -> float:
+    """The smoothing weight for *tag*: a per-tag override, else none for schedules and counters, else the default.
+
+    Args:
+        tag: the real tag drawn.
+        smooth: one weight for every noisy series, or a dict of per-tag weights
+            (keys are real tags or meanings such as ``"lr"``; the key ``None`` or
+            ``"*"`` sets the default, 0.6 when absent).
+        no_smooth: tags (or meanings) drawn raw whatever the default.
+
+    Returns:
+        The weight in [0, 1) for :func:`~msnb.plot.ema`.
+    """
+    default, per_tag = _default_weight(smooth), (smooth if isinstance(smooth, dict) else {})
+    for key in (tag, meaning(tag)):
+        if key is not None and key in per_tag:
+            return float(per_tag[key])
+    wanted = {tag, meaning(tag)} - {None}
+    if any(name in wanted or meaning(name) in wanted for name in no_smooth or ()):
+        return 0.0
+    return 0.0 if is_schedule(tag) else default
+
+
+def _default_weight(smooth) -> float:
+    return float(smooth.get("*", smooth.get(None, 0.6))) if isinstance(smooth, dict) else float(smooth)
+
+
+MARKER_BELOW = 30  # series with fewer points get a marker on each (a single point drawn as a line is invisible)
+MIN_SMOOTHED = 5  # fewer points than this have no history to smooth over: drawn raw
+COMPILE_RATIO = 3.0  # a first step this many times the steady median is the graph compiling
+
+
+def _compile_outlier(steps, values):
+    """(step, value) of a first step-time point far above the steady state, else None."""
+    finite = np.isfinite(values)
+    if finite.sum() < 3:
+        return None
+    first = int(np.flatnonzero(finite)[0])
+    rest = values[first + 1 :][np.isfinite(values[first + 1 :])]
+    steady = float(np.median(rest))
+    if steady > 0 and values[first] > COMPILE_RATIO * steady:
+        return float(steps[first]), float(values[first])
+    return None
+
+
+def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
+    """Limit a step-time panel to the steady state; mark each compile step at the top edge with its value."""
+    from matplotlib.transforms import blended_transform_factory
+
+    top = float(np.percentile(steady_values, 99.5))
+    bottom = float(np.min(steady_values))
+    pad = (top - bottom) * 0.15 or abs(top) * 0.1 or 1.0
+    ax.set_ylim(max(0.0, bottom - pad) if bottom >= 0 else bottom - pad, top + pad * 2)
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for (step, value), color in outliers:
+        x = xs_of(step)
+        ax.plot(
+            [x], [0.96], marker="^", color=color, linestyle="none", transform=trans, clip_on=False, label=f"compile step {int(step)}: {value:.4g} (off scale)"
+        )
 
 
 def _series(table: ScalarTable, tag: str, per_rank: bool):
@@ -155,12 +236,36 @@ def plot_scalars(
     figure=None,
     title: str | None = None,
     label_for_run=None,
+    no_smooth=(),
 ) -> PlotReport:
-    """Draw *scalars* into a new (or the given) figure and return what was drawn."""
+    """Draw *scalars* into a new (or the given) figure and return what was drawn.
+
+    Args:
+        scalars: the table to draw.
+        tags: tags or panel names (default: the usual panels present).
+        smooth: TensorBoard's smoothing weight for noisy series, or a dict of
+            per-tag weights (see :func:`smoothing_for`); schedules and counters
+            (learning rate, loss scale, batch size) are drawn raw unless a
+            per-tag weight says otherwise.
+        x: ``step``, ``wall`` or ``relative``.
+        ranks: one line per rank instead of the mean over ranks.
+        log: logarithmic y axis.
+        max_points: points per line after M4 downsampling.
+        divergence_threshold: how far a rank's loss may depart before it is flagged.
+        figure: draw into this figure instead of a new one.
+        title: the figure's title.
+        label_for_run: run name -> legend label.
+        no_smooth: tags (or meanings) drawn raw.
+
+    Returns:
+        A :class:`PlotReport`.
+    """
     import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
     from matplotlib.transforms import blended_transform_factory
 
+    per_tag_smooth, smooth = smooth, _default_weight(smooth)
     tags = resolve_tags(scalars.tags(), tags)
     run_col = scalars.run
     runs = sorted(set(run_col.tolist()))
@@ -189,31 +294,42 @@ def plot_scalars(
         walls = walls[np.isfinite(walls)]  # log lines without a timestamp have none
         starts[run] = float(walls.min()) if walls.size else 0.0
     series_keys: list = []
-    drawn = 0
+    drawn = smoothed = 0
     nonfinite = []
     label_for_run = label_for_run or (lambda run: run)
 
     for ax, tag in zip(axes, tags):
         xlabel = "step"
+        weight = smoothing_for(tag, per_tag_smooth, no_smooth)
+        steady, outliers, xs_seen = [], [], []
         for run, rank, steps, walls, values in _series(scalars, tag, ranks):
             key = (run, rank)
             if key not in series_keys:
                 series_keys.append(key)
             color = cycle[series_keys.index(key) % len(cycle)]
-            label = label_for_run(run) if rank is None or rank < 0 else f"{label_for_run(run)} rank {rank}"
+            label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
             xs, xlabel = _x_values(x, steps, walls, starts[run])
+            xs_seen.append(xs[np.isfinite(xs)])
             finite = np.isfinite(values) & np.isfinite(xs)
+            outlier = _compile_outlier(steps[finite], values[finite]) if meaning(tag) == "step_time" and x == "step" else None
+            if outlier is not None:
+                finite &= steps != outlier[0]  # drawn as a mark at the top edge, not as a spike that squashes the rest
+                outliers.append((outlier, color))
             if finite.any():
                 fx, fy = xs[finite], values[finite]
-                if smooth > 0:
+                if meaning(tag) == "step_time":
+                    steady.append(fy)
+                marker = "o" if fx.size < MARKER_BELOW else None
+                if weight > 0 and fx.size >= MIN_SMOOTHED:
                     rx, ry = m4(fx, fy, max_points)
-                    ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8)
-                    sx, sy = m4(fx, ema(fy, smooth), max_points)
+                    ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
+                    sx, sy = m4(fx, ema(fy, weight), max_points)
                     ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
-                    drawn += rx.size + sx.size
+                    drawn += rx.size
+                    smoothed += sx.size
                 else:
                     rx, ry = m4(fx, fy, max_points)
-                    ax.plot(rx, ry, color=color, linewidth=1.2, label=label)
+                    ax.plot(rx, ry, color=color, linewidth=1.2, label=label, marker=marker, markersize=4)
                     drawn += rx.size
             bad = ~np.isfinite(values)
             if bad.any():
@@ -237,10 +353,17 @@ def plot_scalars(
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
                 ax.axvline(fx, color="red", linestyle="--", linewidth=1, label=f"rank {f.rank} diverges ({label_for_run(f.run)})")
+        if outliers and steady:
+            _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
         ax.set_title(tag)
         ax.set_xlabel(xlabel)
         if x == "wall":
             ax.xaxis_date()
+        elif x == "step":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers: no 0.96-1.04 axis
+            seen = np.concatenate(xs_seen) if xs_seen else np.array([])
+            if seen.size and np.ptp(seen) < 2:
+                ax.set_xlim(float(seen.min()) - 1, float(seen.max()) + 1)
         if log:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
@@ -253,7 +376,8 @@ def plot_scalars(
         for s, v in zip(scalars.step[bad][:20].tolist(), scalars.value[bad][:20].tolist()):
             nonfinite.append({"run": f.run, "rank": f.rank, "tag": f.tag, "step": int(s), "value": str(v)})
     points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
-    return PlotReport(fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite)
+    labels = {r: label_for_run(r) for r in runs}
+    return PlotReport(fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite, smoothed_points=smoothed, labels=labels)
 
 
 def read_for_plot(paths, verify: bool = True):

@@ -1,4 +1,11 @@
-"""What a smoke run returns: the verdict, the tables it was judged on, and where the files are."""
+"""What a smoke run returns: the verdict, the tables it was judged on, and where the files are.
+
+The verdict is shown once per cell: :meth:`SmokeResult.show` (what the magic
+calls) displays it with its figures, and the same object returned as the
+cell's value displays nothing more in that cell; shown in a later cell it
+displays again.  Every rendering carries ``text/plain`` (the verdict as text)
+for terminals, CI logs and front ends without HTML.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,40 @@ import base64
 import html
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
 _COLOR = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+_MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+TRACEBACK_MAX_LINES = 400
+
+
+def last_traceback(text: str) -> str:
+    """The last Python traceback in *text*, from its ``Traceback`` line to the end (empty when there is none)."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith(TRACEBACK_HEAD)]
+    if not starts:
+        return ""
+    # a chained exception ("During handling of the above exception ...") belongs to the same report: start at its first part
+    first = starts[-1]
+    for i in reversed(starts[:-1]):
+        between = "\n".join(lines[i:first])
+        if "During handling of the above exception" in between or "The above exception was the direct cause" in between:
+            first = i
+        else:
+            break
+    return "\n".join(lines[first : first + TRACEBACK_MAX_LINES]).rstrip()
+
+
+def _current_cell():
+    """The execution count of the cell running now (None outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.execution_count
 
 
 @dataclass
@@ -31,6 +69,35 @@ class SmokeResult:
     histogram_figure: object = None
     first_live_delay_s: float | None = None
     ranks: list = field(default_factory=list)
+    traceback: str = field(default="", init=False)  # the whole last traceback of the training's logs, when it failed
+    _shown_in: object = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if not self.passed:
+            self.traceback = self._find_traceback()
+        if self.figure is not None:
+            # the verdict goes on the figure itself, so a saved PNG says what it shows
+            self.figure.suptitle(self.headline(), color=_COLOR["pass" if self.passed else "fail"], fontweight="bold")
+
+    def _find_traceback(self) -> str:
+        """From the training logs on disk (the whole traceback, not the tail's last lines), else from the tail."""
+        logs = []
+        if self.workdir:
+            root = Path(self.workdir)
+            logs = [root / "train.log", *sorted((root / "logs").glob("worker_*.log"))]
+        for path in logs:
+            try:
+                found = last_traceback(path.read_text(errors="replace"))
+            except OSError:
+                continue
+            if found:
+                return found
+        return last_traceback(self.log_tail)
+
+    def headline(self) -> str:
+        """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s``"""
+        head = "PASSED" if self.passed else "FAILED"
+        return f"msnb smoke {head}: {self.steps_trained}/{self.steps} steps on {self.device} in {self.elapsed_s:.1f} s"
 
     def check(self, name: str):
         return next((c for c in self.checks if c.name == name), None)
@@ -51,30 +118,34 @@ class SmokeResult:
             "first_live_delay_s": None if self.first_live_delay_s is None else round(self.first_live_delay_s, 3),
             "findings": [f.as_dict() for f in self.findings],
             "log_tail": self.log_tail,
+            "traceback": self.traceback,
         }
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
 
     def format_text(self) -> str:
-        head = "PASSED" if self.passed else "FAILED"
-        lines = [f"msnb smoke {head}: {self.steps_trained}/{self.steps} steps on {self.device} in {self.elapsed_s:.1f} s"]
+        lines = [self.headline()]
         for c in self.checks:
             lines.append(f"  [{_MARK[c.status]}] {c.name}: {c.detail}")
         where = f"summaries kept in {self.summary_dir}" if self.kept else f"summary directory {self.summary_dir} removed (pass --keep to keep it)"
         lines.append(f"  {where}")
-        if self.log_tail and not self.passed:
+        if self.traceback:
+            lines.append("  the training's last traceback:")
+            lines.extend("    " + line for line in self.traceback.splitlines())
+        elif self.log_tail and not self.passed:
             lines.append("  last lines of the training log:")
             lines.extend("    " + line for line in self.log_tail.splitlines())
         return "\n".join(lines)
 
+    def __str__(self) -> str:
+        return self.format_text()
+
     def __repr__(self) -> str:
         return f"<SmokeResult: {'PASSED' if self.passed else 'FAILED'}, {sum(c.status == 'fail' for c in self.checks)} failed / {len(self.checks)} checks, {self.device}>"
 
-    def _repr_html_(self) -> str:
-        return self.to_html(figures=False)
-
     def to_html(self, figures: bool = True) -> str:
+        """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
         head = "PASSED" if self.passed else "FAILED"
         color = _COLOR["pass" if self.passed else "fail"]
         rows = "".join(
@@ -84,23 +155,40 @@ class SmokeResult:
         )
         where = html.escape(self.summary_dir) + ("" if self.kept else " (removed; --keep keeps it)")
         parts = [
-            f"<div class='msnb-smoke'><b style='color:{color}'>msnb smoke {head}</b>: {self.steps_trained}/{self.steps} steps on "
+            f"<div class='msnb-smoke'><b class='msnb-verdict' style='color:{color}'>msnb smoke {head}</b>: {self.steps_trained}/{self.steps} steps on "
             f"{html.escape(self.device)} in {self.elapsed_s:.1f} s<br><small>{where}</small>",
             f"<table>{rows}</table>",
         ]
-        if self.log_tail and not self.passed:
-            parts.append(f"<details open><summary>last lines of the training log</summary><pre>{html.escape(self.log_tail)}</pre></details>")
+        if self.traceback:
+            n = len(self.traceback.splitlines())
+            parts.append(
+                f"<details open class='msnb-traceback'><summary>last lines of the training log, from its last traceback ({n} lines)</summary>"
+                f'<pre style="{_MONO}">{html.escape(self.traceback)}</pre></details>'
+            )
+        elif self.log_tail and not self.passed:
+            parts.append(f'<details open><summary>last lines of the training log</summary><pre style="{_MONO}">{html.escape(self.log_tail)}</pre></details>')
         if figures:
             from ..plot.render import figure_png
 
             for fig in (self.figure, self.histogram_figure):
                 if fig is not None:
-                    parts.append(f'<img src="data:image/png;base64,{base64.b64encode(figure_png(fig)).decode()}"/>')
+                    parts.append(f'<img class="msnb-figure" src="data:image/png;base64,{base64.b64encode(figure_png(fig)).decode()}"/>')
         parts.append("</div>")
         return "".join(parts)
 
-    def show(self) -> None:
-        """Display the verdict with its plots (what the smoke magic shows at the end)."""
-        from IPython.display import HTML, display
+    def mime_bundle(self, figures: bool = True) -> dict:
+        """What a front end is sent: HTML with the figures, and the verdict as plain text."""
+        return {"text/html": self.to_html(figures=figures), "text/plain": self.format_text()}
 
-        display(HTML(self.to_html(figures=True)))
+    def show(self) -> None:
+        """Display the verdict with its plots (what the smoke magic shows at the end), once for this cell."""
+        from IPython.display import display
+
+        display(self.mime_bundle(figures=True), raw=True)
+        self._shown_in = _current_cell()
+
+    def _ipython_display_(self) -> None:
+        # the magic already showed it in this cell: the cell's value adds nothing (no second verdict as Out[n])
+        if self._shown_in is not None and self._shown_in == _current_cell():
+            return
+        self.show()

@@ -1,0 +1,245 @@
+"""Notebook 01 in a real browser: JupyterLab, headless Chromium, the MindSpore Kernel, the smoke cell run by a person's keys.
+
+What is asserted is what the page shows (the DOM): one output area updated
+in place while the run goes, its status line within 2 s, the verdict once,
+figures that are images with a size, no traceback and no
+``<IPython.core.display ...>`` placeholder.  Screenshots go to the test's
+temporary directory; the server and the browser are stopped whatever happens.
+Needs Debian's ``chromium`` and ``chromium-driver`` and the ``jupyterlab`` and
+``selenium`` packages (the ``test`` extra); skipped, saying which, without them.
+"""
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from msnb import kernel
+
+from .conftest import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1100",
+]
+NOTEBOOK = "01_smoke_test.ipynb"
+SMOKE_CELL = 1  # the first code cell: result = %mfmon_smoke --steps 200
+STATUS_WITHIN_S = 2.0
+RUN_TIMEOUT_S = 420
+
+# what the smoke cell's output area holds, read from the page
+PROBE = """
+const cells = document.querySelectorAll('.jp-Notebook .jp-Cell');
+const cell = cells[arguments[0]];
+if (!cell) return null;
+const outs = [...cell.querySelectorAll('.jp-OutputArea-output')];
+const all = [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText);
+return {
+  outputs: outs.length,
+  live: [...cell.querySelectorAll('.msnb-live .msnb-status')].map(e => e.innerText),
+  verdicts: cell.querySelectorAll('.msnb-smoke').length,
+  verdictText: [...cell.querySelectorAll('.msnb-verdict')].map(e => e.innerText),
+  images: [...cell.querySelectorAll('.msnb-smoke img')].map(i => [i.naturalWidth, i.naturalHeight, i.complete]),
+  prompt: (cell.querySelector('.jp-InputPrompt') || {}).innerText || '',
+  allText: all,
+};
+"""
+
+
+def _missing() -> str | None:
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        return "headless Chromium is not installed (apt-get install -y chromium chromium-driver)"
+    for module in ("jupyterlab", "selenium"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed (pip install -e '.[test]')"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_server(url: str, proc, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"jupyter lab exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"jupyter lab did not answer {url} within {timeout} s")
+
+
+def _stop_server(proc, base: str, token: str) -> None:
+    """Ask the server to shut down (it stops its kernels), then make sure it is gone."""
+    if proc.poll() is None:
+        try:
+            request = urllib.request.Request(f"{base}/api/shutdown", method="POST", headers={"Authorization": f"token {token}"})
+            urllib.request.urlopen(request, timeout=10).close()
+        except OSError:
+            pass
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(15)
+
+
+@pytest.fixture
+def lab(tmp_path, jupyter_dirs):
+    """JupyterLab on 127.0.0.1 with a random port and token, serving a copy of the notebooks folder."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    kernel.install("mindspore", prefix=jupyter_dirs["prefix"])  # the kernel the notebook names, in this test's Jupyter folders
+    root = tmp_path / "served"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    port, token = _free_port(), secrets.token_hex(16)
+    log = open(tmp_path / "jupyter-lab.log", "wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.news_url=",
+            *(["--allow-root"] if os.geteuid() == 0 else []),  # CI containers run as root
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(root),
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_server(f"{base}/api/status?token={token}", proc)
+        yield {"base": base, "token": token, "root": root, "log": tmp_path / "jupyter-lab.log"}
+    finally:
+        _stop_server(proc, base, token)
+        log.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _kernel_idle(lab) -> bool:
+    request = urllib.request.Request(f"{lab['base']}/api/sessions", headers={"Authorization": f"token {lab['token']}"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        sessions = json.load(reply)
+    return any(s["kernel"]["name"] == "mindspore" and s["kernel"]["execution_state"] == "idle" for s in sessions)
+
+
+def _wait(predicate, timeout: float, what: str, step: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
+    try:
+        # the notebook is open and its kernel (the MindSpore Kernel) is idle
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
+        _wait(lambda: "MindSpore Kernel" in browser.find_element(By.TAG_NAME, "body").text, 120, "the MindSpore Kernel's name on the page")
+        _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")
+        cells = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")
+        editor = cells[SMOKE_CELL].find_element(By.CSS_SELECTOR, ".jp-InputArea-editor")
+        editor.click()
+        pressed = time.monotonic()
+        ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()  # run the cell, stay on it
+        # JupyterLab clears the committed outputs as the cell starts: count only this run's
+        _wait(lambda: "*" in browser.execute_script(PROBE, SMOKE_CELL)["prompt"], 30, "the cell to start", step=0.05)
+
+        samples = []
+        first_status_s = None
+        while time.monotonic() - pressed < RUN_TIMEOUT_S:
+            state = browser.execute_script(PROBE, SMOKE_CELL)
+            state["t"] = time.monotonic() - pressed
+            samples.append(state)
+            if state["live"] and first_status_s is None:
+                first_status_s = state["t"]
+                browser.save_screenshot(str(shots / "status.png"))
+            if len(samples) == 40:
+                browser.save_screenshot(str(shots / "running.png"))
+            if state["verdicts"] and all(ok for _w, _h, ok in state["images"]) and "*" not in state["prompt"]:
+                break
+            time.sleep(0.3)
+        browser.save_screenshot(str(shots / "final.png"))
+        (tmp_path / "samples.json").write_text(json.dumps(samples, indent=1))
+    except BaseException:
+        browser.save_screenshot(str(shots / "failure.png"))
+        raise
+
+    final = samples[-1]
+    assert final["verdicts"] == 1, f"no verdict after {RUN_TIMEOUT_S} s; see {shots}"
+    # the status line, at once: the view is on screen before MindSpore has started
+    assert first_status_s is not None and first_status_s <= STATUS_WITHIN_S, f"first status after {first_status_s} s"
+    # while it ran: one output area, redrawn in place (its status line changed), nothing appended
+    running = [s for s in samples if not s["verdicts"] and s["live"]]
+    assert running and all(s["outputs"] == 1 for s in running)
+    assert len({s["live"][0] for s in running}) >= 3  # "starting...", then steps: updated in place
+    # the end: the live view's last state and the verdict, once (no Out[n] beside it)
+    assert final["outputs"] == 2 and final["verdictText"] == ["msnb smoke PASSED"]
+    assert len(final["images"]) >= 2 and all(w > 0 and h > 0 for w, h, _ in final["images"])
+    for text in final["allText"]:
+        assert "Traceback" not in text and "<IPython.core.display" not in text

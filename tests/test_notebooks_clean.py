@@ -1,0 +1,35 @@
+"""The example notebooks as a reader opens them: no test plumbing in the code, no paths of the machine that ran them."""
+
+import re
+
+import nbformat
+import pytest
+
+from .conftest import REPO
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+TAGS = {"nbval-ignore-output", "raises-exception", "nbval-skip"}  # nbval's cell tags
+# a scratch directory with its random suffix, a home or checkout, an absolute site-packages
+MACHINE_PATH = re.compile(r"/tmp/(?:msnb-[a-z]+-|tmp)(?!X{8})[A-Za-z0-9_]{8}|/(?:home|root|work|Users)/[^\s\"'<>]+|/[^\s\"'<>]*/site-packages/")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_has_tags_not_markers_and_no_machine_paths(path):
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        assert "NBVAL" not in cell.source, f"cell {index}: use a cell tag, not a # NBVAL_ comment"
+        assert set(cell.metadata.get("tags", [])) <= TAGS, f"cell {index}: unknown tags {cell.metadata.get('tags')}"
+        for output in cell.outputs:
+            texts = [output.get("text", "")] + [v for k, v in output.get("data", {}).items() if isinstance(v, str) and not k.startswith("image/")]
+            for text in texts:
+                found = MACHINE_PATH.search(text)
+                assert found is None, f"cell {index} output holds a machine path: {found.group(0)!r}"
+
+
+def test_the_pattern_catches_what_it_should():
+    assert MACHINE_PATH.search("kept in /tmp/msnb-smoke-d0v87h3s/summary")
+    assert MACHINE_PATH.search('File "/work/main/msnb/smoke/worker.py"')
+    assert MACHINE_PATH.search("/opt/venv/lib/python3.11/site-packages/mindspore/train/model.py")
+    assert not MACHINE_PATH.search("kept in /tmp/msnb-smoke-XXXXXXXX/summary")

@@ -115,7 +115,7 @@ def main():
             checks = {c.name: c for c in verdict.checks}
             flags = verdict.flags
 
-            def record(rule, problem, found, delay=None, visible=None, elapsed=elapsed):
+            def record(rule, problem, found, delay=None, visible=None, elapsed=elapsed, truth=truth, flags=flags):
                 s = stats[rule]
                 s["runs"] += 1
                 s["time"].append(elapsed)

@@ -107,6 +107,7 @@ def main():
         for rule in ("finite", "rank_divergence", "loss_spikes", "loss_falling")
     }
     by_noise = {}
+    false_flags = []
     for kind in kinds:
         for _ in range(args.per_kind):
             table, truth = scenario(kind, rng, args.max_steps, args.drift)
@@ -114,7 +115,7 @@ def main():
             checks = {c.name: c for c in verdict.checks}
             flags = verdict.flags
 
-            def record(rule, problem, found, delay=None, visible=None, elapsed=elapsed):
+            def record(rule, problem, found, delay=None, visible=None, elapsed=elapsed, truth=truth, flags=flags):
                 s = stats[rule]
                 s["runs"] += 1
                 s["time"].append(elapsed)
@@ -128,6 +129,7 @@ def main():
                     s["missed"] += 1
                 elif found:
                     s["false"] += 1
+                    false_flags.append((rule, truth, [f.reason for f in flags][:2]))
                 else:
                     s["correct"] += 1
 
@@ -159,6 +161,8 @@ def main():
         delay = f"{np.median(s['delays']):.0f} steps" if s["delays"] else "-"
         vis = f"{np.median(s['visible']):.0f} steps" if s["visible"] else "-"
         print(f"{rule:<16} {s['runs']:>5} {s['correct']:>8} {s['false']:>6} {s['missed']:>7} {delay:>13} {vis:>14} {np.median(s['time']) * 1000:>10.1f} ms")
+    for rule, truth, reasons in false_flags:
+        print(f"  false {rule}: {truth['kind']}, {truth['ranks']} ranks, {truth['steps']} steps, noise {truth['noise']:.0%}: {'; '.join(reasons)}")
     print(f"\ndrift {args.drift:.1%}/step: steps from onset until visible, by ranks and noise (median; 'miss' = not found)")
     for (two, noise), ds in sorted(by_noise.items()):
         found = [d for d in ds if d is not None]

@@ -17,7 +17,7 @@ more with small batches) but follow one trend.  So:
    beyond ``divergence_min_gap`` for ``divergence_patience`` consecutive steps.
 5. The step reported is where the departure began, not where it became
    visible: the start that best explains the residual up to the crossing as
-   a level step or a linear ramp (least squares, :func:`change_point`).
+   a level step plus a linear ramp (least squares, :func:`change_point`).
 
 With two ranks a flag says that two ranks cannot tell which one is wrong,
 unless one is clearly the odd one: its level moved at the onset while the
@@ -172,35 +172,41 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
             zk = mk * math.sqrt(nk) / sigma[i]
             if abs(mk) > rules.divergence_min_gap and abs(zk) > abs(zs[i]):
                 gap[i], zs[i] = mk, zk
-        onset[i] = change_point(e0[i, : end + 1] * (1.0 if zs[i] >= 0 else -1.0))
+        onset[i] = change_point(e0[i, : end + 1] * ((1.0 if zs[i] >= 0 else -1.0) / sigma[i]))
     return crossing, onset, gap, zs, sigma
 
 
 def change_point(x: np.ndarray) -> int:
-    """Where a departure (upwards) of *x* began: the best least-squares start of a level step or a linear ramp.
+    """Where a departure (upwards) of *x* began: the best least-squares start of a level step, a ramp, or both.
 
     For each candidate start, the sum of squares explained by "zero before,
-    a constant after" and by "zero before, a straight ramp after"; the start
-    that explains most wins.  Cumulative sums make every start cost O(1).
+    then a constant", "zero before, then a straight ramp", and "zero before,
+    then both" (the two-parameter fit pays ``log n`` for its extra parameter,
+    a BIC penalty, so noise does not pull the start); the start that explains
+    most wins.  Cumulative sums make every start cost O(1).
 
     Args:
-        x: the residual up to the end of the departure (oriented upwards, NaN as 0).
+        x: the residual up to the end of the departure in noise scales (oriented upwards, NaN as 0).
 
     Returns:
         Index in *x* where the departure began.
     """
     n_all = x.size
-    tau = np.arange(n_all)
+    tau = np.arange(n_all, dtype=float)
     k = np.arange(n_all, dtype=float)
     s0 = np.cumsum(x[::-1])[::-1]  # sum of x[tau:]
     s1 = np.cumsum((k * x)[::-1])[::-1]  # sum of t * x[tau:]
     n = n_all - tau
-    level = np.where(s0 > 0, s0 * s0 / n, 0.0)
     lin = s1 - tau * s0  # sum of (t - tau) x_t
-    q = (n - 1) * n * (2 * n - 1) / 6.0
+    a = n * (n - 1) / 2.0  # sum of (t - tau)
+    b = (n - 1) * n * (2 * n - 1) / 6.0  # sum of (t - tau)^2
+    det = n * b - a * a
     with np.errstate(invalid="ignore", divide="ignore"):
-        ramp = np.where((lin > 0) & (q > 0), lin * lin / q, 0.0)
-    return int(np.argmax(np.maximum(level, ramp)))
+        level = s0 * s0 / n
+        ramp = np.where((lin > 0) & (b > 0), lin * lin / b, 0.0)
+        both = np.where(det > 0, (b * s0 * s0 - 2 * a * s0 * lin + n * lin * lin) / det, level) - math.log(max(n_all, 2))
+    explained = np.where(s0 > 0, np.maximum(np.maximum(level, ramp), both), 0.0)
+    return int(np.argmax(explained))
 
 
 def _slope(x: np.ndarray, y: np.ndarray):

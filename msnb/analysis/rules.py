@@ -83,7 +83,7 @@ class Rules:
     stall_min_points: int = 20
     stall_min_change: float = 0.02
     divergence_windows: tuple = (8, 32, 64, 128, 256)
-    divergence_k: float = 5.0
+    divergence_k: float = 6.0
     divergence_min_gap: float = 0.1
     divergence_patience: int = 10
     spike_factor: float = 1.5

@@ -52,7 +52,7 @@ def test_default_smoke_passes_and_cleans_up():
     assert result.steps_trained == 200
     assert {"loss/auto", "lr"} <= set(result.tables.scalars.tags())
     assert not result.kept and not Path(result.workdir).exists()  # removed after a pass
-    assert result.figure is not None and [a.get_title() for a in result.figure.axes if a.get_visible()] == ["loss/auto", "lr", "step_time_ms"]
+    assert result.figure is not None and [a.get_title() for a in result.figure.axes if a.get_visible()] == ["loss", "lr", "step_time_ms"]
     assert result.first_live_delay_s is not None and result.first_live_delay_s < 5
 
 

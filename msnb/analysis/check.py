@@ -85,38 +85,26 @@ class CheckResult:
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
-def path_labels(paths) -> list[str]:
-    """Names for several paths: the shortest trailing parts that tell them apart (``a/summary``, ``b/summary``)."""
-    parts = [os.path.normpath(os.path.abspath(str(p))).split(os.sep) for p in paths]
-    for k in range(1, max(len(p) for p in parts) + 1):
-        labels = ["/".join(p[-k:]) for p in parts]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [str(p) for p in paths]
-
-
 def _read_paths(paths, verify: bool):
-    """Read one or several paths; with several, each path's runs are prefixed by its label, and "." is named after the path."""
-    from ..events import read
-    from ..events.reader import ReadResult
+    """Read one or several paths, runs keyed apart (the data layer's rule) and named for people.
 
-    results = []
-    for p, name in zip(paths, path_labels(paths)):
-        r = read(p, verify=verify)
-        if len(r.scalars):
-            runs = r.scalars.run.tolist()
-            prefix = len(paths) > 1
-            r.scalars.run = _obj([name if run == "." else (f"{name}/{run}" if prefix else run) for run in runs])
-        results.append(r)
-    return ReadResult.merge(results)
-
-
-def _obj(values):
+    A run is named by the shortest trailing part of its path that tells it from
+    the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
+    the run is named after its directory, never ".".
+    """
     import numpy as np
 
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+    from ..events.runs import read_runs, run_labeller
+
+    result = read_runs(paths, verify=verify)
+    label = run_labeller(paths, result.runs)
+    for name in result.TABLES:
+        table = getattr(result, name)
+        if len(table):
+            runs = np.empty(len(table), dtype=object)
+            runs[:] = [label(r) for r in table.run.tolist()]
+            table.run = runs
+    return result
 
 
 def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True) -> CheckResult:

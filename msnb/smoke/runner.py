@@ -458,17 +458,17 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     return out
 
 
-def _draw(summary_read, times) -> tuple[object, object, list]:
+def _draw(summary_read, times, live_read=None) -> tuple[object, object, list]:
     """The final figures; a failure to draw one is a warning check, and the other is still drawn."""
     try:
-        figure, hist_figure = smoke_figures(summary_read, times)
+        figure, hist_figure = smoke_figures(summary_read, times, live_read)
         return figure, hist_figure, []
     except Exception as exc:  # drawing is another layer's code; whatever it raises, the verdict stands
         first = f"{type(exc).__name__}: {exc}"
     try:
         from dataclasses import replace
 
-        figure, _ = smoke_figures(replace(summary_read, histograms=type(summary_read.histograms)()), times)
+        figure, _ = smoke_figures(replace(summary_read, histograms=type(summary_read.histograms)()), times, live_read)
         return figure, None, [Check("figures", WARN, f"the histogram figure could not be drawn ({first}); the curves were")]
     except Exception as exc:  # noqa: BLE001 - same reason
         return None, None, [Check("figures", WARN, f"no figure could be drawn ({first}; without histograms: {type(exc).__name__}: {exc})")]
@@ -553,7 +553,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         device_usable=prepared.device_usable,
         stopped_by=watched.stopped_by,
     )
-    figure, hist_figure, figure_checks = _draw(summary_read, times)
+    figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
     passed = not any(c.status == FAIL for c in checks)
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)

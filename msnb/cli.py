@@ -197,6 +197,21 @@ def _cmd_export(args) -> int:
     return 0
 
 
+def _cmd_convert(args) -> int:
+    from .bridges.tensorboard import convert
+
+    def progress(report):
+        if not args.json:
+            print(f"msnb convert: {report.total} row(s) written so far", file=sys.stderr)
+
+    follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
+    report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
+    for problem in report.problems:
+        print(f"msnb convert: {problem.severity}: {problem}", file=sys.stderr)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -235,6 +250,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("convert", help="write MindSpore summaries, lineage and logs as TensorBoard event files")
+    p.add_argument("src", help="a summary file, a run directory or a tree of runs")
+    p.add_argument("--to", required=True, choices=["tensorboard"], help="the target format")
+    p.add_argument("dst", help="the TensorBoard log directory to write (runs appear as DST/<run>/rank_N)")
+    p.add_argument("--follow", action="store_true", help="keep converting as the job writes (Ctrl-C stops)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes with --follow")
+    p.add_argument("--timeout", type=float, default=None, help="stop following after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("config", help="print a YAML config resolved (base_config, ${} references) with lint findings")
     p.add_argument("file", help="a mindformers-style YAML file")

@@ -5,6 +5,7 @@ classes, and a headless TensorBoard server), never msnb's reader of tfevents.
 """
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -52,7 +53,8 @@ def groups(table):
     return {k: table.where(run=k[0], rank=k[1]) for k in keys}
 
 
-def test_every_kind_reads_back_the_same_in_tensorboard(ms_files, tmp_path):
+def test_every_kind_reads_back_the_same_in_tensorboard(ms_files, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
     src = tmp_path / "src"
     shutil.copytree(ms_files, src)
     dst = tmp_path / "tb"
@@ -152,6 +154,8 @@ def test_every_kind_reads_back_the_same_in_tensorboard(ms_files, tmp_path):
             checked["hparams"] += 1
 
     assert all(checked.values()), checked  # every kind was present and compared
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == []  # TensorBoard's loader read every record without a complaint
 
 
 def _grow_source(ms_files, tmp_path):
@@ -256,10 +260,16 @@ def _get_json(url: str, timeout: float = 5.0):
         return json.loads(r.read().decode())
 
 
+def _post_json(url: str, body: dict, timeout: float = 10.0):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
 def test_headless_tensorboard_lists_the_runs_and_scalar_tags(ms_files, tmp_path):
     dst = tmp_path / "tb"
-    convert(ms_files / "ranks", dst)
-    convert(ms_files / "record", dst)
+    for run in ("ranks", "record", "collector"):
+        convert(ms_files / run, dst / run)
     port = _free_port()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.Popen(
@@ -275,20 +285,28 @@ def test_headless_tensorboard_lists_the_runs_and_scalar_tags(ms_files, tmp_path)
         while time.monotonic() < deadline:
             try:
                 runs = _get_json(base + "/data/runs")
-                if len(runs) >= 3:
+                if len(runs) >= 5:
                     break
             except OSError:
                 pass
             assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-2000:]
             time.sleep(0.5)
-        assert sorted(runs) == ["ranks/rank_0", "ranks/rank_1", "record/rank_0"]
+        assert sorted(runs) == ["collector/collector", "collector/collector/rank_0", "ranks/ranks/rank_0", "ranks/ranks/rank_1", "record/record/rank_0"]
         tags = _get_json(base + "/data/plugin/scalars/tags")
-        assert set(tags["ranks/rank_0"]) == {"loss"} and set(tags["record/rank_0"]) == {"loss", "lr"}
-        points = _get_json(base + "/data/plugin/scalars/scalars?run=ranks/rank_1&tag=loss")
+        assert set(tags["ranks/ranks/rank_0"]) == {"loss"} and set(tags["record/record/rank_0"]) == {"loss", "lr"}
+        points = _get_json(base + "/data/plugin/scalars/scalars?run=ranks/ranks/rank_1&tag=loss")
         steps, values = msnb.read(ms_files / "ranks").scalars.series("loss", rank=1)
         assert [p[1] for p in points] == steps.tolist() and same_f32([p[2] for p in points], values)
         listing = _get_json(base + "/data/plugins_listing")
-        assert listing["scalars"]["enabled"] and listing["histograms"]["enabled"] and listing["images"]["enabled"]
+        assert all(listing[p]["enabled"] for p in ("scalars", "histograms", "images", "text", "hparams"))
+        # the HPARAMS tab's query: one session for the collector's run, with the lineage's hyper-parameters
+        query = {"experimentName": "", "allowedStatuses": ["STATUS_SUCCESS", "STATUS_UNKNOWN"], "colParams": [], "startIndex": 0, "sliceSize": 100}
+        groups_ = _post_json(base + "/data/plugin/hparams/session_groups", query)["sessionGroups"]
+        train = msnb.read(ms_files / "collector").lineage.where(kind="train").fields[0]
+        (group,) = groups_
+        assert group["name"] == "collector/collector/rank_0"
+        assert group["hparams"]["optimizer"] == train["optimizer"] and group["hparams"]["batch_size"] == train["batch_size"]
+        assert group["hparams"]["team"] == "msnb"  # custom lineage data
     finally:
         proc.terminate()
         try:

@@ -9,7 +9,7 @@ tab, and lineage as the hparams plugin's session summaries (the HPARAMS tab)
 plus one text per lineage record (nothing of it is lost).  Graphs and loss
 landscapes have no TensorBoard counterpart and are counted, not written.
 
-Idempotent: ``DST/.msnb-convert.json`` remembers, per source file, its identity,
+Idempotent: a :class:`~msnb.bridges.ledger.Ledger` in ``DST/.msnb-convert.json`` remembers, per source file, its identity,
 how many bytes were read and how many rows of each kind were written, so a
 second conversion skips unchanged files without opening them and writes only
 the rows a grown file added (appending to the same output file).  A source
@@ -30,12 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
-from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS, discover
-from ..events.reader import FileState, ReadResult
+from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
 from . import tfevents
+from .ledger import Ledger
 
 STATE_FILE = ".msnb-convert.json"
-STATE_VERSION = 1
 _KINDS = ("scalars", "histograms", "tensors", "images", "texts", "lineage")
 
 
@@ -116,32 +115,10 @@ class Converter:
         self.dst = Path(dst).resolve()
         if self.src == self.dst:
             raise UsageError("the destination must not be the source directory")
-        self.verify = verify
         self.report = ConvertReport(str(self.src), str(self.dst))
-        self._dir_cache: dict = {}
-        self._files: dict[str, FileState] = {}
-        self._seen: dict[str, dict] = {}
+        self.ledger = Ledger(self.src, self.dst / STATE_FILE, verify=verify, exclude=self.dst)
+        self._outputs = self.ledger.state.setdefault("outputs", {})
         self._writers: dict[str, tfevents.EventFileWriter] = {}
-        self._state = self._load_state()
-
-    # -------------------------------------------------------------- state
-    def _state_path(self) -> Path:
-        return self.dst / STATE_FILE
-
-    def _load_state(self) -> dict:
-        try:
-            state = json.loads(self._state_path().read_text())
-        except (OSError, ValueError):
-            return {"version": STATE_VERSION, "sources": {}, "outputs": {}}
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            return {"version": STATE_VERSION, "sources": {}, "outputs": {}}
-        return state
-
-    def _save_state(self) -> None:
-        self.dst.mkdir(parents=True, exist_ok=True)
-        tmp = self._state_path().with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._state, indent=1))
-        os.replace(tmp, self._state_path())
 
     # -------------------------------------------------------------- where things go
     def _out_dir(self, run: str, rank: int) -> str:
@@ -154,7 +131,7 @@ class Converter:
     def _writer(self, out_rel: str) -> tfevents.EventFileWriter:
         w = self._writers.get(out_rel)
         if w is None:
-            rec = self._state["outputs"].get(out_rel)
+            rec = self._outputs.get(out_rel)
             path = None
             if rec:
                 candidate = self.dst / out_rel / rec["file"]
@@ -163,26 +140,16 @@ class Converter:
                     path = candidate
             w = tfevents.EventFileWriter(self.dst / out_rel, path=path)
             self._writers[out_rel] = w
-            self._state["outputs"][out_rel] = {"file": os.path.basename(w.path), "size": w.flush(), "hparams": (rec or {}).get("hparams", {})}
+            self._outputs[out_rel] = {"file": os.path.basename(w.path), "size": w.flush(), "hparams": (rec or {}).get("hparams", {})}
         if w.path not in self.report.files:
             self.report.files.append(w.path)
         return w
 
     # -------------------------------------------------------------- one pass
     def _sources(self):
-        if not self.src.exists():
-            return []
-        found = discover(self.src, self._dir_cache)
-        ours = []
-        tf = 0
-        for s in found:
-            p = Path(s.path)
-            if p == self.dst or self.dst in p.parents:
-                continue  # our own output, when DST lies inside SRC
-            if s.kind == TFEVENTS:
-                tf += 1
-                continue
-            ours.append(s)
+        found = self.ledger.discover()
+        tf = sum(1 for s in found if s.kind == TFEVENTS)
+        ours = [s for s in found if s.kind != TFEVENTS]
         if tf and not any(s.kind in (MS_SUMMARY, MS_LINEAGE) for s in ours):
             raise AlreadyTensorBoard(
                 f"{self.src} holds TensorBoard event files ({tf} tfevents file(s)) and no MindSpore summary: "
@@ -196,59 +163,21 @@ class Converter:
         """Convert what is new; returns the number of rows written in this pass."""
         self.report.passes += 1
         written = 0
-        unchanged = 0
         sources = self._sources()
-        for src in sources:
-            try:
-                st = os.stat(src.path)
-            except OSError:
-                continue
-            ident = [st.st_dev, st.st_ino]
-            rec = self._state["sources"].get(src.path)
-            fs = self._files.get(src.path)
-            if fs is None:
-                if rec and rec["ident"] == ident and rec["pos"] == st.st_size:
-                    unchanged += 1
-                    continue
-                if rec is None or rec["ident"] != ident or st.st_size < rec["pos"]:
-                    rec = self._state["sources"][src.path] = {"ident": ident, "pos": 0, "written": {}}
-                fs = self._files[src.path] = FileState(src, verify=self.verify)
-                self._seen[src.path] = {}
-            new = fs.poll(final=final)
-            seen = self._seen[src.path]
-            if any(p.kind == "replaced" for p in new.problems):
-                seen.clear()
-                rec["written"] = {}
-            self.report.problems.extend(new.problems)
-            written += self._write_new(src, new, seen, rec["written"])
-            rec["ident"], rec["pos"] = ident, fs.pos
-        self.report.unchanged = unchanged
-        for out_rel, w in self._writers.items():
-            self._state["outputs"][out_rel]["size"] = w.flush()
-        if written or sources:
-            self._save_state()
-        return written
-
-    def _write_new(self, src, new: ReadResult, seen: dict, done: dict) -> int:
-        total = 0
-        for attr in _KINDS:
-            table = getattr(new, attr)
-            n = len(table)
-            if not n:
-                continue
-            already = seen.get(attr, 0)
-            start = max(0, done.get(attr, 0) - already)  # rows an earlier conversion wrote
-            seen[attr] = already + n
-            done[attr] = max(done.get(attr, 0), seen[attr])
-            if start >= n:
-                continue
-            rows = table.take(np.arange(start, n))
-            total += self._write_table(attr, rows)
-        if len(new.markers):
+        for _src, new in self.ledger.new_rows(sources, final=final):
+            for attr in _KINDS:
+                if len(getattr(new, attr)):
+                    written += self._write_table(attr, getattr(new, attr))
             for kind in new.markers.kind.tolist():
                 key = {"graph": "graphs (MindSpore IR, no TensorBoard counterpart)"}.get(kind, f"{kind} records (no TensorBoard counterpart)")
                 self.report.not_converted[key] = self.report.not_converted.get(key, 0) + 1
-        return total
+        self.report.unchanged = self.ledger.unchanged
+        self.report.problems = list(self.ledger.problems)
+        for out_rel, w in self._writers.items():
+            self._outputs[out_rel]["size"] = w.flush()
+        if written or sources:
+            self.ledger.save()
+        return written
 
     def _groups(self, table):
         """Row indices by output directory, in read order."""
@@ -287,7 +216,7 @@ class Converter:
         return tfevents.text_value(tag, str(t.text[i]))
 
     def _write_lineage(self, out_rel: str, w, t) -> None:
-        out = self._state["outputs"][out_rel]
+        out = self._outputs[out_rel]
         hparams = dict(out.get("hparams", {}))
         changed = False
         start = None
@@ -342,7 +271,7 @@ def convert(
     try:
         if not follow:
             conv.run_pass(final=True)
-            if not conv.report.total and not conv.report.unchanged and not conv._files:
+            if not conv.report.total and not conv.report.unchanged and not conv.ledger.opened:
                 raise NothingReadable(f"nothing msnb can read in {src}")
             return conv.report
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import __version__
-from .errors import MsnbError, NothingReadable
+from .errors import MsnbError, NothingReadable, UsageError
 
 
 def _cmd_install_kernel(args) -> int:
@@ -178,9 +178,28 @@ def _cmd_doctor(args) -> int:
     return 1 if report.blocking else 0
 
 
+def _cmd_export_parquet(args) -> int:
+    from .bridges.parquet import export
+
+    if not args.out:
+        raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
+    report = export(args.path, args.out, verify=not args.no_verify)
+    for problem in report.problems:
+        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    print(report.format_text())
+    skipped = [p for p in report.problems if p.kind in ("truncated", "crc", "header", "decode")]
+    if args.strict and skipped:
+        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        return 3
+    return 0
+
+
 def _cmd_export(args) -> int:
     from .events import read
     from .events.export import write
+
+    if args.format == "parquet":
+        return _cmd_export_parquet(args)
 
     result = read(args.path, verify=not args.no_verify)
     for problem in result.problems:
@@ -243,10 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 
-    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout")
+    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
     p.add_argument("--kind", default="scalars", choices=["scalars", "histograms", "tensors", "images", "lineage", "text"])
-    p.add_argument("--format", default="csv", choices=["csv", "jsonl"])
+    p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
+    p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_export)

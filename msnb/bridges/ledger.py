@@ -62,6 +62,11 @@ class Ledger:
         """Source files read in this process (unchanged ones are never opened)."""
         return len(self._files)
 
+    @property
+    def ever_written(self) -> bool:
+        """Whether any source ever gave a row (in this process or an earlier export)."""
+        return any(any(rec["written"].values()) for rec in self.state["sources"].values())
+
     def discover(self) -> list[Source]:
         """Every readable file under the source, less anything inside the excluded destination."""
         if not self.src.exists():

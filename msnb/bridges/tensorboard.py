@@ -271,7 +271,7 @@ def convert(
     try:
         if not follow:
             conv.run_pass(final=True)
-            if not conv.report.total and not conv.report.unchanged and not conv.ledger.opened:
+            if not conv.ledger.ever_written:
                 raise NothingReadable(f"nothing msnb can read in {src}")
             return conv.report
         deadline = None if timeout is None else time.monotonic() + timeout

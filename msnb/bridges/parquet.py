@@ -85,8 +85,7 @@ class ParquetReport:
 
 # ---------------------------------------------------------------- columns
 def _tags(pa, tags: np.ndarray):
-    uniq, inverse = np.unique(tags.astype(str), return_inverse=True)
-    return pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(uniq.tolist(), type=pa.string()))
+    return pa.array(tags, type=pa.string()).dictionary_encode()
 
 
 def _lists(pa, arrays, dtype):
@@ -165,6 +164,17 @@ def _write_file(pq, table, path: Path, row_group_size: int) -> None:
     os.replace(tmp, path)
 
 
+def _partitions(t):
+    """``(run, rank, rows)`` per partition, in first-seen order (one file's rows are usually one partition)."""
+    if (t.run == t.run[0]).all() and (t.rank == t.rank[0]).all():
+        yield t.run[0], int(t.rank[0]), t
+        return
+    keys = np.asarray([f"{r}\0{k}" for r, k in zip(t.run.tolist(), t.rank.tolist())], dtype=object)
+    for key in dict.fromkeys(keys.tolist()):
+        run, rank = key.split("\0")
+        yield run, int(rank), t.take(keys == key)
+
+
 def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None) -> ParquetReport:
     """Add *result*'s rows to the dataset under *out* as new part files, one per run, rank and kind.
 
@@ -185,10 +195,7 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
         t = getattr(result, kind)
         if not len(t):
             continue
-        keys = np.asarray([f"{r}\0{k}" for r, k in zip(t.run.tolist(), t.rank.tolist())], dtype=object)
-        for key in dict.fromkeys(keys.tolist()):
-            run, rank = key.split("\0")
-            rows = t.take(keys == key)
+        for run, rank, rows in _partitions(t):
             path = out / partition_dir(run, int(rank), kind) / f"part-{stamp}-{os.getpid()}-{next(_counter):05d}.parquet"
             _write_file(pq, arrow_table(kind, rows), path, row_group_size)
             report.rows[KIND_DIRS[kind]] += len(rows)

@@ -195,6 +195,11 @@ def test_idempotent_and_only_what_the_source_added(ms_files, tmp_path):
         assert [e.step for e in got] == steps.tolist() and same_f32([e.value for e in got], values)  # no duplicates, nothing lost
     assert len(acc.Images("sample")) == len(full.images)
 
+    out.unlink()  # the output deleted, the ledger kept: everything is written again, into a new file
+    redone = convert(path.parent, dst)
+    assert redone.written["scalars"] == len(full.scalars) and len(redone.files) == 1
+    assert [e.step for e in load(out.parent).Scalars("loss")] == full.scalars.series("loss")[0].tolist()
+
     path.unlink()
     path.write_bytes(data[:cut])  # replaced by a new, shorter file: converted again from its start
     replaced = convert(path.parent, dst)
@@ -243,6 +248,9 @@ def test_cli_convert_json_and_nothing_readable(ms_files, tmp_path, run_msnb):
     assert report["written"]["scalars"] == len(msnb.read(ms_files / "ranks").scalars) and len(report["files"]) == 2
     again = run_msnb("convert", ms_files / "ranks", "--to", "tensorboard", tmp_path / "tb", check=0)
     assert "nothing new" in again.stdout
+    live = run_msnb("convert", ms_files / "record", "--to", "tensorboard", tmp_path / "live", "--follow", "--interval", "0.2", "--timeout", "1", check=0)
+    assert "row(s) written so far" in live.stderr and live.stdout.startswith("wrote ")  # the last pass's report
+    assert len(load(next((tmp_path / "live").rglob("events.out.tfevents.*")).parent).Scalars("lr")) == 120
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = run_msnb("convert", empty, "--to", "tensorboard", tmp_path / "tb2", check=2)

@@ -62,6 +62,11 @@ class Ledger:
         """Source files read in this process (unchanged ones are never opened)."""
         return len(self._files)
 
+    def forget(self, predicate) -> None:
+        """Drop the records *predicate* picks: those files are exported again from their start."""
+        for path in [p for p, rec in self.state["sources"].items() if predicate(rec)]:
+            del self.state["sources"][path]
+
     @property
     def ever_written(self) -> bool:
         """Whether any source ever gave a row (in this process or an earlier export)."""

@@ -119,6 +119,13 @@ class Converter:
         self.ledger = Ledger(self.src, self.dst / STATE_FILE, verify=verify, exclude=self.dst)
         self._outputs = self.ledger.state.setdefault("outputs", {})
         self._writers: dict[str, tfevents.EventFileWriter] = {}
+        self._current: dict = {}
+        # an output file deleted since: the rows it held are written again (into a new file)
+        gone = {rel for rel, rec in self._outputs.items() if not (self.dst / rel / rec["file"]).exists()}
+        if gone:
+            for rel in gone:
+                del self._outputs[rel]
+            self.ledger.forget(lambda rec: bool(gone & set(rec.get("outputs", ()))))
 
     # -------------------------------------------------------------- where things go
     def _out_dir(self, run: str, rank: int) -> str:
@@ -164,7 +171,8 @@ class Converter:
         self.report.passes += 1
         written = 0
         sources = self._sources()
-        for _src, new in self.ledger.new_rows(sources, final=final):
+        for src, new in self.ledger.new_rows(sources, final=final):
+            self._current = self.ledger.state["sources"][src.path]
             for attr in _KINDS:
                 if len(getattr(new, attr)):
                     written += self._write_table(attr, getattr(new, attr))
@@ -191,6 +199,9 @@ class Converter:
         n = 0
         for out_rel, idx in self._groups(t):
             w = self._writer(out_rel)
+            outs = self._current.setdefault("outputs", [])
+            if out_rel not in outs:
+                outs.append(out_rel)
             idx = np.asarray(idx)
             if attr == "scalars":
                 w.write_raw(tfevents.scalar_records(t.tag[idx].tolist(), t.step[idx], t.wall_time[idx], t.value[idx]))

@@ -188,12 +188,13 @@ class Converter:
         return written
 
     def _groups(self, table):
-        """Row indices by output directory, in read order."""
-        keys = [self._out_dir(r, int(k)) for r, k in zip(table.run.tolist(), table.rank.tolist())]
+        """Row indices by output directory, in read order (one file's rows usually share one)."""
+        if (table.run == table.run[0]).all() and (table.rank == table.rank[0]).all():
+            return [(self._out_dir(table.run[0], int(table.rank[0])), np.arange(len(table)))]
         groups: dict = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(k, []).append(i)
-        return groups.items()
+        for i, (r, k) in enumerate(zip(table.run.tolist(), table.rank.tolist())):
+            groups.setdefault((r, k), []).append(i)
+        return [(self._out_dir(r, int(k)), np.asarray(idx)) for (r, k), idx in groups.items()]
 
     def _write_table(self, attr: str, t) -> int:
         n = 0

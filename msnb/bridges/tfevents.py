@@ -23,10 +23,10 @@ import time
 import numpy as np
 from crc32c import crc32c
 
+from ..events.records import HEADER as HEAD
 from ..events.records import masked_crc
 
 _D = struct.Struct("<d").pack
-_F = struct.Struct("<f").pack
 _Q = struct.Struct("<Q").pack
 _I = struct.Struct("<I").pack
 
@@ -122,7 +122,8 @@ def tensor_proto(values: np.ndarray, dtype: str | None = None) -> bytes:
 
 
 def scalar_value(tag: str, value: float) -> bytes:
-    return _str(1, tag) + varint(2 << 3 | 5) + _F(value)
+    with np.errstate(over="ignore"):
+        return _str(1, tag) + varint(2 << 3 | 5) + np.float64(value).astype("<f4").tobytes()
 
 
 def histogram_value(tag: str, hmin: float, hmax: float, count: float, hsum: float, left, right, counts) -> bytes:
@@ -188,37 +189,96 @@ def hparams_values(hparams: dict, start_time: float) -> list[bytes]:
 
 
 # ---------------------------------------------------------------- fast scalars
-def scalar_records(tags, steps, walls, values) -> bytes:
-    """Framed Events of one simple_value each, for many scalar rows at once.
+_CHUNK = 1 << 16  # rows framed at once: bounds the index arrays of the scatter
 
-    The Value bytes of a tag never change, and most headers repeat (equal
-    lengths), so both are cached; only the payload CRC is computed per record.
+
+def _varint_bytes(u: np.ndarray, width: int) -> np.ndarray:
+    """Varints of *width* bytes for the uint64 values *u* (all of that width), one row each."""
+    out = np.empty((u.size, width), dtype=np.uint8)
+    for j in range(width):
+        byte = (u >> np.uint64(7 * j)) & np.uint64(0x7F)
+        out[:, j] = byte | np.uint64(0x80 if j < width - 1 else 0)
+    return out
+
+
+def _tag_prefix(tag: str) -> bytes:
+    """Event field 5 (summary) up to the simple_value's 4 bytes: the same for every record of a tag."""
+    tb = tag.encode("utf-8")
+    value = b"\x0a" + varint(len(tb)) + tb + b"\x15"
+    summary = b"\x0a" + varint(len(value) + 4) + value
+    return b"\x2a" + varint(len(summary) + 4) + summary
+
+
+def scalar_records(tags, steps, walls, values) -> bytes:
+    """Framed Events of one simple_value each, for many scalar rows at once, in the rows' order.
+
+    Rows of one tag whose steps take as many varint bytes share one layout, so
+    they are assembled as the rows of a byte matrix (numpy) and scattered to
+    their places; only the payload CRC is computed row by row.  Values are
+    rounded to float32 (simple_value's type; too large ones become inf) and an
+    unknown wall time is written as 0.
+
+    Args:
+        tags: one tag per row (a sequence of str).
+        steps: int64 steps.
+        walls: wall times (seconds).
+        values: the values.
+
+    Returns:
+        The framed records, ready to append to an event file.
     """
-    tag_cache: dict = {}
-    head_cache: dict = {}
-    out = []
-    append = out.append
-    for tag, step, wall, value in zip(tags, steps.tolist(), walls.tolist(), values.tolist()):
-        prefix = tag_cache.get(tag)
-        if prefix is None:
-            tb = tag.encode("utf-8")
-            head_ = b"\x0a" + varint(len(tb)) + tb + b"\x15"  # tag, then simple_value's key; 4 float bytes follow
-            summary = b"\x0a" + varint(len(head_) + 4) + head_
-            prefix = b"\x2a" + varint(len(summary) + 4) + summary
-            tag_cache[tag] = prefix
-        if not (wall == wall) or wall in (math.inf, -math.inf):
-            wall = 0.0
-        payload = b"\x09" + _D(wall) + b"\x10" + (bytes((step,)) if 0 <= step < 0x80 else varint(step)) + prefix + _F(value)
-        n = len(payload)
-        head = head_cache.get(n)
-        if head is None:
-            h = _Q(n)
-            head = head_cache[n] = h + _I(masked_crc(h))
-        c = crc32c(payload)
-        append(head)
-        append(payload)
-        append(_I((((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF))
-    return b"".join(out)
+    steps = np.asarray(steps, dtype=np.int64)
+    n = steps.size
+    if n == 0:
+        return b""
+    walls = np.asarray(walls, dtype=np.float64)
+    walls = np.where(np.isfinite(walls), walls, 0.0).astype("<f8")
+    with np.errstate(over="ignore"):
+        values = np.asarray(values, dtype=np.float64).astype("<f4")
+    u = steps.astype(np.uint64)  # negative steps: two's complement, 10 bytes, as protobuf writes int64
+    width = np.ones(n, dtype=np.int64)
+    for j in range(1, 10):
+        width += u >= np.uint64(1 << (7 * j))
+    tags = list(tags)
+    ids = {t: i for i, t in enumerate(dict.fromkeys(tags))}
+    tag_id = np.fromiter(map(ids.__getitem__, tags), dtype=np.int64, count=n)
+    prefixes = [_tag_prefix(t) for t in ids]
+    plen = np.array([len(p) for p in prefixes], dtype=np.int64)
+    payload_len = 1 + 8 + 1 + width + plen[tag_id] + 4
+    frame_len = HEAD + payload_len + 4
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(frame_len[:-1], out=starts[1:])
+    out = np.empty(int(starts[-1] + frame_len[-1]), dtype=np.uint8)
+
+    key = tag_id * 16 + width
+    order = np.argsort(key, kind="stable")
+    bounds = np.flatnonzero(np.diff(key[order])) + 1
+    for group in np.split(order, bounds):
+        t, w = divmod(int(key[group[0]]), 16)
+        prefix = np.frombuffer(prefixes[t], dtype=np.uint8)
+        p_len = 10 + w + prefix.size + 4
+        f_len = HEAD + p_len + 4
+        head = _Q(p_len)
+        head = np.frombuffer(head + _I(masked_crc(head)), dtype=np.uint8)
+        cols = np.arange(f_len)
+        for c0 in range(0, group.size, _CHUNK):
+            idx = group[c0 : c0 + _CHUNK]
+            m = np.empty((idx.size, f_len), dtype=np.uint8)
+            m[:, :HEAD] = head
+            m[:, HEAD] = 0x09
+            m[:, HEAD + 1 : HEAD + 9] = walls[idx].view(np.uint8).reshape(-1, 8)
+            m[:, HEAD + 9] = 0x10
+            m[:, HEAD + 10 : HEAD + 10 + w] = _varint_bytes(u[idx], w)
+            at = HEAD + 10 + w
+            m[:, at : at + prefix.size] = prefix
+            m[:, at + prefix.size : at + prefix.size + 4] = values[idx].view(np.uint8).reshape(-1, 4)
+            flat = memoryview(m.reshape(-1))
+            spans = [flat[r : r + p_len] for r in range(HEAD, idx.size * f_len, f_len)]
+            crcs = np.fromiter(map(crc32c, spans), dtype=np.uint32, count=idx.size)
+            masked = ((crcs >> np.uint32(15)) | (crcs << np.uint32(17))) + np.uint32(0xA282EAD8)
+            m[:, HEAD + p_len :] = masked.astype("<u4").view(np.uint8).reshape(-1, 4)
+            out[starts[idx][:, None] + cols] = m
+    return out.tobytes()
 
 
 class EventFileWriter:

@@ -12,7 +12,7 @@ import os
 import sys
 
 from . import __version__
-from .errors import MsnbError, NothingReadable
+from .errors import MsnbError, NothingReadable, UsageError
 
 
 def _cmd_install_kernel(args) -> int:
@@ -199,9 +199,29 @@ def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
     return 1 if readiness.blocking else 0
 
 
+def _cmd_export_parquet(args) -> int:
+    from .bridges.parquet import export
+    from .events.problems import SKIPPED_KINDS
+
+    if not args.out:
+        raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
+    report = export(args.path, args.out, verify=not args.no_verify)
+    for problem in report.problems:
+        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    print(report.format_text())
+    skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
+    if args.strict and skipped:
+        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        return 3
+    return 0
+
+
 def _cmd_export(args) -> int:
     from .events import read
     from .events.export import write
+
+    if args.format == "parquet":
+        return _cmd_export_parquet(args)
 
     result = read(args.path, verify=not args.no_verify)
     for problem in result.problems:
@@ -228,6 +248,21 @@ def _cmd_health(args) -> int:
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
     return 1 if report.anomalous else 0
+
+
+def _cmd_convert(args) -> int:
+    from .bridges.tensorboard import convert
+
+    def progress(report):
+        if not args.json:
+            print(f"msnb convert: {report.total} row(s) written so far", file=sys.stderr)
+
+    follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
+    report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
+    for problem in report.problems:
+        print(f"msnb convert: {problem.severity}: {problem}", file=sys.stderr)
+    print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,13 +303,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .events.export import KIND_CHOICES, KINDS
 
-    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout")
+    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
     p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KINDS)} (default: scalars)")
-    p.add_argument("--format", default="csv", choices=["csv", "jsonl"])
+    p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
+    p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("convert", help="write MindSpore summaries, lineage and logs as TensorBoard event files")
+    p.add_argument("src", help="a summary file, a run directory or a tree of runs")
+    p.add_argument("--to", required=True, choices=["tensorboard"], help="the target format")
+    p.add_argument("dst", help="the TensorBoard log directory to write (runs appear as DST/<run>/rank_N)")
+    p.add_argument("--follow", action="store_true", help="keep converting as the job writes (Ctrl-C stops)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes with --follow")
+    p.add_argument("--timeout", type=float, default=None, help="stop following after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("config", help="print a YAML config resolved (base_config, ${} references) with lint findings")
     p.add_argument("file", help="a mindformers-style YAML file")

@@ -85,6 +85,18 @@ class ReadResult:
             out.files.extend(r.files)
         return out
 
+    def to_parquet(self, path, **options):
+        """Write these tables as a Hive-partitioned Parquet dataset under *path* (needs ``msnb[parquet]``).
+
+        Each call adds new files; see :func:`msnb.bridges.parquet.to_parquet` for the layout and *options*.
+
+        Returns:
+            A :class:`msnb.bridges.parquet.ParquetReport`.
+        """
+        from ..bridges.parquet import to_parquet  # imported on use: pyarrow is optional
+
+        return to_parquet(self, path, **options)
+
 
 def _add(out: ReadResult, kind: str, new: Table) -> None:
     """A file read in several chunks adds to what the earlier chunks gave; joined once, by :func:`_finish`."""

@@ -1,0 +1,285 @@
+"""What msnb reads, as a Hive-partitioned Parquet dataset that DuckDB, Spark, Dask and Polars read in parallel.
+
+Layout: ``DIR/run=<run>/rank=<rank>/kind=<kind>/part-<time>-<n>.parquet`` (the
+run URI-escaped, so ``a/b`` is ``a%2Fb``; an unknown rank is ``-1``).  One
+table per kind, typed columns (``step`` int64, ``wall_time`` float64 seconds,
+``value`` float64, ``tag`` dictionary-encoded; histogram edges and counts as
+list columns).  Files are written in row groups and renamed into place when
+complete, so a reader never sees half a file; a later write adds files and
+never rewrites old ones.
+
+pyarrow is an optional extra (``pip install 'msnb[parquet]'``); the core reader
+does not need it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NothingReadable, UsageError
+
+ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
+KIND_DIRS = {
+    "scalars": "scalars",
+    "histograms": "histograms",
+    "tensors": "tensors",
+    "images": "images",
+    "texts": "text",
+    "lineage": "lineage",
+    "markers": "markers",
+}
+LEDGER_FILE = "_msnb_export.json"  # a leading underscore: Parquet readers skip it
+_counter = itertools.count()
+
+
+class MissingDependency(UsageError):
+    """An optional package a feature needs is not installed; the message names the extra."""
+
+
+def _pa():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependency("Parquet export needs pyarrow: pip install 'msnb[parquet]'") from exc
+    return pa, pq
+
+
+@dataclass
+class ParquetReport:
+    """Rows and files written, by kind."""
+
+    out: str
+    rows: dict = field(default_factory=lambda: dict.fromkeys(KIND_DIRS.values(), 0))
+    files: list = field(default_factory=list)
+    unchanged: int = 0
+    problems: list = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "out": self.out,
+            "rows": dict(self.rows),
+            "files": list(self.files),
+            "unchanged": self.unchanged,
+            "problems": [p.as_dict() for p in self.problems],
+        }
+
+    def format_text(self) -> str:
+        if not self.total:
+            return f"nothing new to export to {self.out}" + (f" ({self.unchanged} file(s) unchanged since the last export)" if self.unchanged else "")
+        kinds = ", ".join(f"{n} {k}" for k, n in self.rows.items() if n)
+        return f"wrote {kinds} in {len(self.files)} Parquet file(s) under {self.out}"
+
+
+# ---------------------------------------------------------------- columns
+def _tags(pa, tags: np.ndarray):
+    return pa.array(tags, type=pa.string()).dictionary_encode()
+
+
+def _lists(pa, arrays, dtype):
+    arrays = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
+    np.cumsum([a.size for a in arrays], out=offsets[1:])
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+
+
+def _numeric(values) -> np.ndarray | None:
+    arr = np.asarray(values)
+    return arr.astype(np.float64).ravel() if arr.dtype.kind in "biuf" else None
+
+
+def arrow_table(kind: str, t):
+    """One kind's msnb table as an Arrow table (run and rank live in the path, not the file).
+
+    Args:
+        kind: a :data:`KIND_DIRS` key (``scalars``, ``histograms``, ... the ``ReadResult`` attribute).
+        t: the table of that kind.
+
+    Returns:
+        A ``pyarrow.Table`` with typed columns.
+    """
+    pa, _ = _pa()
+    n = len(t)
+    cols = {}
+    if kind != "lineage":
+        cols["tag"] = _tags(pa, t.tag)
+    cols["step"] = pa.array(t.step.astype(np.int64))
+    cols["wall_time"] = pa.array(t.wall_time.astype(np.float64))
+    if kind == "scalars":
+        cols["value"] = pa.array(t.value.astype(np.float64))
+    elif kind == "histograms":
+        for c in ("min", "max", "sum"):
+            cols[c] = pa.array(t[c].astype(np.float64))
+        for c in ("count", "nan_count", "pos_inf_count", "neg_inf_count"):
+            cols[c] = pa.array(t[c].astype(np.int64))
+        for c in ("left", "right", "counts"):
+            cols[c] = _lists(pa, t[c], np.float64)
+    elif kind == "tensors":
+        cols["dims"] = _lists(pa, [np.asarray(d, dtype=np.int64) for d in t.dims], np.int64)
+        cols["dtype"] = pa.array([str(d) for d in t.dtype], type=pa.string())
+        flat = [_numeric(v) for v in t["values"]]
+        cols["values"] = pa.array([None if v is None else v for v in flat], type=pa.list_(pa.float64()))
+    elif kind == "images":
+        for c in ("height", "width", "colorspace"):
+            cols[c] = pa.array(t[c].astype(np.int64))
+        cols["png"] = pa.array([bytes(b) for b in t.png], type=pa.binary())
+    elif kind == "texts":
+        cols["text"] = pa.array([str(x) for x in t.text], type=pa.string())
+    elif kind == "lineage":
+        cols["lineage_kind"] = pa.array([str(x) for x in t.kind], type=pa.string())
+        cols["fields"] = pa.array([json.dumps(f, sort_keys=True, default=str) for f in t.fields], type=pa.string())
+    elif kind == "markers":
+        cols["marker"] = pa.array([str(x) for x in t.kind], type=pa.string())
+        cols["bytes"] = pa.array(t.bytes.astype(np.int64))
+    table = pa.table(cols)
+    assert table.num_rows == n
+    return table
+
+
+# ---------------------------------------------------------------- writing
+def partition_dir(run: str, rank: int, kind: str) -> str:
+    """``run=<run>/rank=<rank>/kind=<kind>``, the run URI-escaped as Hive partitioning expects."""
+    return f"run={urllib.parse.quote(run, safe='')}/rank={int(rank)}/kind={KIND_DIRS[kind]}"
+
+
+def _write_file(pq, table, path: Path, row_group_size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name("." + path.name + ".tmp")  # hidden until complete: readers skip dot files
+    with pq.ParquetWriter(str(tmp), table.schema, compression="zstd") as w:
+        for start in range(0, max(table.num_rows, 1), row_group_size):
+            w.write_table(table.slice(start, row_group_size), row_group_size=row_group_size)
+    os.replace(tmp, path)
+
+
+def _partitions(t):
+    """``(run, rank, rows)`` per partition, in first-seen order (one file's rows are usually one partition)."""
+    if (t.run == t.run[0]).all() and (t.rank == t.rank[0]).all():
+        yield t.run[0], int(t.rank[0]), t
+        return
+    keys = np.asarray([f"{r}\0{k}" for r, k in zip(t.run.tolist(), t.rank.tolist())], dtype=object)
+    for key in dict.fromkeys(keys.tolist()):
+        run, rank = key.split("\0")
+        yield run, int(rank), t.take(keys == key)
+
+
+def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None) -> ParquetReport:
+    """Add *result*'s rows to the dataset under *out* as new part files, one per run, rank and kind.
+
+    Args:
+        result: a :class:`~msnb.events.ReadResult` (e.g. what a Follower poll returned).
+        out: the dataset's root directory (created if missing).
+        row_group_size: rows per Parquet row group.
+        report: a report to add to (the ledger-driven export passes its own).
+
+    Returns:
+        The :class:`ParquetReport`.
+    """
+    pa, pq = _pa()
+    out = Path(out)
+    report = report or ParquetReport(str(out))
+    stamp = time.time_ns()
+    for kind in KIND_DIRS:
+        t = getattr(result, kind)
+        if not len(t):
+            continue
+        for run, rank, rows in _partitions(t):
+            path = out / partition_dir(run, int(rank), kind) / f"part-{stamp}-{os.getpid()}-{next(_counter):05d}.parquet"
+            _write_file(pq, arrow_table(kind, rows), path, row_group_size)
+            report.rows[KIND_DIRS[kind]] += len(rows)
+            report.files.append(str(path))
+    report.problems.extend(result.problems)
+    return report
+
+
+def to_parquet(result, out, *, row_group_size: int = ROW_GROUP) -> ParquetReport:
+    """Write a :class:`~msnb.events.ReadResult` as a Hive-partitioned Parquet dataset (``ReadResult.to_parquet``).
+
+    Every call adds new files: pass only new rows (a Follower poll's) to append
+    without duplicates, or use :func:`export` for a tree that grows.
+
+    Args:
+        result: what :func:`msnb.read` (or a Follower poll) returned.
+        out: the dataset's root directory.
+        row_group_size: rows per Parquet row group.
+
+    Returns:
+        A :class:`ParquetReport` with the rows and files written per kind.
+    """
+    return write_result(result, out, row_group_size=row_group_size)
+
+
+def open_dataset(out, kind: str = "scalars"):
+    """One kind of the dataset under *out* as a ``pyarrow.dataset.Dataset``, with run, rank and kind columns.
+
+    Kinds have different columns, so a dataset opens one kind at a time
+    (DuckDB: ``read_parquet('OUT/*/*/kind=scalars/*.parquet', hive_partitioning=true)``).
+
+    Args:
+        out: the dataset's root directory.
+        kind: ``scalars``, ``histograms``, ``tensors``, ``images``, ``text``, ``lineage`` or ``markers``.
+
+    Returns:
+        A ``pyarrow.dataset.Dataset`` (empty files list raises :class:`NothingReadable`).
+    """
+    _pa()
+    import pyarrow.dataset as ds
+
+    if kind not in KIND_DIRS.values():
+        raise UsageError(f"unknown kind {kind!r}; choose one of {', '.join(KIND_DIRS.values())}")
+    files = sorted(str(p) for p in Path(out).glob(f"run=*/rank=*/kind={kind}/*.parquet"))
+    if not files:
+        raise NothingReadable(f"no {kind} in the Parquet dataset at {out}")
+    return ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out))
+
+
+def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -> ParquetReport:
+    """Export everything under *path* into the dataset at *out*, one source file at a time.
+
+    Memory stays bounded by the largest source file, not the tree.  A ledger
+    (``out/_msnb_export.json``) makes it incremental: exporting again writes
+    only the rows the sources added since, as new files.
+
+    Args:
+        path: a file, a run directory or a tree of runs.
+        out: the dataset's root directory.
+        verify: check record CRCs while reading.
+        row_group_size: rows per Parquet row group.
+
+    Returns:
+        A :class:`ParquetReport`.
+
+    Raises:
+        NothingReadable: *path* holds nothing msnb can read.
+        MissingDependency: pyarrow is not installed.
+    """
+    from .ledger import Ledger
+
+    _pa()
+    if not Path(path).exists():
+        raise UsageError(f"no such file or directory: {path}")
+    out = Path(out)
+    ledger = Ledger(path, out / LEDGER_FILE, verify=verify, exclude=out)
+    report = ParquetReport(str(out))
+    sources = ledger.discover()
+    for _src, new in ledger.new_rows(sources, final=True):
+        new.problems = []  # the ledger keeps every problem, including those of files with nothing new
+        write_result(new, out, row_group_size=row_group_size, report=report)
+    report.problems = list(ledger.problems)
+    report.unchanged = ledger.unchanged
+    if not ledger.ever_written:
+        raise NothingReadable(f"nothing msnb can read in {path}")
+    ledger.save()
+    return report

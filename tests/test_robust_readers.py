@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import msnb
 from msnb.events import Follower, ProblemKind
-from msnb.events.discovery import rank_in_name
+from msnb.events.discovery import rank_in_name, rank_of_path
 from msnb.events.logs import MAX_LINE, LogParser
 from msnb.events.records import FrameReader
 from msnb.events.runs import read_runs, run_labeller
@@ -167,6 +167,14 @@ def test_the_path_that_is_the_run_is_labelled_by_its_directory(summary, monkeypa
 )
 def test_one_rule_says_whether_a_name_names_a_rank(name, rank):
     assert rank_in_name(name) == rank
+
+
+@pytest.mark.parametrize(
+    ("path", "rank"),
+    [("runs/rank_10", 10), ("runs/rank_1/x.log", 1), ("./frankfurt", None), ("out/device_2/summary", 2), ("logs/worker_7.log", 7), ("/", None)],
+)
+def test_one_rule_says_which_rank_a_path_is_for(path, rank):
+    assert rank_of_path(path) == rank
 
 
 def test_ranks_and_steps_beyond_int64_in_names_and_lines_never_crash(summary, tmp_path):

@@ -47,6 +47,26 @@ def rank_in_name(component: str) -> int | None:
     return _small_int(m.group(1)) if m else None
 
 
+def rank_of_path(path: str | os.PathLike) -> int | None:
+    """The rank the nearest component of *path* names (:func:`rank_in_name`), or None.
+
+    For callers that ask "is this directory already per rank?" (lint, the
+    monitor, the smoke's judge): ``runs/rank_10`` names 10, never 1, and
+    ``./frankfurt`` names none.
+
+    Args:
+        path: a file or directory path.
+
+    Returns:
+        The rank, or None.
+    """
+    for part in reversed(Path(path).parts):
+        r = rank_in_name(part)
+        if r is not None:
+            return r
+    return None
+
+
 def _small_int(digits: str) -> int | None:
     """*digits* as an int when it fits int64 (never builds a huge int from a hostile name)."""
     digits = digits.lstrip("0") or "0"

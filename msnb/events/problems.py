@@ -19,6 +19,9 @@ from ..findings import Severity
 class ProblemKind(StrEnum):
     """Every kind of problem a reader reports.
 
+    (A rank or device id too large for int64 in a file or directory name is
+    not a problem: that name simply names no rank.)
+
     Damage where bytes were skipped (see ``ReadResult.skipped``):
 
     - ``truncated``: the file ends inside a record (a job still writing, or killed mid-record).
@@ -36,7 +39,6 @@ class ProblemKind(StrEnum):
     - ``missing``: the path given does not exist.
     - ``replaced``: a followed file was rewritten, recreated or truncated; its earlier rows were dropped and it was read again.
     - ``loop``: a directory symlink leads back to a directory already walked; it was not followed again.
-    - ``name``: a rank, device id or number in a file or directory name is out of range; the name was not used for it.
     - ``line``: a log line longer than the parser reads; only its start was parsed.
     """
 
@@ -51,7 +53,6 @@ class ProblemKind(StrEnum):
     MISSING = "missing"
     REPLACED = "replaced"
     LOOP = "loop"
-    NAME = "name"
     LINE = "line"
 
 

@@ -360,7 +360,18 @@ class FileState:
 
     # -------------------------------------------------------------- logs
     def _read_log(self, f, size: int, final: bool, out: ReadResult) -> None:
-        """Parse whole lines, :data:`LOG_CHUNK` bytes at a time; a line longer than that is parsed by its start."""
+        """Parse whole lines, :data:`LOG_CHUNK` bytes at a time; a line longer than that is parsed by its start.
+
+        Points gather in compact columns (a tag code, step, time, value: 25 bytes a point) and become one
+        table at the end, so a long log costs little more than its table.
+        """
+        cols = _LogColumns()
+        self._read_log_chunks(f, size, final, out, cols)
+        table = cols.table(self.source)
+        if len(table):
+            _add(out, "scalars", table)
+
+    def _read_log_chunks(self, f, size: int, final: bool, out: ReadResult, cols) -> None:
         chunk = LOG_CHUNK
         while self.pos < size:
             f.seek(self.pos)
@@ -374,7 +385,7 @@ class FileState:
                     return
                 # one line longer than a chunk: parse its start, skip the rest
                 if not self.long_line:
-                    self._feed(data[: self.parser.max_line + 1], out)
+                    self._feed(data[: self.parser.max_line + 1], out, cols)
                     self.long_line = True
                 self.pos += len(data)
                 continue
@@ -383,10 +394,10 @@ class FileState:
                 cut = body.find(b"\n") + 1
                 body = body[cut:] if cut else b""
                 self.long_line = False
-            self._feed(body, out)
+            self._feed(body, out, cols)
             self.pos += usable
 
-    def _feed(self, body: bytes, out: ReadResult) -> None:
+    def _feed(self, body: bytes, out: ReadResult, cols) -> None:
         before = self.parser.long_lines
         points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
         if self.parser.long_lines > before:
@@ -400,21 +411,41 @@ class FileState:
                 )
             )
         self.records += len(points)
-        if points:
-            n = len(points)
-            src = self.source
-            _add(
-                out,
-                "scalars",
-                ScalarTable(
-                    run=_full(n, src.run),
-                    rank=np.full(n, src.rank, dtype=np.int64),
-                    tag=[p[0] for p in points],
-                    step=[p[1] for p in points],
-                    wall_time=[p[2] for p in points],
-                    value=[p[3] for p in points],
-                ),
-            )
+        cols.add(points)
+
+
+class _LogColumns:
+    """Log points of one poll as compact numpy parts, joined once into a :class:`ScalarTable`."""
+
+    def __init__(self):
+        self.codes: dict = {}
+        self.parts: list = []
+
+    def add(self, points: list) -> None:
+        if not points:
+            return
+        codes = self.codes
+        tag = np.fromiter((codes.setdefault(p[0], len(codes)) for p in points), dtype=np.int32, count=len(points))
+        step = np.fromiter((p[1] for p in points), dtype=np.int64, count=len(points))
+        wall = np.fromiter((p[2] for p in points), dtype=np.float64, count=len(points))
+        value = np.fromiter((p[3] for p in points), dtype=np.float64, count=len(points))
+        self.parts.append([tag, step, wall, value])
+
+    def table(self, src: Source) -> ScalarTable:
+        if not self.parts:
+            return ScalarTable()
+        columns = []
+        for i in range(4):
+            columns.append(np.concatenate([part[i] for part in self.parts]))
+            for part in self.parts:
+                part[i] = None  # free each part's column once it is copied
+        self.parts = []
+        tag_codes, step, wall, value = columns
+        names = np.empty(len(self.codes), dtype=object)
+        for name, code in self.codes.items():
+            names[code] = name
+        n = step.size
+        return ScalarTable(run=_full(n, src.run), rank=np.full(n, src.rank, dtype=np.int64), tag=names[tag_codes], step=step, wall_time=wall, value=value)
 
 
 class Follower:

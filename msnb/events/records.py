@@ -24,7 +24,7 @@ search runs only inside damage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from crc32c import crc32c
@@ -93,7 +93,6 @@ class Scan:
     skipped_bytes: int = 0
     damage: Damage | None = None
     need: int = 0
-    _parts: list = field(default_factory=list, repr=False)
 
 
 def _header_length(buf, pos: int) -> int | None:
@@ -428,7 +427,7 @@ class FrameReader:
         buf = None
         while cursor < size:
             f.seek(cursor)
-            buf = None  # released before the next chunk is read: one chunk in memory, not two
+            del buf  # released before the next chunk is read: one chunk in memory, not two
             buf = f.read(min(chunk, size - cursor))
             if not buf:
                 break

@@ -85,6 +85,15 @@ def is_distributed(data: dict) -> bool:
     return product > 1
 
 
+def _names_rank(path: str) -> bool:
+    """Does *path* already name a rank (``.../rank_3``) or a per-rank template (``rank_{rank_id}``, ``rank_${RANK_ID}``)?"""
+    from ..events.discovery import rank_of_path
+
+    if rank_of_path(path) is not None:
+        return True
+    return any(re.match(r"(?i)^(rank|device)[_-]?[{$<%]", part) for part in re.split(r"[\\/]", str(path)))
+
+
 def sink_size(data: dict) -> int | None:
     """Steps per sink when ``runner_config.sink_mode`` is on (mindformers' spelling of ``dataset_sink_mode``), else None.
 
@@ -192,7 +201,7 @@ def lint(
         )
 
     dist = is_distributed(data) if distributed is None else distributed
-    has_rank = bool(re.search(r"rank", s.summary_dir, re.I))
+    has_rank = _names_rank(s.summary_dir)
     if dist and not has_rank:
         if s.per_rank_dir:
             out.append(

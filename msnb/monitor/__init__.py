@@ -14,6 +14,7 @@ import os
 
 from ..config import ConfigError, LoadedConfig, MonitorSettings, load_config, parse_monitor_config
 from ..environment import installed_major
+from ..events.discovery import rank_of_path
 
 
 def _communication_initialised() -> bool:
@@ -49,7 +50,7 @@ def current_rank() -> tuple[int | None, int]:
 def summary_dir_for_rank(settings: MonitorSettings, rank: int | None, world: int) -> str:
     """``summary_dir/rank_<id>`` in a distributed run (unless the path already names a rank)."""
     path = os.path.expanduser(settings.summary_dir)
-    if settings.per_rank_dir and world > 1 and rank is not None and f"rank_{rank}" not in path:
+    if settings.per_rank_dir and world > 1 and rank is not None and rank_of_path(path) is None:
         path = os.path.join(path, f"rank_{rank}")
     return path
 

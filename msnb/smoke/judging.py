@@ -73,7 +73,7 @@ def judge_smoke(
         checks.append(Check("summaries", FAIL, f"{len(problems)} problem(s) reading the summaries: {problems[0]}"))
     else:
         ranks_found = sorted({f["rank"] for f in ms_files})
-        missing = [r for r in expected_ranks if r is not None and not any(f"rank_{r}" in f["path"] for f in ms_files)]
+        missing = [r for r in expected_ranks if r is not None and not any(f["rank"] == r for f in ms_files)]
         if missing:
             checks.append(Check("summaries", FAIL, f"no summary for rank(s) {missing} (found {ranks_found})"))
         else:

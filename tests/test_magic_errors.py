@@ -19,6 +19,8 @@ BAD_CALLS = {
     "%mfmon_plot": "%mfmon_plot {tmp}/empty",
     "%mfmon_tail": "%mfmon_tail {tmp}/empty --every -1",
     "%mfmon_smoke": "%mfmon_smoke --steps 0",
+    "%mfmon_check": "%mfmon_check {tmp}/empty",
+    "%mfmon_health": "%mfmon_health {tmp}/missing",
     "%%mfmon_smoke": "%%mfmon_smoke --steps 0\nnet = None",
 }
 

@@ -29,31 +29,8 @@ class OutputError(MsnbError):
     """The output could not be written (a full disk, /dev/full, a closed pipe's neighbour)."""
 
 
-COLUMNS = {
-    "scalars": ("run", "rank", "tag", "step", "wall_time", "value"),
-    "histograms": (
-        "run",
-        "rank",
-        "tag",
-        "step",
-        "wall_time",
-        "min",
-        "max",
-        "sum",
-        "count",
-        "nan_count",
-        "pos_inf_count",
-        "neg_inf_count",
-        "left",
-        "right",
-        "counts",
-    ),
-    "tensors": ("run", "rank", "tag", "step", "wall_time", "dims", "dtype", "values"),
-    "images": ("run", "rank", "tag", "step", "wall_time", "height", "width", "colorspace", "png_base64"),
-    "lineage": ("run", "rank", "step", "wall_time", "kind", "fields"),
-    "texts": ("run", "rank", "tag", "step", "wall_time", "text"),
-    "markers": ("run", "rank", "tag", "step", "wall_time", "kind", "bytes"),
-}
+# the tables' own columns; images travel as base64 text
+COLUMNS = {kind: tuple("png_base64" if c == "png" else c for c in table.COLUMNS) for kind, table in TABLE_KINDS.items()}
 
 
 def _plain(value):

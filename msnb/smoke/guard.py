@@ -61,10 +61,18 @@ def marked_processes(marker: str) -> list[int]:
     return found
 
 
-def sweep(marker: str, grace: float = GRACE_S) -> None:
-    """SIGTERM, then SIGKILL, every process that still carries the run's marker."""
+def sweep(marker: str, grace: float = GRACE_S, *, find=None, also=None) -> None:
+    """SIGTERM, then SIGKILL, every process that still carries the run's marker.
+
+    Args:
+        marker: the run's ``MSNB_SMOKE_ID``.
+        grace: seconds to wait after each signal for the processes to go.
+        find: ``marker -> [pid]`` (default :func:`marked_processes`, Linux /proc).
+        also: ``() -> [pid]`` of processes to stop that may not carry the marker (the runner's own child).
+    """
+    find = find or marked_processes
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = marked_processes(marker)
+        pids = find(marker) + (also() if also else [])
         if not pids:
             return
         for pid in pids:
@@ -73,7 +81,7 @@ def sweep(marker: str, grace: float = GRACE_S) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and marked_processes(marker):
+        while time.monotonic() < deadline and find(marker):
             time.sleep(0.1)
 
 

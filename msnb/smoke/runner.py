@@ -45,7 +45,7 @@ from ..errors import SmokeError
 from ..events import Follower, read
 from .device import device_status
 from .figures import smoke_figures
-from .guard import marked_processes
+from .guard import marked_processes, sweep
 from .judging import judge_smoke
 from .options import SmokeOptions
 from .result import SmokeResult
@@ -103,20 +103,7 @@ def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
             proc.wait(grace + 2)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _marked_processes(marker)
-        if proc.poll() is None:
-            pids.append(proc.pid)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _marked_processes(marker):
-            time.sleep(0.1)
+    sweep(marker, grace, find=_marked_processes, also=lambda: [proc.pid] if proc.poll() is None else [])
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:

@@ -123,7 +123,7 @@ def _cmd_smoke(args) -> int:
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
-    view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0) if options.live else None
+    view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None
     result = run_smoke(options=options, view=view)
     saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:

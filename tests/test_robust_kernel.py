@@ -287,7 +287,7 @@ def test_a_script_ending_in_exit_0_is_recorded(tmp_path, jupyter_dirs, run_msnb)
     recorded = kernel.read_env_script(path)
     assert recorded["ASCEND_HOME_PATH"] == "/opt/ascend" and recorded["LD_LIBRARY_PATH"].startswith("/opt/ascend/lib64:")
     assert "NEVER" not in recorded
-    proc = run_msnb("install-kernel", "--prefix", jupyter_dirs["prefix"], "--ascend-env", path, check=0)
+    proc = run_msnb("install-kernel", "--prefix", jupyter_dirs["prefix"], "--ascend-env", path, "--no-check", check=0)
     assert "ASCEND_HOME_PATH" in proc.stdout
     assert json.loads((spec_dir(jupyter_dirs["prefix"]) / "kernel.json").read_text())["env"]["ASCEND_HOME_PATH"] == "/opt/ascend"
 

@@ -265,7 +265,7 @@ def test_the_live_view_says_what_it_waits_for_from_the_start():
     from msnb.smoke import run_smoke
 
     stream = io.StringIO()
-    result = run_smoke(steps=12, view=LiveView(text=True, stream=stream, total=12, min_interval=0.0))
+    result = run_smoke(steps=12, view=LiveView(text=True, stream=stream, total=12, min_interval=0.0, status=None))
     lines = stream.getvalue().splitlines()
     assert lines[0].endswith(f"starting MindSpore on {result.device}...")
     compiling = next(i for i, line in enumerate(lines) if "waiting for the first step (compiling)" in line)

@@ -606,7 +606,7 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
     if options.live and view is None:
         from ..plot.live import LiveView
 
-        view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3)
+        view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3, status=None)
     if view is not None:
         view.update(status=f"starting MindSpore on {prepared.device}...", force=True)
     with StopSignals() as signals:

@@ -10,6 +10,7 @@ import html
 import os
 
 from ..errors import NothingReadable
+from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run, status_word
 from .rules import DEFAULT_RULES, FAIL, WARN, Rules
 
@@ -136,6 +137,11 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
+    for verdict in runs:
+        if not verdict.passed and verdict.tag is not None:
+            where = first_anomaly_check(scalars.take(scalars.run == verdict.run))
+            if where is not None:
+                verdict.checks.append(where)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")

@@ -139,9 +139,9 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
     for verdict in runs:
         if not verdict.passed and verdict.tag is not None:
-            where = first_anomaly_check(scalars.take(scalars.run == verdict.run))
-            if where is not None:
-                verdict.checks.append(where)
+            started = first_anomaly_check(scalars.take(scalars.run == verdict.run))
+            if started is not None:
+                verdict.checks.append(started)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")

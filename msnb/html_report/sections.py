@@ -180,9 +180,10 @@ def histograms(result, *, dpi: int) -> str:
         rank = int(mine.rank.min())
         mine = mine.where(rank=rank)
         fig = plot_histograms(mine, max_steps=10)
-        tags = len(set(mine.tag.tolist()))
+        tags = sorted(set(mine.tag.tolist()))
         where = f", rank {rank}" if rank >= 0 else ""
-        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}{where}: {tags} histogram tag(s), {len(mine):,} histogram(s)"))
+        names = ", ".join(tags[:10]) + (f" and {len(tags) - 10} more" if len(tags) > 10 else "")
+        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}{where}: {len(mine):,} histogram(s) of {names}"))
     return "".join(parts) + _too_many(runs, "Histograms are")
 
 

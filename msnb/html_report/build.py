@@ -165,7 +165,8 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("files", "Files read", sections.files(result)),
         ("environment", "Versions", sections.environment()),
     ]
-    title = title or f"msnb report: {where}"
+    names = result.runs
+    title = title or "msnb report: " + ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     text = page.document(title, _header(title, where, result, checked, why_not), body)
     size = _write(out, text)
     passed = None if checked is None else checked.passed

@@ -25,7 +25,8 @@ h1 { font-size: 1.6em; margin: 0 0 .2em; } h2 { font-size: 1.3em; border-bottom:
 h3 { font-size: 1.05em; margin: 1.1em 0 .4em; }
 .meta { color: #59636e; font-size: .9em; margin: 0; }
 nav ol { columns: 2; font-size: .95em; } nav a { color: #0969da; }
-table { border-collapse: collapse; margin: .4em 0 1em; font-size: .9em; }
+table { border-collapse: collapse; margin: .4em 0 1em; font-size: .9em; max-width: 100%; }
+td { overflow-wrap: break-word; } td.path { word-break: break-all; }
 th, td { border: 1px solid #d0d7de; padding: .25em .55em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { color: #1a7f37; font-weight: bold; } .warn { color: #9a6700; font-weight: bold; } .fail { color: #cf222e; font-weight: bold; }
@@ -77,7 +78,7 @@ def note(text: str) -> str:
     return f'<p class="note">{esc(text)}</p>'
 
 
-def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=()) -> str:
+def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=(), paths=()) -> str:
     """An HTML table of *rows* (iterables of cells), at most *limit* of them.
 
     Args:
@@ -86,6 +87,7 @@ def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=()) ->
         limit: rows shown; the rest are counted in a line under the table.
         raw_columns: column indices whose cells are trusted HTML built by this package.
         numeric: column indices aligned right.
+        paths: column indices holding file paths (broken anywhere rather than widening the page).
 
     Returns:
         The HTML text.
@@ -97,7 +99,8 @@ def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=()) ->
         cells = []
         for i, cell in enumerate(row):
             text = cell if i in raw_columns else esc(cell)
-            cells.append(f'<td class="num">{text}</td>' if i in numeric else f"<td>{text}</td>")
+            cls = "num" if i in numeric else "path" if i in paths else ""
+            cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = note(f"{len(rows) - limit:,} more row(s) left out; the full data: msnb export or msnb.read()") if len(rows) > limit else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"

@@ -249,13 +249,13 @@ def problems(result) -> str:
     if not result.problems:
         return f"<p>{page.status('PASS')} every file read cleanly: nothing skipped.</p>"
     rows = [(str(p.severity), str(p.kind), p.path, "-" if p.offset is None else p.offset, p.message) for p in result.problems]
-    return table(("severity", "kind", "file", "byte", "what"), rows, numeric=(3,))
+    return table(("severity", "kind", "file", "byte", "what"), rows, numeric=(3,), paths=(2,))
 
 
 def files(result) -> str:
-    """The files read, each with its kind, run, rank and size."""
-    rows = [(f["path"], f["kind"], f["run"], "-" if f["rank"] < 0 else f["rank"], f.get("records", "-"), f"{f.get('bytes_read', 0):,}") for f in result.files]
-    return table(("file", "kind", "run", "rank", "records", "bytes"), rows, numeric=(3, 4, 5)) if rows else note("No files were read.")
+    """The files read, each with its kind, rank and size (the path says which run)."""
+    rows = [(f["path"], f["kind"], "-" if f["rank"] < 0 else f["rank"], f.get("records", "-"), f"{f.get('bytes_read', 0):,}") for f in result.files]
+    return table(("file", "kind", "rank", "records", "bytes"), rows, numeric=(2, 3, 4), paths=(0,)) if rows else note("No files were read.")
 
 
 def environment() -> str:

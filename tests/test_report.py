@@ -180,7 +180,7 @@ def test_cli_exit_codes_and_json(runs, run_msnb, tmp_path):
     names = [r.run for r in msnb.check(runs["healthy"]).runs]
     assert doc == {"out": str(tmp_path / "ok.html"), "bytes": (tmp_path / "ok.html").stat().st_size, "runs": names, "passed": True}
     failed = run_msnb("report", runs["healthy"], runs["drift"], "--out", tmp_path / "bad.html", check=1)
-    assert failed.stdout.startswith(f"wrote {tmp_path / 'bad.html'}") and "FAILED" in failed.stdout
+    assert failed.stdout.startswith(f"msnb report FAILED: wrote {tmp_path / 'bad.html'}")
     nothing = run_msnb("report", tmp_path / "nothing", "--out", tmp_path / "n.html", check=2)
     assert nothing.stdout == "" and nothing.stderr.startswith("msnb report: error: nothing readable")
     run_msnb("report", runs["healthy"], "--out", tmp_path / "missing" / "r.html", check=2)

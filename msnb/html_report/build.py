@@ -50,15 +50,19 @@ class ReportResult:
     def verdict_word(self) -> str:
         return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
 
+    def _what(self) -> str:
+        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
+
     def format_text(self) -> str:
-        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB): {self.verdict_word()}, {len(self.runs)} run(s): {', '.join(self.runs)}"
+        return f"msnb report {self.verdict_word()}: {self._what()}"
 
     def __repr__(self) -> str:
         return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {len(self.runs)} run(s)>"
 
     def _repr_html_(self) -> str:
         """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
-        caption = f"<p><b>msnb report: {page.status(self.verdict_word())}</b> {page.esc(self.format_text())}</p>"
+        color = {"PASSED": "#1a7f37", "FAILED": "#cf222e"}.get(self.verdict_word(), "#9a6700")
+        caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(self._what())}</p>'
         frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid #d0d7de" srcdoc="{page.esc(self.html)}"></iframe>'
         return caption + frame
 

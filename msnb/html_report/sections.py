@@ -159,11 +159,16 @@ def step_time(result, *, dpi: int) -> str:
     runs = _runs(table_.where(tag=tag))
     parts, rows = [], []
     for run in runs[:MAX_FIGURE_RUNS]:
-        fig, stats = plot_step_time(table_.where(run=run, tag=tag), tag)
+        mine = table_.where(run=run, tag=tag)
+        ranks = len(set(mine.rank.tolist()))
+        # sorted by step, the first record of every rank comes first: each rank's compile step is left out
+        fig, stats = plot_step_time(mine, tag, skip_first=ranks)
         fig.suptitle(f"run {run}")
-        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}: {tag} over all its ranks, the first step (compilation) left out"))
-        rows.append((run, stats["count"], *(_number(stats[k]) if k in stats else "-" for k in ("median", "p90", "max"))))
-    return table(("run", "steps", "median", "p90", "max"), rows, numeric=(1, 2, 3, 4)) + "".join(parts) + _too_many(runs, "Step-time figures are")
+        each = f"each of its {ranks} ranks" if ranks > 1 else "the run"
+        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}: {tag}, the first step of {each} (compilation) left out"))
+        rows.append((run, ranks, stats["count"], *(_number(stats[k]) if k in stats else "-" for k in ("median", "p90", "max"))))
+    header = ("run", "ranks", "points", "median", "p90", "max")
+    return table(header, rows, numeric=(1, 2, 3, 4, 5)) + "".join(parts) + _too_many(runs, "Step-time figures are")
 
 
 def histograms(result, *, dpi: int) -> str:

@@ -110,3 +110,15 @@ class Page(HTMLParser):
 
     def tags(self, name: str) -> list[dict]:
         return [attrs for tag, attrs in self.elements if tag == name]
+
+
+def write_many(root: Path, runs: int, bad: int) -> Path:
+    """*runs* small runs side by side (``many/run_NN/rank_0``); run number *bad*'s loss turns NaN half-way."""
+    from tensorboardX import SummaryWriter
+
+    for i in range(runs):
+        w = SummaryWriter(str(root / "many" / f"run_{i:02d}" / "rank_0"))
+        for s in range(1, 41):
+            w.add_scalar("loss", float("nan") if i == bad and s > 20 else 2.0 / s, s)
+        w.close()
+    return root / "many"

@@ -18,7 +18,7 @@ from msnb.html_report import page
 from tests.scenarios.catalog import SCENARIOS
 
 from .conftest import load_expected
-from .report_pages import HOSTILE_HIST, HOSTILE_MATH, HOSTILE_RUN, HOSTILE_TAG, HOSTILE_TEXT, Page, write_hostile, write_scenario, write_wide
+from .report_pages import HOSTILE_HIST, HOSTILE_MATH, HOSTILE_RUN, HOSTILE_TAG, HOSTILE_TEXT, Page, write_hostile, write_many, write_scenario, write_wide
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +138,22 @@ def test_size_is_bounded_and_every_tag_is_still_counted(runs, tmp_path):
     assert rows < 3 * page.MAX_ROWS and result.bytes < 1_500_000
 
 
+def test_many_runs_failed_first_within_the_caps(tmp_path, monkeypatch):
+    from msnb.html_report import sections
+
+    monkeypatch.setattr(sections, "MAX_VERDICT_RUNS", 5)  # the cap, small enough to cross with a dozen runs
+    many = write_many(tmp_path, runs=12, bad=9)
+    judged = msnb.check(many)
+    (failed,) = [r.run for r in judged.runs if not r.passed]
+    result = msnb.report(many, out=tmp_path / "many.html")
+    doc = Page((tmp_path / "many.html").read_text())
+    assert result.passed is False and len(result.runs) == 12
+    assert len(doc.run_headings) == 5 and doc.run_headings[0].startswith(f"FAIL run {failed} ")
+    assert "7 more run(s) left out (0 of them failed)" in doc.section("verdict")
+    assert f"Curves are drawn for {sections.MAX_FIGURE_RUNS} of 12 runs (failed runs first)." in doc.section("scalars")
+    assert len(doc.tags("img")) == 1 and "Non-finite values" in doc.section("scalars")  # the 10th run by name, drawn: it failed
+
+
 def test_problems_met_while_reading_are_listed(runs, tmp_path):
     damaged = tmp_path / "damaged" / "rank_0"
     damaged.mkdir(parents=True)
@@ -208,3 +224,22 @@ def test_magic_shows_the_page_in_a_sandboxed_frame(runs, tmp_path):
     (frame,) = Page(answer["html"]).tags("iframe")
     assert frame["sandbox"] == "" and frame["srcdoc"] == (tmp_path / "m.html").read_text()
     assert "FAILED" in answer["plain"]
+
+
+def test_the_report_needs_neither_mindspore_nor_pandas(ms_files, tmp_path):
+    """The core install writes reports too: with MindSpore, mindformers and pandas unimportable, the page is the same kind."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "for name in ('mindspore', 'mindformers', 'pandas'):\n"
+        "    sys.modules[name] = None  # import fails\n"
+        "import msnb\n"
+        f"r = msnb.report({str(ms_files / 'collector')!r}, out={str(tmp_path / 'core.html')!r})\n"
+        "print(json.dumps({'passed': r.passed, 'loaded': sorted(n for n in ('mindspore', 'pandas') if sys.modules.get(n) is not None)}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"passed": True, "loaded": []}
+    assert "collector" in Page((tmp_path / "core.html").read_text()).section("verdict")

@@ -158,11 +158,12 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     except NothingReadable as exc:  # no scalars or no loss: the rest of the report still says what was read
         checked, why_not = None, str(exc)
 
+    failed = [r.run for r in checked.runs if not r.passed] if checked is not None else []
     body = [
         ("verdict", "Verdict per run", sections.verdict(checked, why_not)),
-        ("scalars", "Scalars", sections.scalars(result, dpi=dpi)),
-        ("step-time", "Step time", sections.step_time(result, dpi=dpi)),
-        ("histograms", "Histograms", sections.histograms(result, dpi=dpi)),
+        ("scalars", "Scalars", sections.scalars(result, dpi=dpi, first=failed)),
+        ("step-time", "Step time", sections.step_time(result, dpi=dpi, first=failed)),
+        ("histograms", "Histograms", sections.histograms(result, dpi=dpi, first=failed)),
         ("config", "Monitoring config", sections.config(checked_config)),
         ("lineage", "Lineage and hyper-parameters", sections.lineage(result)),
         ("problems", "Problems while reading", sections.problems(result)),

@@ -17,7 +17,8 @@ from ..events.tags import ALIASES
 from . import page
 from .page import esc, note, table
 
-MAX_FIGURE_RUNS = 8  # runs that get their own step-time and histogram figures
+MAX_FIGURE_RUNS = 8  # runs drawn in the scalar panels and given their own step-time and histogram figures
+MAX_VERDICT_RUNS = 100  # runs whose checks are listed (failed runs first)
 MAX_OTHER_PANELS = 6  # scalar tags drawn beyond the usual panels
 PER_RANK_UP_TO = 8  # with at most this many ranks a run is drawn one line per rank, else as the mean
 MAX_TEXT_BLOCKS = 12  # logged texts (mindformers writes its config so) shown
@@ -54,7 +55,8 @@ def verdict(checked, why_not: str | None) -> str:
     if checked is None:
         return f'<p class="verdict">{page.status("NOT JUDGED")}: {esc(why_not)}</p>'
     parts = []
-    for run in checked.runs:
+    runs = sorted(checked.runs, key=lambda r: r.passed)  # failed runs first, each group in the judge's order
+    for run in runs[:MAX_VERDICT_RUNS]:
         ranks = f" (ranks {', '.join(map(str, run.ranks))})" if run.ranks else ""
         word = "PASS" if run.passed else "FAIL"
         parts.append(f'<h3 class="run">{page.status(word)} run <code>{esc(run.run)}</code>{esc(ranks)}</h3>')
@@ -63,6 +65,10 @@ def verdict(checked, why_not: str | None) -> str:
         if run.flags:
             flags = [("run" if f.rank < 0 else f.rank, f.tag, f.step, f.reason) for f in run.flags]
             parts.append("<p>Flags (where a rank or the run went wrong first):</p>" + table(("rank", "tag", "from step", "reason"), flags, numeric=(2,)))
+    if len(runs) > MAX_VERDICT_RUNS:
+        rest = runs[MAX_VERDICT_RUNS:]
+        failed = sum(not r.passed for r in rest)
+        parts.append(note(f"{len(rest):,} more run(s) left out ({failed:,} of them failed); msnb check PATH lists every one."))
     return "".join(parts)
 
 
@@ -96,12 +102,21 @@ def _group_stats(scalars):
     return rows
 
 
-def scalars(result, *, dpi: int) -> str:
+def _most_ranks(table_) -> int:
+    """The largest number of ranks any one run has (one pass over the table, whatever the number of runs)."""
+    _, run_code = np.unique(table_.run.astype(str), return_inverse=True)
+    rank = table_.rank.astype(np.int64) + 1  # NO_RANK (-1) becomes 0
+    pairs = np.unique(run_code * (int(rank.max()) + 1) + rank)
+    return int(np.bincount(pairs // (int(rank.max()) + 1)).max())
+
+
+def scalars(result, *, dpi: int, first=()) -> str:
     """Scalar panels (the usual ones first, then a few others), non-finite values, and a table of every tag.
 
     Args:
         result: the :class:`~msnb.events.ReadResult` (runs already named).
         dpi: resolution of the embedded figures.
+        first: runs to draw first when there are more than :data:`MAX_FIGURE_RUNS` (the failed ones).
 
     Returns:
         The section's HTML.
@@ -113,22 +128,25 @@ def scalars(result, *, dpi: int) -> str:
     if not len(table_):
         return note("No scalars were read.")
     present = table_.tags()
-    ranks = max(len(set(table_.rank[table_.run == run].tolist())) for run in set(table_.run.tolist()))
-    per_rank = 1 < ranks <= PER_RANK_UP_TO
     usual = [t for p in DEFAULT_PANELS for t in ALIASES[p] if t in present][:8]
     others = [t for t in present if t not in usual]
     groups = [("usual panels", usual or others[:MAX_OTHER_PANELS])]
     if usual and others:
         groups.append(("other tags", others[:MAX_OTHER_PANELS]))
     parts, drawn, nonfinite = [], [], []
+    runs = _runs(table_, first)
+    shown = table_.where(run=runs[:MAX_FIGURE_RUNS]) if len(runs) > MAX_FIGURE_RUNS else table_
+    ranks = _most_ranks(shown)
+    per_rank = 1 < ranks <= PER_RANK_UP_TO
     for name, tags in groups:
-        report = plot_scalars(table_, tags=tags, ranks=per_rank)
+        report = plot_scalars(shown, tags=tags, ranks=per_rank)
         drawn += report.tags
         nonfinite += report.nonfinite
         how = "one line per rank" if per_rank else ("the mean over ranks" if ranks > 1 else "one line per run")
         marks = "raw values faint, smoothed solid, NaN/Inf as red x, rank flags as dashed lines"
         caption = f"{name}: {', '.join(report.tags)}; {how}; {marks}. {report.summary_line()}"
         parts.append(page.figure(_png(report.figure, dpi), _alt(report.figure), caption))
+    parts.append(_too_many(runs, "Curves are"))
     left = [t for t in present if t not in drawn]
     if left:
         parts.append(note(f"{len(left):,} more tag(s) not drawn (in the table below): {', '.join(left[:20])}" + (" ..." if len(left) > 20 else "")))
@@ -140,15 +158,17 @@ def scalars(result, *, dpi: int) -> str:
     return "".join(parts)
 
 
-def _runs(table_) -> list[str]:
-    return sorted(set(table_.run.tolist()))
+def _runs(table_, first=()) -> list[str]:
+    """The runs of *table_*, those in *first* (the failed ones) ahead of the rest: what a capped figure shows."""
+    present = sorted(set(table_.run.tolist()))
+    return [r for r in first if r in present] + [r for r in present if r not in first]
 
 
 def _too_many(runs: list, what: str) -> str:
-    return note(f"{what} drawn for the first {MAX_FIGURE_RUNS} of {len(runs)} runs.") if len(runs) > MAX_FIGURE_RUNS else ""
+    return note(f"{what} drawn for {MAX_FIGURE_RUNS} of {len(runs)} runs (failed runs first).") if len(runs) > MAX_FIGURE_RUNS else ""
 
 
-def step_time(result, *, dpi: int) -> str:
+def step_time(result, *, dpi: int, first=()) -> str:
     """The step-time distribution of each run (compilation left out), with median, p90 and max."""
     from ..plot.histograms import plot_step_time
 
@@ -156,7 +176,7 @@ def step_time(result, *, dpi: int) -> str:
     tag = next((t for t in ALIASES["step_time"] if len(table_) and t in set(table_.tags())), None)
     if tag is None:
         return note("No step-time tag was recorded (" + ", ".join(ALIASES["step_time"]) + ").")
-    runs = _runs(table_.where(tag=tag))
+    runs = _runs(table_.where(tag=tag), first)
     parts, rows = [], []
     for run in runs[:MAX_FIGURE_RUNS]:
         mine = table_.where(run=run, tag=tag)
@@ -171,14 +191,14 @@ def step_time(result, *, dpi: int) -> str:
     return table(header, rows, numeric=(1, 2, 3, 4, 5)) + "".join(parts) + _too_many(runs, "Step-time figures are")
 
 
-def histograms(result, *, dpi: int) -> str:
+def histograms(result, *, dpi: int, first=()) -> str:
     """Histograms over steps per run (its lowest rank; a few steps spread over the run, weights first)."""
     from ..plot.histograms import plot_histograms
 
     table_ = result.histograms
     if not len(table_):
         return note("No histograms were recorded.")
-    runs = _runs(table_)
+    runs = _runs(table_, first)
     parts = []
     for run in runs[:MAX_FIGURE_RUNS]:
         mine = table_.where(run=run)

@@ -20,6 +20,12 @@ import msnb
 from .report_pages import HOSTILE_RUN, HOSTILE_TAG, write_hostile, write_scenario
 from .test_browser import CHROMEDRIVER, CHROMIUM, FLAGS
 
+# elements reaching past the right edge of the page (what would be cut off on paper or need a sideways scroll)
+OVERFLOW = """
+const W = document.documentElement.clientWidth;
+return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > W + 1).map(e => e.tagName + ' ' + e.innerText.slice(0, 40));
+"""
+
 PROBE = """
 return {
   scripts: document.scripts.length,
@@ -98,6 +104,10 @@ def test_report_in_headless_chromium(browser, tmp_path):
     requests = _requests_of(browser, url)
     pdf = base64.b64decode(browser.execute_cdp_cmd("Page.printToPDF", {"printBackground": False})["data"])
     (tmp_path / "report.pdf").write_bytes(pdf)
+    browser.set_window_size(800, 1100)  # about an A4 page's width: the print styles must keep everything inside
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    overflow = browser.execute_script(OVERFLOW)
+    browser.save_screenshot(str(shots / "print-media.png"))
 
     # what a person sees: a page, not a blank screen, and no error in the console
     assert _not_blank(top) > 0.02, f"the screenshot looks blank: {shots / 'top.png'}"
@@ -115,5 +125,6 @@ def test_report_in_headless_chromium(browser, tmp_path):
     captions = " ".join(state["captions"])
     assert "loss" in captions and "learning-rate" in captions and HOSTILE_TAG in captions
     assert state["sections"] == ["verdict", "scalars", "step-time", "histograms", "config", "lineage", "problems", "files", "environment"]
-    # printable: a PDF of several pages
+    # printable: a PDF of several pages, nothing wider than the page
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 2
+    assert overflow == [], overflow

@@ -31,7 +31,7 @@ th, td { border: 1px solid #d0d7de; padding: .25em .55em; text-align: left; vert
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { color: #1a7f37; font-weight: bold; } .warn { color: #9a6700; font-weight: bold; } .fail { color: #cf222e; font-weight: bold; }
 .verdict { font-size: 1.25em; margin: .6em 0; } .note { color: #59636e; font-style: italic; }
-figure { margin: .6em 0 1.2em; } figure img { max-width: 100%; height: auto; border: 1px solid #eaeef2; }
+figure { margin: .6em 0 1.2em; } figure img { max-width: 100%; height: auto; box-sizing: border-box; border: 1px solid #eaeef2; }
 figcaption { color: #59636e; font-size: .85em; }
 pre { background: #f6f8fa; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-word; font-size: .85em; }
 code, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }

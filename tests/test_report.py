@@ -183,11 +183,22 @@ def test_mistakes_are_usage_errors_and_nothing_is_written(runs, tmp_path):
 
 
 def test_a_run_without_loss_is_reported_but_not_judged(runs, tmp_path):
-    result = msnb.report(runs["wide"], out=tmp_path / "w.html", tag="grad_norm")
+    from tensorboardX import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "metrics" / "rank_0"))
+    for s in range(1, 31):
+        w.add_scalar("throughput", 100.0 + s, s)
+    w.close()
+    with pytest.raises(NothingReadable):
+        msnb.check(tmp_path / "metrics")  # the judge has nothing to say ...
+    result = msnb.report(tmp_path / "metrics", out=tmp_path / "w.html")  # ... the report still shows what was read
     assert result.passed is None and result.exit_code == 1
     doc = Page((tmp_path / "w.html").read_text())
-    assert "NOT JUDGED" in doc.section("header") and "grad_norm" in doc.section("verdict")
-    assert "local_norm/layer000.weight" in doc.section("scalars")
+    assert "NOT JUDGED" in doc.section("header") and "no 'loss' tag" in doc.section("verdict")
+    assert "throughput" in doc.section("scalars") and len(doc.tags("img")) == 1
+    with pytest.raises(NothingReadable, match="grad_norm"):  # a tag the user names must exist, as with msnb check
+        msnb.report(runs["wide"], out=tmp_path / "x.html", tag="grad_norm")
+    assert not (tmp_path / "x.html").exists()
 
 
 def test_cli_exit_codes_and_json(runs, run_msnb, tmp_path):

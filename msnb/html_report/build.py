@@ -48,6 +48,7 @@ class ReportResult:
         return 0 if self.passed else 1
 
     def verdict_word(self) -> str:
+        """PASSED, FAILED or NOT JUDGED."""
         return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
 
     def _what(self) -> str:
@@ -131,7 +132,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     Raises:
         UsageError: *out* cannot be written as a file.
         ConfigError: *config* cannot be loaded.
-        NothingReadable: nothing could be read from *source*.
+        NothingReadable: nothing could be read from *source*, or no run has the *tag* named (other than the default).
     """
     from ..analysis.check import check, read_labelled
     from ..events.reader import ReadResult
@@ -155,8 +156,10 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         raise NothingReadable(f"nothing readable under {where}{first}")
     try:
         checked, why_not = check(result, tag=tag), None
-    except NothingReadable as exc:  # no scalars or no loss: the rest of the report still says what was read
-        checked, why_not = None, str(exc)
+    except NothingReadable as exc:
+        if tag != "loss":
+            raise  # a tag the user named that no run has is a mistake, as in msnb check
+        checked, why_not = None, str(exc)  # no scalars or no loss: the rest of the report still says what was read
 
     failed = [r.run for r in checked.runs if not r.passed] if checked is not None else []
     body = [
@@ -165,7 +168,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("step-time", "Step time", sections.step_time(result, dpi=dpi, first=failed)),
         ("histograms", "Histograms", sections.histograms(result, dpi=dpi, first=failed)),
         ("config", "Monitoring config", sections.config(checked_config)),
-        ("lineage", "Lineage and hyper-parameters", sections.lineage(result)),
+        ("lineage", "Lineage and hyper-parameters", sections.lineage(result, first=failed)),
         ("problems", "Problems while reading", sections.problems(result)),
         ("files", "Files read", sections.files(result)),
         ("environment", "Versions", sections.environment()),

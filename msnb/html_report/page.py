@@ -71,10 +71,12 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
 
 
 def pre(text: str, limit: int = MAX_TEXT) -> str:
+    """*text* as a preformatted block, escaped and cut to *limit* characters."""
     return f"<pre>{esc(cut(text, limit))}</pre>"
 
 
 def note(text: str) -> str:
+    """A remark in the page's quiet style (what was left out, what was not recorded)."""
     return f'<p class="note">{esc(text)}</p>'
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import yaml
 
 from ..analysis.judge import status_word
 from ..events.tags import ALIASES
@@ -19,6 +20,7 @@ from .page import esc, note, table
 
 MAX_FIGURE_RUNS = 8  # runs drawn in the scalar panels and given their own step-time and histogram figures
 MAX_VERDICT_RUNS = 100  # runs whose checks are listed (failed runs first)
+MAX_LINEAGE_RUNS = 20  # runs whose lineage tables are shown
 MAX_OTHER_PANELS = 6  # scalar tags drawn beyond the usual panels
 PER_RANK_UP_TO = 8  # with at most this many ranks a run is drawn one line per rank, else as the mean
 MAX_TEXT_BLOCKS = 12  # logged texts (mindformers writes its config so) shown
@@ -38,6 +40,7 @@ def _alt(figure) -> str:
 
 
 def _number(value) -> str:
+    """A value in six significant digits; nan and inf as they are."""
     value = float(value)
     return str(value) if not np.isfinite(value) else f"{value:.6g}"
 
@@ -165,11 +168,21 @@ def _runs(table_, first=()) -> list[str]:
 
 
 def _too_many(runs: list, what: str) -> str:
+    """A note when figures were drawn for only some of *runs*."""
     return note(f"{what} drawn for {MAX_FIGURE_RUNS} of {len(runs)} runs (failed runs first).") if len(runs) > MAX_FIGURE_RUNS else ""
 
 
 def step_time(result, *, dpi: int, first=()) -> str:
-    """The step-time distribution of each run (compilation left out), with median, p90 and max."""
+    """The step-time distribution of each run (compilation left out), with median, p90 and max.
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult`.
+        dpi: resolution of the embedded figures.
+        first: runs drawn first when there are too many (the failed ones).
+
+    Returns:
+        The section's HTML.
+    """
     from ..plot.histograms import plot_step_time
 
     table_ = result.scalars
@@ -192,7 +205,16 @@ def step_time(result, *, dpi: int, first=()) -> str:
 
 
 def histograms(result, *, dpi: int, first=()) -> str:
-    """Histograms over steps per run (its lowest rank; a few steps spread over the run, weights first)."""
+    """Histograms over steps per run (its lowest rank; a few steps spread over the run, weights first).
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult`.
+        dpi: resolution of the embedded figures.
+        first: runs drawn first when there are too many (the failed ones).
+
+    Returns:
+        The section's HTML.
+    """
     from ..plot.histograms import plot_histograms
 
     table_ = result.histograms
@@ -213,7 +235,14 @@ def histograms(result, *, dpi: int, first=()) -> str:
 
 
 def config(checked) -> str:
-    """The monitoring config, resolved, with its lint findings; or how to add one."""
+    """The monitoring config, resolved, with its lint findings; or how to add one.
+
+    Args:
+        checked: a :class:`~msnb.config.ConfigReport`, or None when no config was given.
+
+    Returns:
+        The section's HTML.
+    """
     if checked is None:
         return note("No config was given: pass the run's YAML (msnb report PATH --config run.yaml) to see it resolved and linted here.")
     parts = [f"<p>File <code>{esc(checked.path)}</code>" + (f", inheriting {esc(' <- '.join(checked.files[:-1]))}" if len(checked.files) > 1 else "") + "</p>"]
@@ -222,8 +251,6 @@ def config(checked) -> str:
         parts.append(table(("severity", "key", "finding", "fix", "rule"), rows, raw_columns=(0,)))
     else:
         parts.append(f"<p>{page.status('PASS')} no lint findings.</p>")
-    import yaml
-
     parts.append("<h3>Resolved</h3>" + page.pre(yaml.safe_dump(checked.config, sort_keys=False, default_flow_style=False)))
     return "".join(parts)
 
@@ -241,11 +268,22 @@ def _flatten(value, prefix: str = "") -> list[tuple[str, str]]:
 _KIND_ORDER = {"train": 0, "evaluation": 1, "user_defined": 2, "dataset_graph": 3}
 
 
-def lineage(result) -> str:
-    """Hyper-parameters and lineage per run (the latest record of each kind) and the texts a run logged."""
+def lineage(result, first=()) -> str:
+    """Hyper-parameters and lineage per run (the latest record of each kind) and the texts a run logged.
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult`.
+        first: runs shown first when there are too many (the failed ones).
+
+    Returns:
+        The section's HTML.
+    """
     parts = []
     lin = result.lineage
-    for run in _runs(lin):
+    runs = _runs(lin, first)
+    if len(runs) > MAX_LINEAGE_RUNS:
+        parts.append(note(f"Lineage of {MAX_LINEAGE_RUNS} of {len(runs)} runs (failed runs first)."))
+    for run in runs[:MAX_LINEAGE_RUNS]:
         mine = lin.where(run=run)
         kinds = sorted(set(mine.kind.tolist()), key=lambda k: (_KIND_ORDER.get(k, len(_KIND_ORDER)), k))
         for kind in kinds:
@@ -270,7 +308,14 @@ def lineage(result) -> str:
 
 
 def problems(result) -> str:
-    """What the reader skipped or found suspicious, with file and byte offset."""
+    """What the reader skipped or found suspicious, with file and byte offset.
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult`.
+
+    Returns:
+        The section's HTML.
+    """
     if not result.problems:
         return f"<p>{page.status('PASS')} every file read cleanly: nothing skipped.</p>"
     rows = [(str(p.severity), str(p.kind), p.path, "-" if p.offset is None else p.offset, p.message) for p in result.problems]
@@ -278,13 +323,24 @@ def problems(result) -> str:
 
 
 def files(result) -> str:
-    """The files read, each with its kind, rank and size (the path says which run)."""
+    """The files read, each with its kind, rank and size (the path says which run).
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult`.
+
+    Returns:
+        The section's HTML.
+    """
     rows = [(f["path"], f["kind"], "-" if f["rank"] < 0 else f["rank"], f.get("records", "-"), f"{f.get('bytes_read', 0):,}") for f in result.files]
     return table(("file", "kind", "rank", "records", "bytes"), rows, numeric=(2, 3, 4), paths=(0,)) if rows else note("No files were read.")
 
 
 def environment() -> str:
-    """Versions and known-bad combinations of the machine that wrote the report (``msnb doctor``, without MindSpore)."""
+    """Versions and known-bad combinations of the machine that wrote the report (``msnb doctor``, without MindSpore).
+
+    Returns:
+        The section's HTML.
+    """
     import platform
 
     from ..doctor import check_versions, mindformers_version_map

@@ -7,6 +7,7 @@ at the same pages in Chromium.
 """
 
 import json
+import os
 
 import pytest
 
@@ -176,6 +177,10 @@ def test_mistakes_are_usage_errors_and_nothing_is_written(runs, tmp_path):
         msnb.report(runs["healthy"], out=tmp_path / "no" / "such" / "dir.html")
     with pytest.raises(UsageError, match="is a directory"):
         msnb.report(runs["healthy"], out=tmp_path)
+    os.mkfifo(tmp_path / "fifo.html")  # writing there would block until someone reads
+    with pytest.raises(UsageError, match="not a regular file"):
+        msnb.report(runs["healthy"], out=tmp_path / "fifo.html")
+    (tmp_path / "fifo.html").unlink()
     (tmp_path / "broken.yaml").write_text("monitor_config: [unclosed\n")
     with pytest.raises(ConfigError, match="broken.yaml"):
         msnb.report(runs["healthy"], out=tmp_path / "b.html", config=tmp_path / "broken.yaml")

@@ -60,3 +60,22 @@ def health(source, *, tag_prefix=None, **kwargs):
     from .analysis.health import health as _health
 
     return _health(source, tag_prefix=tag_prefix, **kwargs)
+
+
+def report(source, *, out, config=None, title=None, tag="loss", verify=True):
+    """Write one self-contained HTML report on the runs under *source* (see :func:`msnb.html_report.report`).
+
+    Args:
+        source: a path, a list of paths, or a ``ReadResult``.
+        out: the HTML file to write.
+        config: the run's YAML, resolved and linted in the report (optional).
+        title: the page's title.
+        tag: the loss tag the judge uses, or its meaning.
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``ReportResult`` (``path``, ``bytes``, ``runs``, ``passed``).
+    """
+    from .html_report import report as _report
+
+    return _report(source, out=out, config=config, title=title, tag=tag, verify=verify)

@@ -1,7 +1,8 @@
 """The ``msnb`` command: argument parsing over the library, nothing more.
 
-Exit codes: 0 success, 1 a check found a blocking problem, 2 bad usage or
-input (or nothing readable), 3 ``export --strict`` skipped damaged records.
+Exit codes: 0 success, 1 a check found a blocking problem (``report``: written,
+but a run failed or none could be judged), 2 bad usage or input (or nothing
+readable), 3 ``export --strict`` skipped damaged records.
 """
 
 from __future__ import annotations
@@ -265,6 +266,20 @@ def _cmd_convert(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .html_report import report
+
+    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify)
+    if args.json:
+        print(json.dumps({"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed}, indent=2))
+    else:
+        print(result.format_text())
+    return result.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -376,6 +391,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure (default 10)")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_health)
+
+    p = sub.add_parser("report", help="one self-contained HTML file: verdict, curves, step time, histograms, config lint, lineage, problems, versions")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a run directory (rank_N folders), a file, a log, or a directory of runs")
+    p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write (replaced if it exists)")
+    p.add_argument("--config", metavar="YAML", help="the run's config: shown resolved, with its lint findings")
+    p.add_argument("--title", help="the page's title (default: msnb report: PATH...)")
+    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
+    p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 

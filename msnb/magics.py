@@ -200,6 +200,27 @@ class MsnbMagics(Magics):
         args = parse_argstring(self.mfmon_health, line)
         return health(args.path.strip("\"'"), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
 
+    @magic_arguments()
+    @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
+    @argument("--out", required=True, help="the HTML file to write")
+    @argument("--config", default=None, help="the run's YAML: shown resolved, with its lint findings")
+    @argument("--title", default=None, help="the page's title")
+    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @line_magic
+    @user_errors
+    def mfmon_report(self, line):
+        """Write one self-contained HTML report (verdict, curves, step time, histograms,
+        config lint, lineage, problems, versions) and show it inline.
+
+        Returns a ``msnb.html_report.ReportResult`` (``path``, ``bytes``, ``runs``,
+        ``passed``), shown as the page in a sandboxed frame.
+        """
+        from .html_report import report
+
+        args = parse_argstring(self.mfmon_report, line)
+        config = args.config.strip("\"'") if args.config else None
+        return report([p.strip("\"'") for p in args.paths], out=args.out.strip("\"'"), config=config, title=args.title, tag=args.tag or "loss")
+
 
 def magic_names() -> list[str]:
     """The line and cell magics msnb registers, as ``%name`` / ``%%name``."""

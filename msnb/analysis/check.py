@@ -86,8 +86,10 @@ class CheckResult:
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
-def _read_paths(paths, verify: bool):
+def read_labelled(paths, verify: bool = True):
     """Read one or several paths, runs keyed apart (the data layer's rule) and named for people.
+
+    ``msnb check`` and ``msnb report`` read this way, so a report names runs as the verdict does.
 
     A run is named by the shortest trailing part of its path that tells it from
     the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
@@ -130,7 +132,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         result, where = source, "the data given"
     else:
         paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        result, where = _read_paths(paths, verify), ", ".join(map(str, paths))
+        result, where = read_labelled(paths, verify), ", ".join(map(str, paths))
     scalars = result.scalars
     if not len(scalars):
         problems = f" ({result.problems[0]})" if result.problems else ""

@@ -143,7 +143,8 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         dir_cache: maps a directory to ``(mtime_ns, files, subdirs)``; a directory
             whose mtime has not changed is not listed again (cheap repeated polls).
         problems: where to append a ``loop`` problem for each directory reached
-            again through a symlink (it is not walked twice).
+            again through a symlink (it is not walked twice), and an
+            ``unreadable`` one for each directory that cannot be listed.
 
     Returns:
         The files as :class:`Source` s, sorted by run, rank, kind and timestamp.
@@ -191,7 +192,9 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                                     files.append((entry.name, kind))
                         except OSError:
                             continue
-            except OSError:
+            except OSError as exc:
+                if problems is not None:  # a folder that cannot be listed may hold runs: say so, never skip it silently
+                    problems.append(Problem(str(d), None, ProblemKind.UNREADABLE, f"cannot list this directory: {exc.strerror or exc}", "warning"))
                 continue
             if dir_cache is not None:
                 dir_cache[str(d)] = (mtime, files, subdirs)

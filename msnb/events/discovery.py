@@ -160,7 +160,10 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         d = stack.pop()
         try:
             st = d.stat()
-        except OSError:
+        except FileNotFoundError:
+            continue  # removed while the tree was walked
+        except OSError as exc:
+            _cannot_list(problems, d, exc)
             continue
         mtime = st.st_mtime_ns
         ident = (st.st_dev, st.st_ino)
@@ -192,9 +195,10 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                                     files.append((entry.name, kind))
                         except OSError:
                             continue
+            except FileNotFoundError:
+                continue
             except OSError as exc:
-                if problems is not None:  # a folder that cannot be listed may hold runs: say so, never skip it silently
-                    problems.append(Problem(str(d), None, ProblemKind.UNREADABLE, f"cannot list this directory: {exc.strerror or exc}", "warning"))
+                _cannot_list(problems, d, exc)
                 continue
             if dir_cache is not None:
                 dir_cache[str(d)] = (mtime, files, subdirs)
@@ -203,6 +207,12 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         stack.extend(d / s for s in subdirs)
     sources.sort(key=lambda s: (s.run, s.rank, s.kind, s.order))
     return sources
+
+
+def _cannot_list(problems: list | None, d: Path, exc: OSError) -> None:
+    """A directory that cannot be looked into may hold runs: say so, never skip it silently."""
+    if problems is not None:
+        problems.append(Problem(str(d), None, ProblemKind.UNREADABLE, f"cannot list this directory: {exc.strerror or exc}", "warning"))
 
 
 SNIFF_BYTES = 1 << 20

@@ -105,6 +105,7 @@ class RunsTable:
         self.now = now
         self.active_within = active_within
         self.note = note
+        self._shown_in = None  # the cell whose live display shows this very table (see watch_runs)
 
     @property
     def passed(self) -> bool:
@@ -160,3 +161,25 @@ class RunsTable:
         from .html import render_table
 
         return render_table(self)
+
+    def mime_bundle(self) -> dict:
+        """HTML for notebooks and the text table for terminals, CI logs and plain front ends."""
+        return {"text/plain": self.format_text(), "text/html": self._repr_html_()}
+
+    def _ipython_display_(self) -> None:
+        # a watch already shows this table in this cell's live display: the cell's value adds no second copy
+        if self._shown_in is not None and self._shown_in == _current_cell():
+            return
+        from IPython.display import display
+
+        display(self.mime_bundle(), raw=True)
+
+
+def _current_cell():
+    """The execution count of the cell running now (None outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.execution_count

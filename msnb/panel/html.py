@@ -48,6 +48,19 @@ def sparkline_svg(values, color: str, *, width: int = SPARK_WIDTH, height: int =
     )
 
 
+STATUS_COLORS = {"failed": LIGHTS["red"], "active": "inherit", "idle": "#6e7781"}
+NUMERIC = {"last step", "loss", "smoothed", "size", "age"}
+PAD = "padding:0.1em 0.5em"
+
+
+def verdict_title(row) -> str:
+    """The light's tooltip: the checks that did not pass, or that all did."""
+    bad = [f"{c.status.upper()} {c.name}: {c.detail}" for c in row.verdict.checks if c.status != "pass"]
+    if row.missing_ranks:
+        bad.append(f"ranks missing: {', '.join(map(str, row.missing_ranks))}")
+    return "\n".join(bad) or "every check passed"
+
+
 def status_light(light: str, title: str) -> str:
     """A coloured dot (a styled span, so a row holds exactly one SVG: its sparkline)."""
     color = LIGHTS[light]
@@ -66,14 +79,22 @@ def render_table(table) -> str:
     Returns:
         An HTML fragment.
     """
-    th = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS[:2] + ("loss curve",) + COLUMNS[2:])
+    th = "".join(f'<th style="{PAD}">{html.escape(c)}</th>' for c in COLUMNS[:2] + ("loss curve",) + COLUMNS[2:])
     body = []
     for row in table.rows:
         cells = [html.escape(c) for c in text_cells(row, table.now)]
         color = LIGHTS[row.light]
-        status = f'{status_light(row.light, row.light)}<span style="color:{color};font-weight:bold">{cells[1]}</span>'
-        tds = [f'<td style="text-align:left">{cells[0]}</td>', f"<td>{status}</td>", f"<td>{sparkline_svg(row.curve, color)}</td>"]
-        tds += [f"<td>{c}</td>" for c in cells[2:]]
+        status = f'{status_light(row.light, verdict_title(row))}<span style="color:{STATUS_COLORS[row.status]};font-weight:bold">{cells[1]}</span>'
+        tds = [
+            f'<td style="{PAD};text-align:left">{cells[0]}</td>',
+            f'<td style="{PAD};text-align:left">{status}</td>',
+            f'<td style="{PAD}">{sparkline_svg(row.curve, color)}</td>',
+        ]
+        for name, c in zip(COLUMNS[2:], cells[2:]):
+            style = f"{PAD};text-align:right" if name in NUMERIC else f"{PAD};text-align:left"
+            if name == "missing" and row.missing_ranks:
+                style += f";color:{LIGHTS['amber']};font-weight:bold"
+            tds.append(f'<td style="{style}">{c}</td>')
         body.append(f"<tr>{''.join(tds)}</tr>")
     notes = []
     for row in table.rows:

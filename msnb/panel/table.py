@@ -57,10 +57,10 @@ def verdict_word(row: RunRow) -> str:
 
 
 def flag_summary(row: RunRow) -> str:
-    """The first flag in a few words (``rank 2 loss @150``), with a count of the others."""
+    """The first flag in a few words (``rank 2 loss @150``), the loss's own first, with a count of the others."""
     if not row.flags:
         return "-"
-    f = row.flags[0]
+    f = next((f for f in row.flags if f.tag == row.verdict.tag), row.flags[0])
     who = f"rank {f.rank}" if f.rank >= 0 else "run"
     more = f" (+{len(row.flags) - 1})" if len(row.flags) > 1 else ""
     return f"{who} {f.tag} @{f.step}{more}"

@@ -42,6 +42,7 @@ class RunRow:
         verdict: the judge's :class:`~msnb.analysis.judge.RunVerdict`.
         problems: what the reader skipped or could not read (warnings and errors).
         curve: the smoothed loss, thinned to at most :data:`SPARK_POINTS` points, for the sparkline.
+        files: the paths of the run's files (what size and last write are measured on).
         bytes: size on disk of the run's files.
         last_write: when a file of the run was last written (seconds since the epoch), or None.
         active: a file was written within the ``active_within`` window of the last refresh.

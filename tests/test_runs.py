@@ -226,6 +226,18 @@ def test_watch_reads_only_what_was_added_and_picks_up_new_runs(tmp_path):
     assert [r.run for r in board.poll().rows] == ["growing", "steady"]  # a deleted run leaves the table
 
 
+def test_a_log_at_the_base_is_a_run_of_its_own_and_reads_no_other_run(tmp_path):
+    base = tmp_path / "base"
+    tbx_run(base / "job", [0], 40)
+    (base / "launch.log").write_text("launching job on 1 device\n")  # what a launcher leaves beside its runs
+    board = RunsBoard(base)
+    rows = {r.run: r for r in board.poll().rows}
+    assert sorted(rows) == [".", "job"] and rows["."].files == [str(base / "launch.log")] and rows["."].last_step is None
+    tbx_run(base / "job", [1], 40)
+    board.poll()
+    assert board.changed == ["job"]  # the base's own run never opens the files of the runs below it
+
+
 class Recorder:
     """A display that keeps what it was shown; the second call stands for the user pressing stop."""
 

@@ -68,9 +68,10 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     """The one place a run's files are read: everything the first time, only the new bytes after that.
 
     The reader is a :class:`~msnb.events.Follower` on the run's directory, so
-    a one-shot table (``final=True``) and a watch share one code path.  Rows of
-    runs nested below this one (``run/sub/rank_0``) are theirs, not this run's,
-    and are dropped; with *tags* only those tags' scalars are kept.
+    a one-shot table (``final=True``) and a watch share one code path.  Files
+    of runs nested below this one (``run/sub/rank_0``) are theirs, not this
+    run's, and are never opened by it (a stray log at the base would otherwise
+    read every run twice); with *tags* only those tags' scalars are kept.
 
     Args:
         run: the run.
@@ -86,7 +87,7 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     """
     first = reader is None
     if first:
-        reader = Follower(run.path, verify=verify)
+        reader = Follower(run.path, verify=verify, run=".")  # the run's own files: a run nested below is read by its own reader
     new = reader.poll(final=final)
     if not (first or not new.empty or new.problems):
         return reader, None

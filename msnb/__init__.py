@@ -37,6 +37,26 @@ def check(source, *, tag="loss", rules=None, verify=True):
     return _check(source, tag=tag, rules=rules or DEFAULT_RULES, verify=verify)
 
 
+def runs(base, *, tag="loss", active_within=300.0, rules=None, verify=True):
+    """The team panel: one row per run under *base* (status, ranks, last loss, trend, verdict, flags, size, age).
+
+    See :func:`msnb.panel.runs`; imported lazily so ``import msnb`` stays cheap.
+
+    Args:
+        base: the directory holding the runs.
+        tag: the loss tag or its meaning.
+        active_within: seconds since a run's last write that still count as active.
+        rules: a :class:`msnb.analysis.Rules` (default: the judge's defaults).
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``RunsTable`` (``passed``, ``rows``, ``as_dict()``, ``format_text()``, HTML in a notebook).
+    """
+    from .panel import runs as _runs
+
+    return _runs(base, tag=tag, active_within=active_within, rules=rules, verify=verify)
+
+
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
     from .registry import register_model as _register_model

@@ -115,6 +115,17 @@ def _cmd_check(args) -> int:
     return result.exit_code
 
 
+def _cmd_runs(args) -> int:
+    from .panel import runs
+
+    table = runs(args.base, tag=args.tag or "loss", active_within=args.active_within, verify=not args.no_verify)
+    if args.json:
+        for problem in table.all_problems:  # stdout stays one JSON document
+            print(f"msnb runs: {problem.severity}: {problem}", file=sys.stderr)
+    print(table.to_json() if args.json else table.format_text())
+    return table.exit_code
+
+
 def _cmd_smoke(args) -> int:
     import matplotlib
 
@@ -363,6 +374,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("runs", help="the team panel: one row per run under BASE (status, ranks, last loss, trend, verdict, flags, size, age)")
+    p.add_argument("base", metavar="BASE", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"runs": [{"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write"}]}',
+    )
+    p.add_argument("--active-within", type=float, default=300.0, metavar="SECONDS", help="a run written to within this many seconds is active (default 300)")
+    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
     from .smoke.options import add_smoke_arguments

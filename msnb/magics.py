@@ -158,6 +158,32 @@ class MsnbMagics(Magics):
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
 
+    @magic_arguments()
+    @argument("base", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
+    @argument("--every", type=float, default=None, help="keep the table up to date, polling every S seconds (default: show it once)")
+    @argument("--for", dest="duration", type=float, default=600.0, help="with --every: seconds to watch before stopping")
+    @argument("--active-within", type=float, default=300.0, help="a run written to within this many seconds is active")
+    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @line_magic
+    @user_errors
+    def mfmon_runs(self, line):
+        """The team panel: one row per run under BASE with a status light, a sparkline of
+        the smoothed loss, ranks present and missing, last step and loss, trend, the
+        verdict of ``msnb check`` and its flags, size and age of the last write.
+
+        With ``--every S``, one display is updated in place (reading only what the jobs
+        added) until ``--for`` seconds pass or the cell is interrupted.  Returns the
+        (last) ``msnb.panel.RunsTable``; nothing under BASE fails the cell.
+        """
+        from .panel import runs, watch_runs
+
+        args = parse_argstring(self.mfmon_runs, line)
+        base = args.base.strip("\"'")
+        options = {"tag": args.tag or "loss", "active_within": args.active_within}
+        if args.every is None:
+            return runs(base, **options)
+        return watch_runs(base, every=args.every, duration=args.duration, **options)
+
     @smoke_magic_arguments
     @line_cell_magic
     @user_errors

@@ -455,11 +455,18 @@ class Follower:
     record waits for the next poll; a replaced file is read again from the
     start (its earlier rows are dropped from :attr:`result`).  Polling a tree
     that did not change costs a stat per file and per directory.
+
+    Args:
+        path: a file, a run directory or a tree of runs (it may not exist yet).
+        verify: check record checksums.
+        run: read only this run's files (its name relative to *path*, ``"."``
+            for *path* itself), never those of runs nested below it.
     """
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True):
+    def __init__(self, path: str | os.PathLike, *, verify: bool = True, run: str | None = None):
         self.path = Path(path)
         self.verify = verify
+        self.run = run
         self._states: dict[str, FileState] = {}
         self._order: list[str] = []
         self._dir_cache: dict = {}
@@ -477,6 +484,8 @@ class Follower:
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
+        if self.run is not None:
+            sources = [s for s in sources if s.run == self.run]
         for problem in found:
             if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
                 self._reported.add((problem.path, problem.kind))

@@ -100,6 +100,32 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return out, pos
 
 
+def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
+    """Every bucket span ``(message, a, b)``, grouped by message and in field order within one.
+
+    The lockstep steps hold the k-th bucket of every message; the usual case (buckets only in the
+    leading run, similar counts per message) is regrouped by writing step k into row k of a grid and
+    reading it column by column, which needs no sort.  Otherwise a stable sort by message does it.
+    """
+    depth = len(runs)
+    total = sum(m.size for m, _a, _b in runs)
+    if not late and depth and depth * h <= 4 * total + 4096:
+        grid = np.full((depth, h), -1, dtype=np.int64)
+        for k, (m, a, _b) in enumerate(runs):
+            grid[k, m] = a
+        flat = grid.T.ravel()
+        a = flat[flat >= 0]
+        msg = np.repeat(np.arange(h), (grid >= 0).sum(axis=0))
+        return msg, a, a + raw[a - 1]  # a leading-run bucket's one-byte length sits just before it
+    parts = [*runs, *late]
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    msg = np.concatenate([m for m, _a, _b in parts])
+    order = np.argsort(msg.astype(np.int32), kind="stable")
+    return msg[order], np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
+
+
 def _walk(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     """Every field of every message ``raw[starts[i]:ends[i]]``, in lockstep.
 
@@ -174,9 +200,7 @@ def decode_histograms(buf, starts, ends):
 
     stats = {name: np.full(h, np.nan) for name in _DOUBLES.values()}
     stats.update({name: np.zeros(h, dtype=np.int64) for name in _INTS.values()})
-    b_msg = [m for m, _a, _b in runs]
-    b_a = [a for _m, a, _b in runs]
-    b_b = [b for _m, _a, b in runs]
+    late = []
     for msg, num, wire, a, b, value in steps:
         # each message appears at most once per step, and steps run in field order: the last value wins, as in protobuf
         for n, name in _INTS.items():
@@ -187,54 +211,36 @@ def decode_histograms(buf, starts, ends):
             if pick.any():
                 stats[name][msg[pick]] = _gather_f64(raw, a[pick])
         pick = (num == 1) & (wire == LENGTH)
-        b_msg.append(msg[pick])
-        b_a.append(a[pick])
-        b_b.append(b[pick])
+        if pick.any():
+            late.append((msg[pick], a[pick], b[pick]))
     bad |= stats["count"] < 0  # count_of raises for these: the exact decoder says so
 
-    msg = np.concatenate(b_msg) if b_msg else np.zeros(0, dtype=np.int64)
-    a = np.concatenate(b_a) if b_a else np.zeros(0, dtype=np.int64)
-    b = np.concatenate(b_b) if b_b else np.zeros(0, dtype=np.int64)
-    order = np.argsort(msg, kind="stable")  # bucket order within a message is field order
-    msg, a, b = msg[order], a[order], b[order]
-    layout = (b - a >= 20) & (b - a <= 29)
-    a, b = np.where(layout, a, 0), np.where(layout, b, 20)  # keep every gather inside the buffer
-    for off, byte in ((0, 0x09), (9, 0x11), (18, 0x18)):
-        layout &= raw[a + off] == byte
-    counts = raw[b - 1].astype(np.uint64)  # a one-byte count, the usual case
-    layout &= counts < 0x80
-    wide = np.nonzero(b - a > 20)[0]
+    msg, a, b = _message_major(raw, runs, late, h)
+    size = b - a
+    layout = (size >= 20) & (size <= 29)
+    a = np.where(layout, a, 0)  # keep every read inside the buffer
+    head = sliding_window_view(raw, 20)[a]  # each bucket's first 20 bytes, one row each
+    layout &= (head[:, 0] == 0x09) & (head[:, 9] == 0x11) & (head[:, 18] == 0x18)
+    counts = head[:, 19].astype(np.uint64)  # a one-byte count, the usual case
+    layout &= (size > 20) | (counts < 0x80)
+    wide = np.nonzero(layout & (size > 20))[0]
     if wide.size:
         value, stop, vok = read_varints(raw, a[wide] + 19, b[wide])
         counts[wide] = value
-        layout[wide] = vok & (stop == b[wide]) & layout[wide]
+        layout[wide] = vok & (stop == b[wide])
     bad[msg[~layout]] = True
-    lefts = _gather_f64(raw, a + 1)
-    rights = lefts + _gather_f64(raw, a + 10)
+    lefts = np.ascontiguousarray(head[:, 1:9]).view("<f8").ravel()
+    rights = lefts + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
+    del head
     counts = counts.view(np.int64).astype(np.float64)
 
-    bounds = np.searchsorted(msg, np.arange(h + 1))
+    bounds = np.searchsorted(msg, np.arange(h + 1)).tolist()
+    columns = [stats[name].tolist() for name in ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")]
     out = []
-    bad_list = bad.tolist()
-    lo_list = bounds.tolist()
-    columns = {name: arr.tolist() for name, arr in stats.items()}
-    for i in range(h):
-        if bad_list[i]:
+    for i, (is_bad, mn, mx, sm, count, nan, pos, neg) in enumerate(zip(bad.tolist(), *columns)):
+        if is_bad:
             out.append(None)
             continue
-        lo, hi = lo_list[i], lo_list[i + 1]
-        out.append(
-            Histogram(
-                min=columns["min"][i],
-                max=columns["max"][i],
-                sum=columns["sum"][i],
-                count=columns["count"][i],
-                nan_count=columns["nan_count"][i],
-                pos_inf_count=columns["pos_inf_count"][i],
-                neg_inf_count=columns["neg_inf_count"][i],
-                left=lefts[lo:hi],
-                right=rights[lo:hi],
-                counts=counts[lo:hi],
-            )
-        )
+        lo, hi = bounds[i], bounds[i + 1]
+        out.append(Histogram(mn, mx, sm, count, nan, pos, neg, lefts[lo:hi], rights[lo:hi], counts[lo:hi]))
     return out

@@ -26,6 +26,7 @@ from .wire import FIXED32, FIXED64, LENGTH, VARINT
 _INTS = {2: "nan_count", 3: "pos_inf_count", 4: "neg_inf_count", 8: "count"}
 _DOUBLES = {5: "max", 6: "min", 7: "sum"}
 _MAX_VARINT = 10
+BLOCK = 1 << 18  # buckets read at once
 
 
 def read_varints(raw: np.ndarray, pos: np.ndarray, end: np.ndarray):
@@ -75,7 +76,7 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     handful of numpy steps per bucket; the rest of each message is left to :func:`_walk`.
 
     Returns:
-        ``(buckets, pos)``: per step ``(message, a, b)`` spans of bucket submessages, and
+        ``(buckets, pos)``: per step ``(message, a)``, where bucket submessages start, and
         where each message's remaining fields start.
     """
     pos = starts.copy()
@@ -91,7 +92,7 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         if not ok.all():
             pos[live[~ok]] = at[~ok]
             live, at, end, nxt = live[ok], at[ok], end[ok], nxt[ok]
-        out.append((live, at + 2, nxt))
+        out.append((live, at + 2))  # where each bucket's bytes start; its one-byte length sits just before
         at = nxt
         more = at < end
         if not more.all():
@@ -101,29 +102,62 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 
 
 def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
-    """Every bucket span ``(message, a, b)``, grouped by message and in field order within one.
+    """Every bucket span, grouped by message and in field order within one: ``(buckets per message, a, b)``.
 
     The lockstep steps hold the k-th bucket of every message; the usual case (buckets only in the
     leading run, similar counts per message) is regrouped by writing step k into row k of a grid and
     reading it column by column, which needs no sort.  Otherwise a stable sort by message does it.
     """
     depth = len(runs)
-    total = sum(m.size for m, _a, _b in runs)
+    total = sum(m.size for m, _a in runs)
     if not late and depth and depth * h <= 4 * total + 4096:
         grid = np.full((depth, h), -1, dtype=np.int64)
-        for k, (m, a, _b) in enumerate(runs):
+        for k, (m, a) in enumerate(runs):
             grid[k, m] = a
+        runs.clear()  # the grid holds them now: free them before the next copies
         flat = grid.T.ravel()
+        per = (grid >= 0).sum(axis=0)
+        del grid
         a = flat[flat >= 0]
-        msg = np.repeat(np.arange(h), (grid >= 0).sum(axis=0))
-        return msg, a, a + raw[a - 1]  # a leading-run bucket's one-byte length sits just before it
-    parts = [*runs, *late]
+        return per, a, a + raw[a - 1]
+    parts = [(m, a, a + raw[a - 1]) for m, a in runs] + late
     if not parts:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
+        return np.zeros(h, dtype=np.int64), empty, empty
     msg = np.concatenate([m for m, _a, _b in parts])
     order = np.argsort(msg.astype(np.int32), kind="stable")
-    return msg[order], np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
+    return np.bincount(msg, minlength=h), np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
+
+
+def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
+    """Left edges, right edges and counts of the buckets ``raw[a[i]:b[i]]``, and which have the usual layout.
+
+    The layout is ``09 <left f64> 11 <width f64> 18 <count varint>`` and nothing else, checked byte
+    for byte; blocks of :data:`BLOCK` buckets at a time keep the scratch memory small.
+    """
+    n = a.size
+    lefts, rights, counts, ok = np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=bool)
+    window = sliding_window_view(raw, 20)
+    for lo in range(0, n, BLOCK):
+        hi = min(n, lo + BLOCK)
+        start, stop = a[lo:hi], b[lo:hi]
+        size = stop - start
+        layout = (size >= 20) & (size <= 29)
+        head = window[np.where(layout, start, 0)]  # each bucket's first 20 bytes, one row each (row 0 where it has fewer)
+        layout &= (head[:, 0] == 0x09) & (head[:, 9] == 0x11) & (head[:, 18] == 0x18)
+        count = head[:, 19].astype(np.uint64)  # a one-byte count, the usual case
+        layout &= (size > 20) | (count < 0x80)
+        wide = np.flatnonzero(layout & (size > 20))
+        if wide.size:
+            value, end, vok = read_varints(raw, start[wide] + 19, stop[wide])
+            count[wide] = value
+            layout[wide] = vok & (end == stop[wide])
+        left = np.ascontiguousarray(head[:, 1:9]).view("<f8").ravel()
+        lefts[lo:hi] = left
+        rights[lo:hi] = left + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
+        counts[lo:hi] = count.view(np.int64)
+        ok[lo:hi] = layout
+    return lefts, rights, counts, ok
 
 
 def _walk(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
@@ -215,26 +249,14 @@ def decode_histograms(buf, starts, ends):
             late.append((msg[pick], a[pick], b[pick]))
     bad |= stats["count"] < 0  # count_of raises for these: the exact decoder says so
 
-    msg, a, b = _message_major(raw, runs, late, h)
-    size = b - a
-    layout = (size >= 20) & (size <= 29)
-    a = np.where(layout, a, 0)  # keep every read inside the buffer
-    head = sliding_window_view(raw, 20)[a]  # each bucket's first 20 bytes, one row each
-    layout &= (head[:, 0] == 0x09) & (head[:, 9] == 0x11) & (head[:, 18] == 0x18)
-    counts = head[:, 19].astype(np.uint64)  # a one-byte count, the usual case
-    layout &= (size > 20) | (counts < 0x80)
-    wide = np.nonzero(layout & (size > 20))[0]
-    if wide.size:
-        value, stop, vok = read_varints(raw, a[wide] + 19, b[wide])
-        counts[wide] = value
-        layout[wide] = vok & (stop == b[wide])
-    bad[msg[~layout]] = True
-    lefts = np.ascontiguousarray(head[:, 1:9]).view("<f8").ravel()
-    rights = lefts + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
-    del head
-    counts = counts.view(np.int64).astype(np.float64)
-
-    bounds = np.searchsorted(msg, np.arange(h + 1)).tolist()
+    per, a, b = _message_major(raw, runs, late, h)
+    bounds = np.concatenate([[0], np.cumsum(per)])
+    lefts, rights, counts, ok = _read_buckets(raw, a, b)
+    del a, b
+    failed = np.flatnonzero(~ok)
+    if failed.size:
+        bad[np.searchsorted(bounds, failed, side="right") - 1] = True
+    bounds = bounds.tolist()
     columns = [stats[name].tolist() for name in ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")]
     out = []
     for i, (is_bad, mn, mx, sm, count, nan, pos, neg) in enumerate(zip(bad.tolist(), *columns)):

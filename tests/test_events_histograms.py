@@ -3,6 +3,7 @@
 
 import json
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ def hist_files(tmp_path_factory):
 
 
 def _payloads(path):
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     pos = 0
     while pos + 12 <= len(data):
         (n,) = struct.unpack_from("<Q", data, pos)

@@ -154,7 +154,8 @@ def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
             layout[wide] = vok & (end == stop[wide])
         left = np.ascontiguousarray(head[:, 1:9]).view("<f8").ravel()
         lefts[lo:hi] = left
-        rights[lo:hi] = left + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
+        with np.errstate(over="ignore", invalid="ignore"):  # huge edges overflow to inf, as in the exact decoder
+            rights[lo:hi] = left + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
         counts[lo:hi] = count.view(np.int64)
         ok[lo:hi] = layout
     return lefts, rights, counts, ok

@@ -193,7 +193,8 @@ def decode_histogram(buf, a: int, b: int) -> Histogram:
     lefts = np.asarray(left, dtype=np.float64)
     out["count"] = count_of(out["count"], a)
     out["left"] = lefts
-    out["right"] = lefts + np.asarray(width, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # a damaged edge may overflow to inf: kept as it is, not warned about
+        out["right"] = lefts + np.asarray(width, dtype=np.float64)
     out["counts"] = np.asarray(counts, dtype=np.float64)
     return Histogram(**out)
 

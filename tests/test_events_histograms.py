@@ -169,6 +169,24 @@ def test_hand_encoded_buckets_agree(buckets, count):
     _agree([body])
 
 
+def _bucket(left: float, width: float, count: int) -> bytes:
+    inner = b"\x09" + struct.pack("<d", left) + b"\x11" + struct.pack("<d", width) + b"\x18" + bytes([count])
+    return b"\x0a" + bytes([len(inner)]) + inner
+
+
+def test_a_histogram_of_many_buckets_is_left_to_the_exact_decoder(pool):
+    """Lockstep costs a step per bucket: a lone histogram of 20,000 buckets is handed back, its neighbours are not."""
+    huge = b"".join(_bucket(i * 0.5, 0.5, i % 100) for i in range(20_000)) + b"\x40\x05"
+    messages = [*pool[:7], huge, *pool[7:14]]
+    buf = b"".join(messages)
+    starts = np.cumsum([0] + [len(m) for m in messages])
+    fast = fasthistograms.decode_histograms(buf, starts[:-1], starts[1:])
+    assert fast[7] is None and all(h is not None for i, h in enumerate(fast) if i != 7)
+    _agree(messages)
+    slow = mindspore_proto.decode_histogram(buf, int(starts[7]), int(starts[8]))
+    assert slow.left.size == 20_000 and slow.count == 5
+
+
 def _frame(payload: bytes) -> bytes:
     head = struct.pack("<Q", len(payload))
     return head + struct.pack("<I", masked_crc(head)) + payload + struct.pack("<I", masked_crc(payload))

@@ -27,6 +27,10 @@ _INTS = {2: "nan_count", 3: "pos_inf_count", 4: "neg_inf_count", 8: "count"}
 _DOUBLES = {5: "max", 6: "min", 7: "sum"}
 _MAX_VARINT = 10
 BLOCK = 1 << 18  # buckets read at once
+# Lockstep pays per step, whatever the number of messages in it: once this many steps have run, messages
+# still walking fewer than MIN_LIVE at a time (one histogram of a million buckets) go to the exact decoder.
+ALONE_STEPS = 256
+MIN_LIVE = 16
 
 
 def read_varints(raw: np.ndarray, pos: np.ndarray, end: np.ndarray):
@@ -76,15 +80,20 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     handful of numpy steps per bucket; the rest of each message is left to :func:`_walk`.
 
     Returns:
-        ``(buckets, pos)``: per step ``(message, a)``, where bucket submessages start, and
-        where each message's remaining fields start.
+        ``(buckets, pos, handed_back)``: per step ``(message, a)``, where bucket submessages start;
+        where each message's remaining fields start; messages left to the exact decoder (see :data:`ALONE_STEPS`).
     """
     pos = starts.copy()
+    handed_back = np.zeros(starts.size, dtype=bool)
     live = np.nonzero(starts < ends)[0]
     at, end = pos[live], ends[live]
     last = raw.size - 1
     out = []
     while live.size:
+        if len(out) >= ALONE_STEPS and live.size < MIN_LIVE:
+            handed_back[live] = True
+            pos[live] = ends[live]
+            break
         key = raw[at]
         size = raw[np.minimum(at + 1, last)].astype(np.int64)
         nxt = at + 2 + size
@@ -98,7 +107,7 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         if not more.all():
             pos[live[~more]] = at[~more]
             live, at, end = live[more], at[more], end[more]
-    return out, pos
+    return out, pos, handed_back
 
 
 def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
@@ -175,6 +184,9 @@ def _walk(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     out = []
     last = raw.size - 1
     while live.size:
+        if len(out) >= ALONE_STEPS and live.size < MIN_LIVE:
+            bad[live] = True
+            break
         key = raw[np.minimum(pos, last)].astype(np.int64)
         num, wire = key >> 3, key & 7
         a = pos + 1
@@ -230,8 +242,9 @@ def decode_histograms(buf, starts, ends):
     raw = np.frombuffer(buf, dtype=np.uint8)
     if raw.size < 64:  # room for the fixed-offset reads below, whatever a tiny buffer holds
         raw = np.concatenate([raw, np.zeros(64, dtype=np.uint8)])
-    runs, rest = _bucket_runs(raw, starts, ends)
+    runs, rest, handed_back = _bucket_runs(raw, starts, ends)
     steps, bad = _walk(raw, rest, ends)
+    bad |= handed_back
 
     stats = {name: np.full(h, np.nan) for name in _DOUBLES.values()}
     stats.update({name: np.zeros(h, dtype=np.int64) for name in _INTS.values()})

@@ -140,3 +140,20 @@ def test_magic_takes_bands_and_no_bands(edge):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, False]
+
+
+def test_ranks_without_a_common_step_are_drawn_as_lines():
+    """Bands need steps every rank logged; ranks that logged disjoint steps keep their lines, nothing vanishes."""
+    from msnb.events import ScalarTable
+
+    steps = np.concatenate([np.arange(10) + 100 * r for r in range(3)])
+    table = ScalarTable(
+        run=np.full(30, ".", dtype=object),
+        rank=np.repeat(np.arange(3), 10),
+        tag=np.full(30, "loss", dtype=object),
+        step=steps,
+        wall_time=steps.astype(float),
+        value=np.ones(30),
+    )
+    report = plot_scalars(table, bands=True, ranks=True, smooth=0.0)
+    assert report.bands == [] and len(report.figure.axes[0].get_lines()) == 3

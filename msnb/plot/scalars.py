@@ -349,7 +349,10 @@ def plot_scalars(
 
         panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
         tag_idx = np.flatnonzero(scalars.tag == tag)
-        line_runs = {run: masks[run] for run in runs if run not in band_runs}
+        # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
+        panel_bands = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None) if b.steps.size]
+        banded = {b.run for b in panel_bands}
+        line_runs = {run: masks[run] for run in runs if run not in banded}
         for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
             key = (run, rank)
             if key not in series_keys:
@@ -357,7 +360,7 @@ def plot_scalars(
             color = cycle[series_keys.index(key) % len(cycle)]
             label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
             xlabel = _draw_line(panel, run, steps, walls, values, color, label)
-        for b in [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None)]:
+        for b in panel_bands:
             drawn_bands.append(b)
             run_idx = tag_idx[masks[b.run][tag_idx]]
             key = (b.run, None)
@@ -391,7 +394,7 @@ def plot_scalars(
                 w = scalars.where(run=f.run, rank=f.rank, step=f.step).wall_time
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
-                named = f.run not in band_runs  # in a band run the rank's own line carries its name
+                named = f.run not in banded  # over bands the rank's own line carries its name
                 ax.axvline(
                     fx,
                     color="red",

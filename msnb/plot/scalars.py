@@ -232,8 +232,8 @@ def _series(table: ScalarTable, tag: str, per_rank: bool, *, idx=None, run_masks
             ranks = np.array([r for r in ranks.tolist() if (run, r) in only], dtype=np.int64)
             if not ranks.size:
                 continue
-        groups = [(int(r), ridx[rank_col == r]) for r in ranks] if per_rank or ranks.size == 1 or only is not None else [(None, ridx)]
-        for rank, gidx in groups:
+        by_rank = [(int(r), ridx[rank_col == r]) for r in ranks] if per_rank or ranks.size == 1 or only is not None else [(None, ridx)]
+        for rank, gidx in by_rank:
             steps, walls, values = table.step[gidx], table.wall_time[gidx], table.value[gidx]
             if rank is None:
                 # mean over ranks at each step; a NaN on any rank stays visible as NaN
@@ -511,10 +511,12 @@ def _bands_of(scalars, tag: str, run: str, flags, loss_curves) -> list:
 def _step_walls(table: ScalarTable, idx: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """The earliest wall time any of the rows *idx* (one run's rows of one tag) logged at each of *steps* (NaN where none did)."""
     uniq, inv = np.unique(table.step[idx], return_inverse=True)
+    if not uniq.size:
+        return np.full(len(steps), np.nan)
     wall = np.full(uniq.size, np.nan)
     np.fmin.at(wall, inv, table.wall_time[idx])
-    at = np.clip(np.searchsorted(uniq, steps), 0, max(uniq.size - 1, 0))
-    return np.where(uniq.size and (uniq[at] == steps), wall[at] if uniq.size else np.nan, np.nan)
+    at = np.minimum(np.searchsorted(uniq, steps), uniq.size - 1)
+    return np.where(uniq[at] == steps, wall[at], np.nan)
 
 
 def read_for_plot(paths, verify: bool = True):

@@ -179,4 +179,5 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
         errors.extend(late)
     for i, ev in generic:
         cols.add_event(i, ev)
+    errors.sort(key=lambda item: item[0])  # in file order, however the records were grouped to decode
     return cols, generic, errors

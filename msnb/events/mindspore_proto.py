@@ -17,7 +17,7 @@ from .fasthistograms import decode_histograms
 from .wire import FIXED32, FIXED64, LENGTH, VARINT, DecodeError, f32, f64, fields, packed_or_single, signed64, text, varint
 
 VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
-_DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError)  # what a damaged histogram can raise
+_DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)  # what a damaged record can raise (decode_records' list)
 
 # anf_ir.proto DataType -> numpy dtype name (the ones a summary tensor can hold)
 DATA_TYPES = {
@@ -48,8 +48,16 @@ def decode_event_deferred(buf, a: int, b: int) -> DecodedEvent:
 
     A reader decodes every record of a buffer this way, then all their histograms at
     once with :func:`resolve_histograms` (vectorised: see :mod:`msnb.events.fasthistograms`).
+    A record that fails raises what :func:`decode_event` raises: the first error in field
+    order, so a broken histogram before the failing field is decoded here and raises first.
     """
-    return decode_envelope(buf, a, b, _decode_value_deferred, graph_fields=(4,))
+    pending: list = []
+    try:
+        return decode_envelope(buf, a, b, partial(_decode_value, defer=pending), graph_fields=(4,))
+    except _DECODE_ERRORS:
+        for span in pending:
+            decode_histogram(buf, span.start, span.end)
+        raise
 
 
 class HistogramSpan:
@@ -88,7 +96,7 @@ def resolve_histograms(buf, events: list) -> tuple[list, list]:
             try:
                 hist = decode_histogram(buf, span.start, span.end)
             except _DECODE_ERRORS as exc:
-                failed[k] = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), span.start)
+                failed[k] = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)  # as decode_records words it
                 continue
         ev.others[j] = (ev.others[j][0], hist)
     if not failed:
@@ -96,7 +104,7 @@ def resolve_histograms(buf, events: list) -> tuple[list, list]:
     return [e for k, e in enumerate(events) if k not in failed], [(events[k][0], exc) for k, exc in failed.items()]
 
 
-def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: bool = False) -> None:
+def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list | None = None) -> None:
     tag = ""
     scalar = None
     found = []
@@ -110,7 +118,11 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: bool 
         elif num == 8 and wire == LENGTH:
             found.append(decode_tensor(buf, x, y))
         elif num == 9 and wire == LENGTH:
-            found.append(HistogramSpan(x, y) if defer else decode_histogram(buf, x, y))
+            if defer is None:
+                found.append(decode_histogram(buf, x, y))
+            else:  # left for resolve_histograms; *defer* lists the spans met so far
+                found.append(HistogramSpan(x, y))
+                defer.append(found[-1])
         elif num == 10 and wire == LENGTH:
             found.append(Landscape(y - x))
         else:
@@ -119,9 +131,6 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: bool 
         ev.scalars.append((tag, scalar[0], scalar[1], "f4"))
     for record in found:
         ev.others.append((tag, record))
-
-
-_decode_value_deferred = partial(_decode_value, defer=True)
 
 
 def decode_tensor(buf, a: int, b: int) -> Tensor:

@@ -15,6 +15,9 @@ import sys
 from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
 
+# shared with %mfmon_plot; the number is msnb.analysis.bands.BANDS_ABOVE (a test checks), spelled out so the parser needs no numpy
+BANDS_HELP = "draw each run's ranks as bands (min-max, 10-90 %%, median) with the flagged ranks as lines; default: on for runs of more than 16 ranks"
+
 
 def _cmd_install_kernel(args) -> int:
     from . import kernel
@@ -97,7 +100,14 @@ def _cmd_plot(args) -> int:
         raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
     report = plot_scalars(
-        result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths, result.runs)
+        result.scalars,
+        tags=tags,
+        smooth=args.smooth,
+        x=args.x,
+        ranks=args.ranks,
+        log=args.log,
+        label_for_run=run_labeller(args.paths, result.runs),
+        bands=args.bands,
     )
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
@@ -362,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smooth", type=float, default=0.6)
     p.add_argument("--x", default="step", choices=["step", "wall", "relative"])
     p.add_argument("--ranks", action="store_true", help="one line per rank")
+    p.add_argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
     p.add_argument("--log", action="store_true", help="logarithmic y axis")
     p.add_argument("--dpi", type=int, default=100)
     p.add_argument("--json", action="store_true", help="print the report as JSON (runs, tags, points, flags)")

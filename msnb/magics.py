@@ -6,12 +6,14 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
+import argparse
 import functools
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .cli import BANDS_HELP
 from .errors import MsnbError, NothingReadable
 from .smoke.options import smoke_magic_arguments
 
@@ -92,12 +94,13 @@ class MsnbMagics(Magics):
     @argument("--smooth", type=float, default=0.6, help="TensorBoard-style smoothing weight in [0, 1)")
     @argument("--x", default="step", choices=["step", "wall", "relative"], help="x axis")
     @argument("--ranks", action="store_true", help="one line per rank instead of the mean over ranks")
+    @argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
     @argument("--log", action="store_true", help="logarithmic y axis")
     @line_magic
     @user_errors
     def mfmon_plot(self, line):
         """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
-        NaN/Inf marked, ranks that left the others flagged.
+        NaN/Inf marked, ranks that left the others flagged (over 16 ranks: bands, flagged ranks as lines).
 
         Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
         figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
@@ -115,7 +118,14 @@ class MsnbMagics(Magics):
             raise NothingReadable(f"no scalars under {', '.join(paths)}")
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         report = plot_scalars(
-            result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(paths, result.runs)
+            result.scalars,
+            tags=tags,
+            smooth=args.smooth,
+            x=args.x,
+            ranks=args.ranks,
+            log=args.log,
+            label_for_run=run_labeller(paths, result.runs),
+            bands=args.bands,
         )
         show_figure(report.figure)
         if report.flags or report.nonfinite:

@@ -116,8 +116,12 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
     return ok, np.concatenate(step_parts), np.concatenate(wall_parts), [np.concatenate(v) for v in value_parts]
 
 
-def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None):
     """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
+
+    *finish*, when given, is called as ``finish(buf, generic)`` once every record
+    is decoded and returns ``(generic, errors)``: the step that decodes what
+    *decode_event* deferred (histograms, all at once) and drops the records it could not.
 
     *generic* is a list of ``(record_index, DecodedEvent)`` for records not
     handled by a template (they may carry histograms, images, versions...;
@@ -149,7 +153,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
                 continue
             if remaining.size < MIN_GROUP or templates >= MAX_TEMPLATES or not ev.pure_scalar:
                 generic.append((i0, ev))
-                cols.add_event(i0, ev)
                 remaining = remaining[1:]
                 continue
             if window is None:
@@ -163,7 +166,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
             templates += 1
             if not ok[0]:  # cannot happen for a well-formed template; never loop on it
                 generic.append((i0, ev))
-                cols.add_event(i0, ev)
                 remaining = remaining[1:]
                 continue
             matched = remaining[ok]
@@ -172,4 +174,10 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event):
             if matched.size < 2:
                 templates = MAX_TEMPLATES  # layouts vary record to record here: stop trying
             remaining = remaining[~ok]
+    if finish is not None and generic:
+        generic, late = finish(buf, generic)
+        errors.extend(late)
+    for i, ev in generic:
+        cols.add_event(i, ev)
+    errors.sort(key=lambda item: item[0])  # in file order, however the records were grouped to decode
     return cols, generic, errors

@@ -26,7 +26,8 @@ from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .wire import DecodeError
 
-_DECODERS = {MS_SUMMARY: mindspore_proto.decode_event, TFEVENTS: tensorboard_proto.decode_event}
+_DECODERS = {MS_SUMMARY: mindspore_proto.decode_event_deferred, TFEVENTS: tensorboard_proto.decode_event}
+_FINISHERS = {MS_SUMMARY: mindspore_proto.resolve_histograms}  # decodes what a decoder deferred, all records at once
 _DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
 LOG_CHUNK = 8 << 20  # bytes of a log read at once
 FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
@@ -282,7 +283,7 @@ class FileState:
 
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor])
+        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor))
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)

@@ -401,7 +401,7 @@ def plot_scalars(
                     linestyle="--",
                     linewidth=1,
                     alpha=1.0 if named else 0.5,
-                    label=f"rank {f.rank} diverges ({label_for_run(f.run)})" if named else None,
+                    label=f"rank {f.rank} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
                 )
         drawn += panel.drawn
         smoothed += panel.smoothed
@@ -419,8 +419,7 @@ def plot_scalars(
         if log:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+        _legend(ax)
     if title:
         fig.suptitle(title)
     for f in found:  # the real rank, also when ranks were drawn averaged
@@ -449,6 +448,31 @@ class _Panel:
     xs_seen: list
     drawn: int = 0
     smoothed: int = 0
+
+
+# legend entries that repeat once per series; several of a kind become one entry
+_REPEATED = (("NaN/Inf", "NaN/Inf in {n} series (red x at the top)"), ("compile step", "compile steps of {n} series (off scale)"))
+
+
+def _legend(ax) -> None:
+    """A legend that names each line once: per-series NaN and compile-step markers are merged when there are several."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    kept, merged = [], {}
+    for h, text in zip(handles, labels):
+        kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
+        if kind is None:
+            kept.append((h, text))
+        else:
+            merged.setdefault(kind, []).append((h, text))
+    for kind, wording in _REPEATED:
+        items = merged.get(kind, [])
+        if len(items) == 1:
+            kept.append(items[0])
+        elif items:
+            kept.append((items[0][0], wording.format(n=len(items))))
+    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize="small")
 
 
 def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None) -> str:

@@ -92,6 +92,7 @@ def _cmd_plot(args) -> int:
     matplotlib.use("Agg")
     from .events.runs import read_for_plot, run_labeller
     from .plot import plot_scalars
+    from .plot.render import plain_text
 
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
@@ -109,6 +110,7 @@ def _cmd_plot(args) -> int:
         label_for_run=run_labeller(args.paths, result.runs),
         bands=args.bands,
     )
+    plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
         print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))

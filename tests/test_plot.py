@@ -203,3 +203,17 @@ def test_repeated_marker_entries_are_merged_in_the_legend():
     _legend(ax)
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert texts == [f"rank {r}" for r in range(8)] + ["NaN/Inf in 8 series (red x at the top)", "compile step 1: 900 (off scale)"]
+
+
+def test_a_tag_that_looks_like_tex_is_drawn_as_written(tmp_path, run_msnb):
+    """Tag names come from files: one holding ``$...$`` that is no valid TeX must not stop ``msnb plot --out``."""
+    from tensorboardX import SummaryWriter
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    tag = "$\\notacommand{$"
+    with SummaryWriter(str(tmp_path / "run")) as w:  # add_scalar would clean the tag; another writer might not
+        for step in range(1, 30):
+            w._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, simple_value=1.0 / step)]), step)
+    out = tmp_path / "curves.png"
+    run_msnb("plot", tmp_path / "run", "--tags", tag, "--out", out, check=0)
+    assert out.stat().st_size > 1000

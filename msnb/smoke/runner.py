@@ -474,6 +474,9 @@ def save_figure(result: SmokeResult, out) -> Check | None:
     if result.figure is None:
         return None
     try:
+        from ..plot.render import plain_text
+
+        plain_text(result.figure)  # names from files are no TeX
         result.figure.savefig(out, dpi=100)
         return None
     except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands

@@ -21,9 +21,11 @@ from .decoded import Landscape
 from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
 from .fastscalars import decode_records
 from .logs import LogParser
+from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind
 from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
+from .tags import spellings
 from .wire import DecodeError
 
 _DECODERS = {MS_SUMMARY: mindspore_proto.decode_event, TFEVENTS: tensorboard_proto.decode_event}
@@ -119,10 +121,11 @@ def _full(n: int, value) -> np.ndarray:
 class FileState:
     """How far one file has been read, and what it yielded."""
 
-    def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False):
+    def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False, wanted: frozenset | None = None):
         self.source = source
         self.verify = verify
         self.explicit = explicit
+        self.wanted = wanted  # real tags to keep (None: all); lineage, which has no tag, is always kept
         self.reads = 0  # times the file was opened: an unchanged file is never opened
         self.reset()
 
@@ -282,7 +285,8 @@ class FileState:
 
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor])
+        wanted = self.wanted
+        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], wanted)
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)
@@ -304,9 +308,11 @@ class FileState:
         for _i, ev in generic:
             if ev.version is not None and self.version is None:
                 self.version = ev.version
-            if ev.graph_bytes is not None:
+            if ev.graph_bytes is not None and (wanted is None or "" in wanted):
                 markers.append(("", ev.step, ev.wall_time, "graph", ev.graph_bytes))
             for tag, record in ev.others:
+                if wanted is not None and tag not in wanted:
+                    continue
                 if isinstance(record, Landscape):
                     markers.append((tag, ev.step, ev.wall_time, "loss_landscape", record.bytes))
                     continue
@@ -368,6 +374,8 @@ class FileState:
         cols = _LogColumns()
         self._read_log_chunks(f, size, final, out, cols)
         table = cols.table(self.source)
+        if self.wanted is not None and len(table):
+            table = table.take(np.isin(table.tag, list(self.wanted)))
         if len(table):
             _add(out, "scalars", table)
 
@@ -455,11 +463,24 @@ class Follower:
     record waits for the next poll; a replaced file is read again from the
     start (its earlier rows are dropped from :attr:`result`).  Polling a tree
     that did not change costs a stat per file and per directory.
+
+    Args:
+        path: a file, a run directory or a tree of runs.
+        verify: check both checksums of every record.
+        tags: read only these tags (real tags or meanings: ``loss`` keeps ``loss/auto``, ``lm-loss``...,
+            see :func:`msnb.events.tags.spellings`); None reads all.  Records of other tags are
+            framed and checked but not decoded where the layout proves which tag they hold.
+            Lineage records, which have no tag, are always kept.
+        workers: processes a poll with much to read may use (None: the cores available, capped);
+            the result is the same as with 1.
     """
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True):
+    def __init__(self, path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = 1):
         self.path = Path(path)
         self.verify = verify
+        self.tags = None if tags is None else sorted(spellings(tags))
+        self._wanted = None if tags is None else frozenset(self.tags)
+        self.workers = default_workers() if workers is None else max(1, int(workers))
         self._states: dict[str, FileState] = {}
         self._order: list[str] = []
         self._dir_cache: dict = {}
@@ -484,14 +505,26 @@ class Follower:
                 self._cached = None
         for src in sources:
             if src.path not in self._states:
-                self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit)
+                self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit, wanted=self._wanted)
         self._order = [s.path for s in sources] + [p for p in self._order if p not in {s.path for s in sources}]
-        news = [self._states[p].poll(final=final) for p in self._order]
+        news = self._poll_states(final)
         new = ReadResult.merge(news)
         self._problems.extend(new.problems)
         if not new.empty or new.problems:
             self._cached = None
         return new
+
+    def _poll_states(self, final: bool) -> list:
+        """Poll every file in order: here, or in worker processes when there is much to read."""
+        states = [self._states[p] for p in self._order]
+        tasks = plan(_pending(states), self.workers) if self.workers > 1 else []
+        if not tasks:
+            return [st.poll(final=final) for st in states]
+        polled = set(i for t in tasks for i in t)
+        news = dict(zip(sorted(polled), poll_states(states, tasks, self.workers, final=final)))
+        for p, st in zip(self._order, states):
+            self._states[p] = st  # the workers' states, advanced
+        return [news[i] if i in polled else st.poll(final=final) for i, st in enumerate(states)]
 
     def close(self) -> ReadResult:
         """A last poll that reports whatever is still incomplete as truncated."""
@@ -508,13 +541,38 @@ class Follower:
         return self._cached
 
 
-def read(path: str | os.PathLike, *, verify: bool = True) -> ReadResult:
+def _pending(states: list) -> list[tuple[int, int]]:
+    """``(index, unread bytes)`` of each state's file that grew past where it was read."""
+    out = []
+    for i, st in enumerate(states):
+        try:
+            size = os.stat(st.source.path).st_size
+        except OSError:
+            continue
+        unread = size - st.pos if size >= st.pos else size  # a shorter file is read again from the start
+        if unread:
+            out.append((i, unread))
+    return out
+
+
+def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None) -> ReadResult:
     """Read every summary, event file and training log under *path*.
 
     *path* may be one file, one run directory or a tree of runs.  Damaged data
     never raises: intact records are returned and the rest is listed in
     ``result.problems``.
+
+    Args:
+        path: a file, a run directory or a tree of runs.
+        verify: check both checksums of every record.
+        tags: read only these tags (real tags or meanings, e.g. ``["loss", "lr"]``); None reads all.
+            The result is the full read's with other tags' rows left out.
+        workers: processes to read files in (None: the cores available, capped at 8; 1: this
+            process only).  Small trees are read here whatever it says; the result is the same.
+
+    Returns:
+        A :class:`ReadResult`.
     """
-    follower = Follower(path, verify=verify)
+    follower = Follower(path, verify=verify, tags=tags, workers=workers)
     follower.poll(final=True)
     return follower.result

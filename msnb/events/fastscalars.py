@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .crcs import by_length
 from .wire import DecodeError
 
 MIN_GROUP = 8  # fewer records than this of one length: decode them one by one
@@ -150,12 +151,10 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
         return cols, generic, errors
     raw = np.frombuffer(buf, dtype=np.uint8)
     window = None
-    uniq, inverse = np.unique(lengths, return_inverse=True)
-    by_length = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[by_length], np.arange(uniq.size + 1))
+    uniq, order, bounds = by_length(lengths)
     for g in range(uniq.size):
         n = int(uniq[g])
-        remaining = by_length[bounds[g] : bounds[g + 1]]
+        remaining = order[bounds[g] : bounds[g + 1]]
         templates = 0
         while remaining.size:
             i0 = int(remaining[0])

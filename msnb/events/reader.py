@@ -77,11 +77,12 @@ class ReadResult:
         return f"<ReadResult: {', '.join(parts) or 'nothing'} from {len(self.files)} file(s); {len(self.problems)} problem(s)>"
 
     @classmethod
-    def merge(cls, results) -> ReadResult:
+    def merge(cls, results, *, consume: bool = False) -> ReadResult:
+        """One result of *results*, in order; with *consume* their tables are freed column by column as they are joined."""
         results = list(results)
         out = cls()
         for t in cls.TABLES:
-            setattr(out, t, type(getattr(out, t)).concat([getattr(r, t) for r in results]))
+            setattr(out, t, type(getattr(out, t)).concat([getattr(r, t) for r in results], consume=consume))
         for r in results:
             out.problems.extend(r.problems)
             out.files.extend(r.files)
@@ -489,12 +490,16 @@ class Follower:
         self._reported: set = set()
 
     def poll(self, *, final: bool = False) -> ReadResult:
+        return ReadResult.merge(self._poll_files(final))
+
+    def _poll_files(self, final: bool) -> list[ReadResult]:
+        """What each file added (one result per file, in order), recorded in this follower."""
         if not self.path.exists():
             new = ReadResult()
             if final:
                 new.problems.append(Problem(str(self.path), None, ProblemKind.MISSING, "no such file or directory", "error"))
                 self._problems.extend(new.problems)
-            return new
+            return [new]
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
@@ -508,11 +513,11 @@ class Follower:
                 self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit, wanted=self._wanted)
         self._order = [s.path for s in sources] + [p for p in self._order if p not in {s.path for s in sources}]
         news = self._poll_states(final)
-        new = ReadResult.merge(news)
-        self._problems.extend(new.problems)
-        if not new.empty or new.problems:
-            self._cached = None
-        return new
+        for new in news:
+            self._problems.extend(new.problems)
+            if not new.empty or new.problems:
+                self._cached = None
+        return news
 
     def _poll_states(self, final: bool) -> list:
         """Poll every file in order: here, or in worker processes when there is much to read."""
@@ -539,6 +544,15 @@ class Follower:
             merged.files = [self._states[p].info() for p in self._order]
             self._cached = merged
         return self._cached
+
+    def _drain(self) -> ReadResult:
+        """Everything read, joined while the per-file parts are freed (a one-shot read needs no second copy)."""
+        merged = ReadResult.merge((r for p in self._order for r in self._states[p].results), consume=True)
+        for p in self._order:
+            self._states[p].results = []
+        merged.problems = list(self._problems)
+        merged.files = [self._states[p].info() for p in self._order]
+        return merged
 
 
 def _pending(states: list) -> list[tuple[int, int]]:
@@ -574,5 +588,5 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
         A :class:`ReadResult`.
     """
     follower = Follower(path, verify=verify, tags=tags, workers=workers)
-    follower.poll(final=True)
-    return follower.result
+    follower._poll_files(final=True)
+    return follower._drain()

@@ -133,7 +133,7 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, kee
     return ok, np.concatenate(step_parts), np.concatenate(wall_parts), {j: np.concatenate(v) for j, v in value_parts.items()}
 
 
-def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, wanted=None):
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, *, wanted=None):
     """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
 
     With *wanted* (a set of real tags), only those tags' scalars are collected; records

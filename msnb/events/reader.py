@@ -287,7 +287,7 @@ class FileState:
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
         wanted = self.wanted
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], wanted)
+        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], wanted=wanted)
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)

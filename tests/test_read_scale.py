@@ -237,3 +237,15 @@ def test_workers_end_with_their_parent(tmp_path):
         alive = [p for p in alive if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split(")")[-1].split()[0]]
         time.sleep(0.1)
     assert not alive
+
+
+def test_a_failing_worker_raises_with_its_traceback(tb_files):
+    """A bug in a worker is not swallowed: the parent raises with the worker's traceback, and no worker is left."""
+    from msnb.events.discovery import discover
+    from msnb.events.reader import FileState
+
+    states = [FileState(src) for src in discover(tb_files)]
+    states[1].source = None  # a state no reader would build: polling it fails inside the worker
+    with pytest.raises(parallel.WorkerError, match="AttributeError"):
+        parallel.poll_states(states, [[0], [1]], 2, final=True)
+    assert states[0].results == [] or len(states[0].results) == 1  # whatever finished is kept in order, nothing doubled

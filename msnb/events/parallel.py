@@ -34,7 +34,9 @@ class WorkerError(Exception):
 
 
 def default_workers() -> int:
-    """The cores this process may use, capped at :data:`MAX_WORKERS`."""
+    """The cores this process may use, capped at :data:`MAX_WORKERS` (1 where no Python can be started)."""
+    if not sys.executable:
+        return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -181,10 +183,17 @@ def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bo
                 if not give(proc):
                     sel.unregister(proc.stdout)
                     busy -= 1
+    except BaseException:  # a failed worker, Ctrl-C: the others' work is of no use, end them now
+        for proc in procs:
+            proc.kill()
+        raise
     finally:
         sel.close()
         for proc in procs:
-            proc.stdin.close()
+            try:
+                proc.stdin.close()
+            except OSError:  # a killed worker's pipe
+                pass
         for proc in procs:
             try:
                 proc.wait(timeout=5)

@@ -202,12 +202,14 @@ _OVERVIEW = """
 import json, sys, time
 t0 = time.perf_counter()
 import msnb
-r = msnb.read(sys.argv[1], tags=sys.argv[2].split(","), workers=int(sys.argv[3]))
+from msnb.events.parallel import default_workers
+workers = int(sys.argv[3]) or default_workers()  # what msnb.read(workers=None) would take now
+r = msnb.read(sys.argv[1], tags=sys.argv[2].split(","), workers=workers)
 t_read = time.perf_counter() - t0
 c = msnb.check(r)
 t_all = time.perf_counter() - t0
 flags = sorted({f.rank for f in c.flags})
-print(json.dumps({"read_s": t_read, "inner_s": t_all, "points": len(r.scalars), "ranks": c.runs[0].ranks if c.runs else [],
+print(json.dumps({"workers": workers, "read_s": t_read, "inner_s": t_all, "points": len(r.scalars), "ranks": c.runs[0].ranks if c.runs else [],
                   "last_step": int(r.scalars.step.max()) if len(r.scalars) else None, "flagged": flags, "problems": len(r.problems)}))
 """
 
@@ -306,6 +308,9 @@ def bench_tree(ranks: int, steps: int, workers: int, timeout: float, full: bool,
     rows["floor"] = measure_floor(tree, timeout)
     log(f"{ranks}x{steps}: msnb overview ...")
     rows["msnb overview"] = measure_overview(tree, workers, timeout)
+    if workers != 1:
+        log(f"{ranks}x{steps}: msnb overview, one process ...")
+        rows["msnb overview, 1 process"] = measure_overview(tree, 1, timeout)
     cli = measure_runs_cli(tree, timeout)
     if cli is not None:
         rows["msnb runs --json"] = cli
@@ -327,7 +332,7 @@ def report(res: dict) -> list[str]:
     floor = rows["floor"].get("seconds")
     lines = [
         f"\n{f['ranks']} ranks x {f['steps']:,} steps x {len(f['tags'])} tags: {f['bytes'] / 1e6:.0f} MB, {f['records']:,} records"
-        f" (NaN on rank {f['nan_rank']} from step {f['nan_step']}); overview workers={res['workers']}",
+        f" (NaN on rank {f['nan_rank']} from step {f['nan_step']}); overview workers={res['workers'] or 'default'}",
         f"  {'reader':<38} {'seconds':>8} {'x floor':>8} {'peak RSS (tree)':>16}  notes",
     ]
     for name, r in rows.items():
@@ -336,10 +341,10 @@ def report(res: dict) -> list[str]:
             continue
         ratio = f"{r['seconds'] / floor:.2f}x" if floor else "-"
         notes = ""
-        if name == "msnb overview":
+        if name.startswith("msnb overview"):
             healthy = [k for k in r["flagged"] if k != f["nan_rank"]]
             notes = (
-                f"read {r['read_s']:.2f} s, {r['points']:,} points; {len(r['ranks'])} ranks, last step {r['last_step']},"
+                f"{r['workers']} worker(s); read {r['read_s']:.2f} s, {r['points']:,} points; {len(r['ranks'])} ranks, last step {r['last_step']},"
                 f" NaN rank flagged: {f['nan_rank'] in r['flagged']}, healthy ranks flagged: {len(healthy)}"
             )
         elif "points" in r:
@@ -357,7 +362,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-wide", action="store_true", help="skip the 1,024-rank tree")
     parser.add_argument("--no-full", action="store_true", help="skip msnb's one-process read of every tag")
     parser.add_argument("--no-others", action="store_true", help="skip the data server and tbparse")
-    parser.add_argument("--workers", type=int, default=None, help="overview workers (default: the cores available, capped)")
+    parser.add_argument("--workers", type=int, default=0, help="overview workers (default 0: msnb's default, the idle cores, capped)")
     parser.add_argument("--tbparse-ranks", type=int, default=8, help="ranks tbparse reads (its time is scaled to the whole tree)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--json", type=Path, help="also write the measurements here")
@@ -365,11 +370,11 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(HERE.parent))
     from msnb.events.parallel import default_workers
 
-    workers = args.workers or default_workers()
+    workers = args.workers
     results = {"main": bench_tree(args.ranks, args.steps, workers, args.timeout, not args.no_full, not args.no_others, args.tbparse_ranks)}
     if not args.no_wide:
         results["wide"] = bench_tree(args.wide_ranks, args.wide_steps, workers, args.timeout, False, False)
-    print(f"\nmsnb multi-rank benchmark ({os.cpu_count()} cores, {default_workers()} usable, Python {sys.version.split()[0]})")
+    print(f"\nmsnb multi-rank benchmark ({os.cpu_count()} cores, {default_workers()} idle now, Python {sys.version.split()[0]})")
     for res in results.values():
         print("\n".join(report(res)))
     main_rows = results["main"]["rows"]

@@ -34,14 +34,24 @@ class WorkerError(Exception):
 
 
 def default_workers() -> int:
-    """The cores this process may use, capped at :data:`MAX_WORKERS` (1 where no Python can be started)."""
+    """The cores this process may use that other processes are not already using, capped at :data:`MAX_WORKERS`.
+
+    On a shared machine (a login node, a notebook server) the load average
+    counts the cores others keep busy; workers started on those would only
+    queue behind them and add their own start-up, so they are left out.
+    Returns 1 where no Python can be started.
+    """
     if not sys.executable:
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_WORKERS))
+    try:
+        busy = max(0, int(os.getloadavg()[0]) - 1)  # this process is one of the running ones
+    except OSError:
+        busy = 0
+    return max(1, min(cores - busy, MAX_WORKERS))
 
 
 def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:

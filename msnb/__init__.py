@@ -38,6 +38,26 @@ def check(source, *, tag="loss", rules=None, verify=True):
     return _check(source, tag=tag, rules=rules or DEFAULT_RULES, verify=verify)
 
 
+def runs(base, *, tag="loss", active_within=300.0, rules=None, verify=True):
+    """The team panel: one row per run under *base* (status, ranks, last loss, trend, verdict, flags, size, age).
+
+    See :func:`msnb.panel.runs`; imported lazily so ``import msnb`` stays cheap.
+
+    Args:
+        base: the directory holding the runs.
+        tag: the loss tag or its meaning.
+        active_within: seconds since a run's last write that still count as active.
+        rules: a :class:`msnb.analysis.Rules` (default: the judge's defaults).
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``RunsTable`` (``passed``, ``rows``, ``as_dict()``, ``format_text()``, HTML in a notebook).
+    """
+    from .panel import runs as _runs
+
+    return _runs(base, tag=tag, active_within=active_within, rules=rules, verify=verify)
+
+
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
     from .registry import register_model as _register_model
@@ -61,3 +81,22 @@ def health(source, *, tag_prefix=None, **kwargs):
     from .analysis.health import health as _health
 
     return _health(source, tag_prefix=tag_prefix, **kwargs)
+
+
+def report(source, *, out, config=None, title=None, tag="loss", verify=True):
+    """Write one self-contained HTML report on the runs under *source* (see :func:`msnb.html_report.report`).
+
+    Args:
+        source: a path, a list of paths, or a ``ReadResult``.
+        out: the HTML file to write.
+        config: the run's YAML, resolved and linted in the report (optional).
+        title: the page's title.
+        tag: the loss tag the judge uses, or its meaning.
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``ReportResult`` (``path``, ``bytes``, ``runs``, ``passed``).
+    """
+    from .html_report import report as _report
+
+    return _report(source, out=out, config=config, title=title, tag=tag, verify=verify)

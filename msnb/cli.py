@@ -1,7 +1,8 @@
 """The ``msnb`` command: argument parsing over the library, nothing more.
 
-Exit codes: 0 success, 1 a check found a blocking problem, 2 bad usage or
-input (or nothing readable), 3 ``export --strict`` skipped damaged records.
+Exit codes: 0 success, 1 a check found a blocking problem (``report``: written,
+but a run failed or none could be judged), 2 bad usage or input (or nothing
+readable), 3 ``export --strict`` skipped damaged records.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import sys
 
 from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
+
+# shared with %mfmon_plot; the number is msnb.analysis.bands.BANDS_ABOVE (a test checks), spelled out so the parser needs no numpy
+BANDS_HELP = "draw each run's ranks as bands (min-max, 10-90 %%, median) with the flagged ranks as lines; default: on for runs of more than 16 ranks"
 
 
 def _cmd_install_kernel(args) -> int:
@@ -96,7 +100,14 @@ def _cmd_plot(args) -> int:
         raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
     report = plot_scalars(
-        result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(args.paths, result.runs)
+        result.scalars,
+        tags=tags,
+        smooth=args.smooth,
+        x=args.x,
+        ranks=args.ranks,
+        log=args.log,
+        label_for_run=run_labeller(args.paths, result.runs),
+        bands=args.bands,
     )
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:
@@ -112,6 +123,17 @@ def _cmd_check(args) -> int:
     result = check(args.paths, tag=args.tag or "loss", verify=not args.no_verify)
     print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
     return result.exit_code
+
+
+def _cmd_runs(args) -> int:
+    from .panel import runs
+
+    table = runs(args.base, tag=args.tag or "loss", active_within=args.active_within, verify=not args.no_verify)
+    if args.json:
+        for problem in table.all_problems:  # stdout stays one JSON document
+            print(f"msnb runs: {problem.severity}: {problem}", file=sys.stderr)
+    print(table.to_json() if args.json else table.format_text())
+    return table.exit_code
 
 
 def _cmd_smoke(args) -> int:
@@ -265,6 +287,20 @@ def _cmd_convert(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .html_report import report
+
+    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify)
+    if args.json:
+        print(json.dumps({"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed}, indent=2))
+    else:
+        print(result.format_text())
+    return result.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -336,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smooth", type=float, default=0.6)
     p.add_argument("--x", default="step", choices=["step", "wall", "relative"])
     p.add_argument("--ranks", action="store_true", help="one line per rank")
+    p.add_argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
     p.add_argument("--log", action="store_true", help="logarithmic y axis")
     p.add_argument("--dpi", type=int, default=100)
     p.add_argument("--json", action="store_true", help="print the report as JSON (runs, tags, points, flags)")
@@ -348,6 +385,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("runs", help="the team panel: one row per run under BASE (status, ranks, last loss, trend, verdict, flags, size, age)")
+    p.add_argument("base", metavar="BASE", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"runs": [{"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write"}]}',
+    )
+    p.add_argument("--active-within", type=float, default=300.0, metavar="SECONDS", help="a run written to within this many seconds is active (default 300)")
+    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
     from .smoke.options import add_smoke_arguments
@@ -376,6 +425,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure (default 10)")
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_health)
+
+    p = sub.add_parser("report", help="one self-contained HTML file: verdict, curves, step time, histograms, config lint, lineage, problems, versions")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a run directory (rank_N folders), a file, a log, or a directory of runs")
+    p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write (replaced if it exists)")
+    p.add_argument("--config", metavar="YAML", help="the run's config: shown resolved, with its lint findings")
+    p.add_argument("--title", help="the page's title (default: msnb report: PATH...)")
+    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
+    p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
+    p.set_defaults(func=_cmd_report)
     return parser
 
 

@@ -6,12 +6,14 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
+import argparse
 import functools
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .cli import BANDS_HELP
 from .errors import MsnbError, NothingReadable
 from .smoke.options import smoke_magic_arguments
 
@@ -92,12 +94,13 @@ class MsnbMagics(Magics):
     @argument("--smooth", type=float, default=0.6, help="TensorBoard-style smoothing weight in [0, 1)")
     @argument("--x", default="step", choices=["step", "wall", "relative"], help="x axis")
     @argument("--ranks", action="store_true", help="one line per rank instead of the mean over ranks")
+    @argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
     @argument("--log", action="store_true", help="logarithmic y axis")
     @line_magic
     @user_errors
     def mfmon_plot(self, line):
         """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
-        NaN/Inf marked, ranks that left the others flagged.
+        NaN/Inf marked, ranks that left the others flagged (over 16 ranks: bands, flagged ranks as lines).
 
         Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
         figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
@@ -115,7 +118,14 @@ class MsnbMagics(Magics):
             raise NothingReadable(f"no scalars under {', '.join(paths)}")
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         report = plot_scalars(
-            result.scalars, tags=tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, label_for_run=run_labeller(paths, result.runs)
+            result.scalars,
+            tags=tags,
+            smooth=args.smooth,
+            x=args.x,
+            ranks=args.ranks,
+            log=args.log,
+            label_for_run=run_labeller(paths, result.runs),
+            bands=args.bands,
         )
         show_figure(report.figure)
         if report.flags or report.nonfinite:
@@ -158,6 +168,32 @@ class MsnbMagics(Magics):
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
 
+    @magic_arguments()
+    @argument("base", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
+    @argument("--every", type=float, default=None, help="keep the table up to date, polling every S seconds (default: show it once)")
+    @argument("--for", dest="duration", type=float, default=600.0, help="with --every: seconds to watch before stopping")
+    @argument("--active-within", type=float, default=300.0, help="a run written to within this many seconds is active")
+    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @line_magic
+    @user_errors
+    def mfmon_runs(self, line):
+        """The team panel: one row per run under BASE with a status light, a sparkline of
+        the smoothed loss, ranks present and missing, last step and loss, trend, the
+        verdict of ``msnb check`` and its flags, size and age of the last write.
+
+        With ``--every S``, one display is updated in place (reading only what the jobs
+        added) until ``--for`` seconds pass or the cell is interrupted.  Returns the
+        (last) ``msnb.panel.RunsTable``; nothing under BASE fails the cell.
+        """
+        from .panel import runs, watch_runs
+
+        args = parse_argstring(self.mfmon_runs, line)
+        base = args.base.strip("\"'")
+        options = {"tag": args.tag or "loss", "active_within": args.active_within}
+        if args.every is None:
+            return runs(base, **options)
+        return watch_runs(base, every=args.every, duration=args.duration, **options)
+
     @smoke_magic_arguments
     @line_cell_magic
     @user_errors
@@ -199,6 +235,27 @@ class MsnbMagics(Magics):
 
         args = parse_argstring(self.mfmon_health, line)
         return health(args.path.strip("\"'"), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+
+    @magic_arguments()
+    @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
+    @argument("--out", required=True, help="the HTML file to write")
+    @argument("--config", default=None, help="the run's YAML: shown resolved, with its lint findings")
+    @argument("--title", default=None, help="the page's title")
+    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @line_magic
+    @user_errors
+    def mfmon_report(self, line):
+        """Write one self-contained HTML report (verdict, curves, step time, histograms,
+        config lint, lineage, problems, versions) and show it inline.
+
+        Returns a ``msnb.html_report.ReportResult`` (``path``, ``bytes``, ``runs``,
+        ``passed``), shown as the page in a sandboxed frame.
+        """
+        from .html_report import report
+
+        args = parse_argstring(self.mfmon_report, line)
+        config = args.config.strip("\"'") if args.config else None
+        return report([p.strip("\"'") for p in args.paths], out=args.out.strip("\"'"), config=config, title=args.title, tag=args.tag or "loss")
 
 
 def magic_names() -> list[str]:

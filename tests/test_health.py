@@ -387,3 +387,20 @@ def test_heatmaps_aggregate_before_drawing_and_keep_what_matters():
     assert h.cells.shape == (300, 1000) and _images(h.figure)[0].get_array().shape[:2] == (300, 1000)
     assert (h.cells >= NONFINITE).sum() == 1 and h.cells[700 // 5, 3333 // 6] >= NONFINITE
     assert h.cells[1200 // 5, 5000 // 6] == pytest.approx(np.log10(40), abs=0.05)
+
+
+def test_a_failed_check_names_where_it_started(ts_runs):
+    """msnb check on the fault run fails on its loss and says which rank and parameter went bad first."""
+    fault = load_expected(ts_runs)["fault"]["fault"]
+    result = msnb.check(ts_runs / "fault")
+    assert not result.passed
+    (run,) = result.runs
+    where = [c for c in run.checks if c.name == "first_anomaly"]
+    assert len(where) == 1 and where[0].status == "warn", run.checks
+    assert f"rank {fault['rank']}, local_norm/{fault['param']}" in where[0].detail
+    assert "first_anomaly" in result.format_text() and not result.as_dict()["passed"]
+
+
+def test_a_passing_check_adds_nothing(ts_runs):
+    result = msnb.check(ts_runs / "healthy")
+    assert result.passed and not any(c.name == "first_anomaly" for r in result.runs for c in r.checks)

@@ -21,6 +21,8 @@ BAD_CALLS = {
     "%mfmon_smoke": "%mfmon_smoke --steps 0",
     "%mfmon_check": "%mfmon_check {tmp}/empty",
     "%mfmon_health": "%mfmon_health {tmp}/missing",
+    "%mfmon_report": "%mfmon_report {tmp}/empty --out {tmp}/report.html",
+    "%mfmon_runs": "%mfmon_runs {tmp}/empty",
     "%%mfmon_smoke": "%%mfmon_smoke --steps 0\nnet = None",
 }
 

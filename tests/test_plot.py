@@ -32,7 +32,7 @@ def test_mindspore_ranks_overlaid_smoothed_and_flagged(ms_files):
     assert len(raw) == 2 and any(np.allclose(l.get_ydata(), values) for l in raw)
     # rank 1's loss is rank 0's plus one: it is the one flagged, from the first common step
     assert [(f.rank, f.step) for f in report.flags] == [(1, 1)]
-    assert any(label.startswith("rank 1 diverges") for label in lines)
+    assert any(label.startswith("rank 1 flagged from step 1") for label in lines)
     assert report.points == 100 and report.runs == ["."] and report.ranks == {".": [0, 1]}
 
 
@@ -184,3 +184,22 @@ def test_step_time_distribution_leaves_compilation_out(mf_files):
     assert stats["tag"] == "step_time_ms" and stats["count"] == len(times) - 1
     assert stats["median"] == pytest.approx(float(np.median(times[1:])))
     assert fig.axes[0].get_title() == "step_time_ms (first 1 left out)"
+
+
+def test_repeated_marker_entries_are_merged_in_the_legend():
+    """NaN markers of many series make one legend entry, not one per rank; a single one keeps its own words."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from msnb.plot.scalars import _legend
+
+    ax = Figure().subplots()
+    for r in range(8):
+        ax.plot([1, 2], [r, r], label=f"rank {r}")
+        ax.plot([1], [0.9], "x", label=f"NaN/Inf (rank {r})")
+    ax.plot([1], [1.0], "^", label="compile step 1: 900 (off scale)")
+    _legend(ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts == [f"rank {r}" for r in range(8)] + ["NaN/Inf in 8 series (red x at the top)", "compile step 1: 900 (off scale)"]

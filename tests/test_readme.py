@@ -115,7 +115,7 @@ def test_plot_benchmark_runs_at_toy_size(tmp_path):
     import sys
 
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_plot.py"), "--points", "20000", "--out-dir", str(tmp_path)],
+        [sys.executable, str(REPO / "benchmarks" / "bench_plot.py"), "--points", "20000", "--out-dir", str(tmp_path), "--ranks", "40", "--rank-steps", "300"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -124,3 +124,5 @@ def test_plot_benchmark_runs_at_toy_size(tmp_path):
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip().startswith(("msnb ", "matplotlib"))]
     assert [r[0] for r in rows[:3]] == ["msnb", "matplotlib", "matplotlib+pandas"]
     assert all(r[-1] == "True" for r in rows[:3])  # spikes kept by every variant
+    bands = next(line.split() for line in proc.stdout.splitlines() if line.strip().startswith("msnb-bands"))
+    assert bands[-2:] == ["True", "False"]  # the departing rank has a line of its own, the noisy healthy one does not

@@ -10,6 +10,7 @@ import html
 import os
 
 from ..errors import NothingReadable
+from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run, status_word
 from .rules import DEFAULT_RULES, FAIL, WARN, Rules
 
@@ -85,8 +86,10 @@ class CheckResult:
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
-def _read_paths(paths, verify: bool):
+def read_labelled(paths, verify: bool = True):
     """Read one or several paths, runs keyed apart (the data layer's rule) and named for people.
+
+    ``msnb check`` and ``msnb report`` read this way, so a report names runs as the verdict does.
 
     A run is named by the shortest trailing part of its path that tells it from
     the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
@@ -129,13 +132,18 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         result, where = source, "the data given"
     else:
         paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        result, where = _read_paths(paths, verify), ", ".join(map(str, paths))
+        result, where = read_labelled(paths, verify), ", ".join(map(str, paths))
     scalars = result.scalars
     if not len(scalars):
         problems = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
+    for verdict in runs:
+        if not verdict.passed and verdict.tag is not None:
+            started = first_anomaly_check(scalars.take(scalars.run == verdict.run))
+            if started is not None:
+                verdict.checks.append(started)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")

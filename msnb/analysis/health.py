@@ -26,6 +26,7 @@ import numpy as np
 
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
+from .rules import WARN, Check
 
 # reason codes of the vectorised core
 NONE, NAN, POS_INF, NEG_INF, DEPARTURE = 0, 1, 2, 3, 4
@@ -539,3 +540,28 @@ def first_anomaly(read_result, **kwargs) -> Anomaly | None:
     if not len(read_result.scalars):
         return None
     return scan_scalars(read_result.scalars, max_cascade=0, **kwargs).first
+
+
+def first_anomaly_check(scalars, **kwargs) -> Check | None:
+    """For a run whose verdict failed: which rank and which parameter went bad first, when the run recorded per-parameter data.
+
+    A failing loss says *that* a run broke; mindformers' TrainingStateMonitor
+    data (``local_norm/<param>``, ``adam_m_norm/...``) can say *where* it
+    started.  Without such data there is nothing to add and None is returned.
+    The check warns (it explains a failure, it does not add one).
+
+    Args:
+        scalars: one run's :class:`~msnb.events.ScalarTable`.
+        **kwargs: passed to :func:`scan_scalars` (``settings``).
+
+    Returns:
+        A ``first_anomaly`` :class:`~msnb.analysis.Check`, or None.
+    """
+    if not len(scalars) or not any(t.startswith(PER_PARAMETER) for t in scalars.tags()):
+        return None
+    report = scan_scalars(scalars, max_cascade=3, **kwargs)
+    if report.first is None:
+        return Check("first_anomaly", WARN, f"none of {report.series_scanned:,} series (per-parameter data included) left its own history")
+    then = "; then " + "; ".join(a.where() for a in report.cascade) if report.cascade else ""
+    more = f" and {report.cascade_total - len(report.cascade):,} more series" if report.cascade_total > len(report.cascade) else ""
+    return Check("first_anomaly", WARN, f"first anomaly at {report.first.describe()}{then}{more}")

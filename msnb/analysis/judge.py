@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..events.tags import ALIASES, resolve
+from ..events.tags import ALIASES, meaning, resolve
 from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
@@ -67,6 +67,51 @@ def _steps_check(cs, rules: Rules) -> Check:
     return Check("steps", PASS, "; ".join(parts))
 
 
+def run_loss(cs, rules: Rules = DEFAULT_RULES):
+    """The run's loss as the judge sees it: the median over ranks on the steps they share.
+
+    When the ranks share too few steps (they recorded different ones), the
+    densest rank stands for the run.  Exposed so views of a run (``msnb runs``)
+    show the very curve that was judged.
+
+    Args:
+        cs: the run's loss curves, one per rank (:func:`msnb.analysis.series.curves`).
+        rules: ``min_points``.
+
+    Returns:
+        ``(steps, values, n_ranks)``: the steps, the loss at each (NaN where no
+        rank had a finite value) and how many ranks the median is over.
+    """
+    if not cs:
+        return np.zeros(0, np.int64), np.zeros(0), 0
+    ranked = [c for c in cs if c.rank >= 0]
+    steps, matrix = align(ranked if len(ranked) > 1 else cs[:1])
+    if len(ranked) > 1 and steps.size < rules.min_points:
+        best = max(cs, key=lambda c: c.steps.size)  # ranks recorded different steps: judge the densest
+        steps, matrix = best.steps, best.values[None, :]
+    values = run_curve(matrix) if matrix.shape[0] > 1 else matrix[0]
+    return steps, values, matrix.shape[0]
+
+
+def judged_tags(tag: str = "loss") -> list[str]:
+    """Every spelling of the tags :func:`judge_run` looks at: the loss, the gradient norms (for NaN/Inf) and the step time.
+
+    Lets a caller read or keep only what the verdict needs, before knowing which spellings a run uses.
+
+    Args:
+        tag: the loss tag or its meaning.
+
+    Returns:
+        Real tags, the loss's spellings first.
+    """
+    loss = meaning(tag)
+    out = [tag] + [t for t in (ALIASES[loss] if loss else ()) if t != tag]
+    for t in ALIASES["grad_norm"] + ALIASES["step_time"]:
+        if t not in out:
+            out.append(t)
+    return out
+
+
 def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False) -> RunVerdict:
     """Judge one run of *scalars*.
 
@@ -106,13 +151,9 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     cs = curves(mine, loss_tag)
     verdict.checks.append(_steps_check(cs, rules))
     ranked = [c for c in cs if c.rank >= 0]
-    steps, matrix = align(ranked if len(ranked) > 1 else cs[:1])
-    if len(ranked) > 1 and steps.size < rules.min_points:
-        best = max(cs, key=lambda c: c.steps.size)  # ranks recorded different steps: judge the densest
-        steps, matrix = best.steps, best.values[None, :]
-    values = run_curve(matrix) if matrix.shape[0] > 1 else matrix[0]
+    steps, values, n_judged = run_loss(cs, rules)
     ok = np.isfinite(values)
-    what = f" (median of {matrix.shape[0]} ranks)" if matrix.shape[0] > 1 else ""
+    what = f" (median of {n_judged} ranks)" if n_judged > 1 else ""
     trend = loss_trend(steps[ok], values[ok], rules=rules)
     trend.detail += what
     verdict.checks.append(trend)

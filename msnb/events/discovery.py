@@ -143,7 +143,8 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         dir_cache: maps a directory to ``(mtime_ns, files, subdirs)``; a directory
             whose mtime has not changed is not listed again (cheap repeated polls).
         problems: where to append a ``loop`` problem for each directory reached
-            again through a symlink (it is not walked twice).
+            again through a symlink (it is not walked twice), and an
+            ``unreadable`` one for each directory that cannot be listed.
 
     Returns:
         The files as :class:`Source` s, sorted by run, rank, kind and timestamp.
@@ -159,7 +160,10 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         d = stack.pop()
         try:
             st = d.stat()
-        except OSError:
+        except FileNotFoundError:
+            continue  # removed while the tree was walked
+        except OSError as exc:
+            _cannot_list(problems, d, exc)
             continue
         mtime = st.st_mtime_ns
         ident = (st.st_dev, st.st_ino)
@@ -191,7 +195,10 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                                     files.append((entry.name, kind))
                         except OSError:
                             continue
-            except OSError:
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                _cannot_list(problems, d, exc)
                 continue
             if dir_cache is not None:
                 dir_cache[str(d)] = (mtime, files, subdirs)
@@ -200,6 +207,12 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         stack.extend(d / s for s in subdirs)
     sources.sort(key=lambda s: (s.run, s.rank, s.kind, s.order))
     return sources
+
+
+def _cannot_list(problems: list | None, d: Path, exc: OSError) -> None:
+    """A directory that cannot be looked into may hold runs: say so, never skip it silently."""
+    if problems is not None:
+        problems.append(Problem(str(d), None, ProblemKind.UNREADABLE, f"cannot list this directory: {exc.strerror or exc}", "warning"))
 
 
 SNIFF_BYTES = 1 << 20

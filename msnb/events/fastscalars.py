@@ -133,8 +133,12 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, kee
     return ok, np.concatenate(step_parts), np.concatenate(wall_parts), {j: np.concatenate(v) for j, v in value_parts.items()}
 
 
-def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, *, wanted=None):
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None, *, wanted=None):
     """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
+
+    *finish*, when given, is called as ``finish(buf, generic)`` once every record
+    is decoded and returns ``(generic, errors)``: the step that decodes what
+    *decode_event* deferred (histograms, all at once) and drops the records it could not.
 
     With *wanted* (a set of real tags), only those tags' scalars are collected; records
     matching a template that holds none of them are not read past the match.
@@ -167,7 +171,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
                 continue
             if remaining.size < MIN_GROUP or templates >= MAX_TEMPLATES or not ev.pure_scalar:
                 generic.append((i0, ev))
-                cols.add_event(i0, ev, wanted)
                 remaining = remaining[1:]
                 continue
             if window is None:
@@ -182,7 +185,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
             templates += 1
             if not ok[0]:  # cannot happen for a well-formed template; never loop on it
                 generic.append((i0, ev))
-                cols.add_event(i0, ev, wanted)
                 remaining = remaining[1:]
                 continue
             matched = remaining[ok]
@@ -191,4 +193,10 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
             if matched.size < 2:
                 templates = MAX_TEMPLATES  # layouts vary record to record here: stop trying
             remaining = remaining[~ok]
+    if finish is not None and generic:
+        generic, late = finish(buf, generic)
+        errors.extend(late)
+    for i, ev in generic:
+        cols.add_event(i, ev, wanted)
+    errors.sort(key=lambda item: item[0])  # in file order, however the records were grouped to decode
     return cols, generic, errors

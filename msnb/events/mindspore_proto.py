@@ -8,13 +8,16 @@ repeated scalars are accepted packed and unpacked alike.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 
 from .decoded import DecodedEvent, Histogram, Landscape, Tensor, count_of, decode_envelope, decode_image, shaped
+from .fasthistograms import decode_histograms
 from .wire import FIXED32, FIXED64, LENGTH, VARINT, DecodeError, f32, f64, fields, packed_or_single, signed64, text, varint
 
 VERSION_PREFIXES = ("MindSpore.Event:", "Mindspore.Event:")
+_DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)  # what a damaged record can raise (decode_records' list)
 
 # anf_ir.proto DataType -> numpy dtype name (the ones a summary tensor can hold)
 DATA_TYPES = {
@@ -40,7 +43,68 @@ def decode_event(buf, a: int, b: int) -> DecodedEvent:
     return decode_envelope(buf, a, b, _decode_value, graph_fields=(4,))
 
 
-def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
+def decode_event_deferred(buf, a: int, b: int) -> DecodedEvent:
+    """Like :func:`decode_event`, but histograms stay :class:`HistogramSpan` placeholders.
+
+    A reader decodes every record of a buffer this way, then all their histograms at
+    once with :func:`resolve_histograms` (vectorised: see :mod:`msnb.events.fasthistograms`).
+    A record that fails raises what :func:`decode_event` raises: the first error in field
+    order, so a broken histogram before the failing field is decoded here and raises first.
+    """
+    pending: list = []
+    try:
+        return decode_envelope(buf, a, b, partial(_decode_value, defer=pending), graph_fields=(4,))
+    except _DECODE_ERRORS:
+        for span in pending:
+            decode_histogram(buf, span.start, span.end)
+        raise
+
+
+class HistogramSpan:
+    """Where a histogram message lies in the buffer, until :func:`resolve_histograms` decodes it."""
+
+    __slots__ = ("start", "end")
+    KIND = "histograms"
+
+    def __init__(self, start: int, end: int):
+        self.start, self.end = start, end
+
+
+def resolve_histograms(buf, events: list) -> tuple[list, list]:
+    """Decode the :class:`HistogramSpan` placeholders of *events* together, in place.
+
+    Args:
+        buf: the buffer the events were decoded from.
+        events: ``(record_index, DecodedEvent)`` pairs from :func:`decode_event_deferred`.
+
+    Returns:
+        ``(events, errors)``: the events whose histograms all decoded, and
+        ``(record_index, DecodeError)`` for each record with one that did not (that record is dropped whole,
+        as :func:`decode_event` would have raised for it).
+    """
+    where = [(k, j) for k, (_i, ev) in enumerate(events) for j, (_tag, rec) in enumerate(ev.others) if isinstance(rec, HistogramSpan)]
+    if not where:
+        return events, []
+    spans = [events[k][1].others[j][1] for k, j in where]
+    decoded = decode_histograms(buf, [s.start for s in spans], [s.end for s in spans])
+    failed: dict = {}
+    for (k, j), span, hist in zip(where, spans, decoded):
+        if k in failed:
+            continue
+        ev = events[k][1]
+        if hist is None:
+            try:
+                hist = decode_histogram(buf, span.start, span.end)
+            except _DECODE_ERRORS as exc:
+                failed[k] = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)  # as decode_records words it
+                continue
+        ev.others[j] = (ev.others[j][0], hist)
+    if not failed:
+        return events, []
+    return [e for k, e in enumerate(events) if k not in failed], [(events[k][0], exc) for k, exc in failed.items()]
+
+
+def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list | None = None) -> None:
     tag = ""
     scalar = None
     found = []
@@ -54,7 +118,11 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int) -> None:
         elif num == 8 and wire == LENGTH:
             found.append(decode_tensor(buf, x, y))
         elif num == 9 and wire == LENGTH:
-            found.append(decode_histogram(buf, x, y))
+            if defer is None:
+                found.append(decode_histogram(buf, x, y))
+            else:  # left for resolve_histograms; *defer* lists the spans met so far
+                found.append(HistogramSpan(x, y))
+                defer.append(found[-1])
         elif num == 10 and wire == LENGTH:
             found.append(Landscape(y - x))
         else:
@@ -114,7 +182,7 @@ def decode_histogram(buf, a: int, b: int) -> Histogram:
                 if stop == y:
                     left.append(f64(buf, x + 1))
                     width.append(f64(buf, x + 10))
-                    counts.append(c)
+                    counts.append(signed64(c))
                     continue
             l_, w_, c_ = 0.0, 0.0, 0
             for bnum, bwire, bx, _by in fields(buf, x, y):
@@ -134,7 +202,8 @@ def decode_histogram(buf, a: int, b: int) -> Histogram:
     lefts = np.asarray(left, dtype=np.float64)
     out["count"] = count_of(out["count"], a)
     out["left"] = lefts
-    out["right"] = lefts + np.asarray(width, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # a damaged edge may overflow to inf: kept as it is, not warned about
+        out["right"] = lefts + np.asarray(width, dtype=np.float64)
     out["counts"] = np.asarray(counts, dtype=np.float64)
     return Histogram(**out)
 

@@ -28,7 +28,8 @@ from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, Marke
 from .tags import spellings
 from .wire import DecodeError
 
-_DECODERS = {MS_SUMMARY: mindspore_proto.decode_event, TFEVENTS: tensorboard_proto.decode_event}
+_DECODERS = {MS_SUMMARY: mindspore_proto.decode_event_deferred, TFEVENTS: tensorboard_proto.decode_event}
+_FINISHERS = {MS_SUMMARY: mindspore_proto.resolve_histograms}  # decodes what a decoder deferred, all records at once
 _DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
 LOG_CHUNK = 8 << 20  # bytes of a log read at once
 FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
@@ -287,7 +288,7 @@ class FileState:
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
         wanted = self.wanted
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], wanted=wanted)
+        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor), wanted=wanted)
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)
@@ -466,19 +467,22 @@ class Follower:
     that did not change costs a stat per file and per directory.
 
     Args:
-        path: a file, a run directory or a tree of runs.
+        path: a file, a run directory or a tree of runs (it may not exist yet).
         verify: check both checksums of every record.
+        run: read only this run's files (its name relative to *path*, ``"."``
+            for *path* itself), never those of runs nested below it.
         tags: read only these tags (real tags or meanings: ``loss`` keeps ``loss/auto``, ``lm-loss``...,
             see :func:`msnb.events.tags.spellings`); None reads all.  Records of other tags are
             framed and checked but not decoded where the layout proves which tag they hold.
             Lineage records, which have no tag, are always kept.
-        workers: processes a poll with much to read may use (None: the cores available, capped);
+        workers: processes a poll with much to read may use (None: the idle cores, capped);
             the result is the same as with 1.
     """
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = 1):
+    def __init__(self, path: str | os.PathLike, *, verify: bool = True, run: str | None = None, tags=None, workers: int | None = 1):
         self.path = Path(path)
         self.verify = verify
+        self.run = run
         self.tags = None if tags is None else sorted(spellings(tags))
         self._wanted = None if tags is None else frozenset(self.tags)
         self.workers = default_workers() if workers is None else max(1, int(workers))
@@ -503,6 +507,8 @@ class Follower:
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
+        if self.run is not None:
+            sources = [s for s in sources if s.run == self.run]
         for problem in found:
             if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
                 self._reported.add((problem.path, problem.kind))

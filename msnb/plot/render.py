@@ -11,12 +11,24 @@ import base64
 import io
 
 
+def plain_text(figure) -> None:
+    """Draw every text of *figure* as written: tag and run names come from files, and one holding ``$...$`` is no TeX to parse.
+
+    (A name such as ``$\\x{$`` would otherwise make matplotlib raise while drawing.)
+    """
+    from matplotlib.text import Text
+
+    for text in figure.findobj(Text):
+        text.set_parse_math(False)
+
+
 def figure_png(figure, dpi: int = 100) -> bytes:
-    """The figure as PNG bytes (an Agg canvas is attached when it has none)."""
+    """The figure as PNG bytes (an Agg canvas is attached when it has none; texts drawn as written, see :func:`plain_text`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
         FigureCanvasAgg(figure)  # attach an Agg canvas to a Figure built without pyplot
+    plain_text(figure)
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import find_nonfinite, nonfinite_flags, rank_divergence
+from ..analysis import curves, divergence_details, find_nonfinite, nonfinite_flags
+from ..analysis.bands import BANDS_ABOVE, rank_bands
 from ..analysis.smoothing import ema
 from ..errors import UsageError
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
+from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
 
 
@@ -43,6 +45,7 @@ class PlotReport:
     nonfinite: list = field(default_factory=list)
     smoothed_points: int = 0
     labels: dict = field(default_factory=dict)
+    bands: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -53,6 +56,8 @@ class PlotReport:
             "drawn_points": self.drawn_points,
             "flags": [f.as_dict() for f in self.flags],
             "nonfinite": self.nonfinite,
+            "bands": bool(self.bands),
+            "band_details": [b.as_dict() for b in self.bands],
         }
 
     def format_text(self) -> str:
@@ -60,12 +65,18 @@ class PlotReport:
         name = self.labels.get
         for run in self.runs:
             ranks = self.ranks.get(run) or []
-            lines.append(f"  run {name(run, run)}" + (f": ranks {', '.join(map(str, ranks))}" if ranks else ""))
+            lines.append(f"  run {name(run, run)}" + (f": ranks {_spans(ranks)}" if ranks else ""))
         for item in self.nonfinite:
             lines.append(
                 f"  {item['value']} in {item['tag']} of run {name(item['run'], item['run'])}"
                 + (f" rank {item['rank']}" if item["rank"] >= 0 else "")
                 + f" at step {item['step']}"
+            )
+        for b in self.bands:
+            q0, q1 = (round(100 * q) for q in b.quantiles)
+            drawn = f"; drawn as lines: rank{'s' if len(b.outliers) > 1 else ''} {', '.join(map(str, b.outliers))}" if b.outliers else ""
+            lines.append(
+                f"  bands of {b.tag}, run {name(b.run, b.run)}: {len(b.ranks) - len(b.outliers)} of {len(b.ranks)} ranks (min-max, {q0}-{q1} %, median){drawn}"
             )
         for f in self.flags:
             lines.append(f"  FLAG run {name(f.run, f.run)} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
@@ -83,6 +94,19 @@ class PlotReport:
 
     def __repr__(self) -> str:
         return f"<PlotReport: {len(self.runs)} run(s), tags {self.tags}, {self.points:,} points, {len(self.flags)} flag(s)>"
+
+
+def _spans(numbers) -> str:
+    """``0-1023`` for a thousand consecutive ranks, ``0-3, 5, 7-9`` otherwise: a rank list stays one short line."""
+    parts, numbers = [], sorted(numbers)
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        parts.append(str(numbers[i]) if j == i else f"{numbers[i]}, {numbers[j]}" if j == i + 1 else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(parts)
 
 
 def resolve_tags(available, wanted=None) -> list[str]:
@@ -184,21 +208,32 @@ def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
         )
 
 
-def _series(table: ScalarTable, tag: str, per_rank: bool):
+def _series(table: ScalarTable, tag: str, per_rank: bool, *, idx=None, run_masks=None, only=None):
     """[(run, rank, steps, walls, values)] sorted by step; ranks averaged when not *per_rank*.
 
     Works on index arrays into the table's columns (no table copies: a
     million-point table is sliced once per series, not once per filter).
+    *idx* (the rows of *tag*) and *run_masks* (run -> row mask over the table, only these runs) spare
+    recomputing them; *only*, a set of (run, rank), keeps just those ranks' lines.
     """
-    idx = np.flatnonzero(table.tag == tag)
-    runs_here = table.run[idx]
+    idx = np.flatnonzero(table.tag == tag) if idx is None else idx
+    if run_masks is None:
+        runs_here = table.run[idx]
+        groups = [(run, idx[runs_here == run]) for run in sorted(set(runs_here.tolist()))]
+    else:  # a mask of None: *idx* holds that run's rows only
+        groups = [(run, idx if mask is None else idx[mask[idx]]) for run, mask in run_masks.items()]
     out = []
-    for run in sorted(set(runs_here.tolist())):
-        ridx = idx[runs_here == run]
+    for run, ridx in groups:
+        if not ridx.size:
+            continue
         rank_col = table.rank[ridx]
         ranks = np.unique(rank_col)
-        groups = [(int(r), ridx[rank_col == r]) for r in ranks] if per_rank or ranks.size == 1 else [(None, ridx)]
-        for rank, gidx in groups:
+        if only is not None:
+            ranks = np.array([r for r in ranks.tolist() if (run, r) in only], dtype=np.int64)
+            if not ranks.size:
+                continue
+        by_rank = [(int(r), ridx[rank_col == r]) for r in ranks] if per_rank or ranks.size == 1 or only is not None else [(None, ridx)]
+        for rank, gidx in by_rank:
             steps, walls, values = table.step[gidx], table.wall_time[gidx], table.value[gidx]
             if rank is None:
                 # mean over ranks at each step; a NaN on any rank stays visible as NaN
@@ -237,6 +272,7 @@ def plot_scalars(
     title: str | None = None,
     label_for_run=None,
     no_smooth=(),
+    bands: bool | None = None,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -256,6 +292,9 @@ def plot_scalars(
         title: the figure's title.
         label_for_run: run name -> legend label.
         no_smooth: tags (or meanings) drawn raw.
+        bands: draw each run's ranks as cross-rank bands (min-max, 10-90 %, median) with the flagged
+            ranks as lines; None (the default) does so for runs of more than
+            :data:`~msnb.analysis.bands.BANDS_ABOVE` ranks, True for every run of two ranks or more.
 
     Returns:
         A :class:`PlotReport`.
@@ -263,7 +302,6 @@ def plot_scalars(
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
-    from matplotlib.transforms import blended_transform_factory
 
     per_tag_smooth, smooth = smooth, _default_weight(smooth)
     tags = resolve_tags(scalars.tags(), tags)
@@ -276,9 +314,15 @@ def plot_scalars(
     found = find_nonfinite(scalars, tags)
     flagged = [f for f in found if f.tag == loss_tag]
     flags = nonfinite_flags(flagged, rank_map)
+    nonfinite_keys = {(f.run, f.rank) for f in flags}
+    loss_curves = curves(scalars, loss_tag) if loss_tag else []  # built once: the judge and the bands both use them
     if loss_tag:
         gone = {(f.run, f.rank) for f in flagged}
-        flags += [f for f in rank_divergence(scalars, loss_tag, threshold=divergence_threshold) if (f.run, f.rank) not in gone]
+        judged = divergence_details(scalars, loss_tag, threshold=divergence_threshold, curve_list=loss_curves)
+        flags += [f for f, _visible in judged if (f.run, f.rank) not in gone]
+    band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
+    line_labels = _line_labels(flags, band_runs, nonfinite_keys)
+    drawn_bands = []
 
     n = max(1, len(tags))
     cols = 1 if n == 1 else 2
@@ -302,48 +346,46 @@ def plot_scalars(
         xlabel = "step"
         weight = smoothing_for(tag, per_tag_smooth, no_smooth)
         steady, outliers, xs_seen = [], [], []
-        for run, rank, steps, walls, values in _series(scalars, tag, ranks):
+
+        panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
+        tag_idx = np.flatnonzero(scalars.tag == tag)
+        # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
+        panel_bands = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None) if b.steps.size]
+        banded = {b.run for b in panel_bands}
+        line_runs = {run: masks[run] for run in runs if run not in banded}
+        for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
             key = (run, rank)
             if key not in series_keys:
                 series_keys.append(key)
             color = cycle[series_keys.index(key) % len(cycle)]
             label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
-            xs, xlabel = _x_values(x, steps, walls, starts[run])
+            xlabel = _draw_line(panel, run, steps, walls, values, color, label)
+        for b in panel_bands:
+            drawn_bands.append(b)
+            run_idx = tag_idx[masks[b.run][tag_idx]]
+            key = (b.run, None)
+            if key not in series_keys:
+                series_keys.append(key)
+            color = cycle[series_keys.index(key) % len(cycle)]
+            xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
             xs_seen.append(xs[np.isfinite(xs)])
-            finite = np.isfinite(values) & np.isfinite(xs)
-            outlier = _compile_outlier(steps[finite], values[finite]) if meaning(tag) == "step_time" and x == "step" else None
-            if outlier is not None:
-                finite &= steps != outlier[0]  # drawn as a mark at the top edge, not as a spike that squashes the rest
-                outliers.append((outlier, color))
-            if finite.any():
-                fx, fy = xs[finite], values[finite]
-                if meaning(tag) == "step_time":
-                    steady.append(fy)
-                marker = "o" if fx.size < MARKER_BELOW else None
-                if weight > 0 and fx.size >= MIN_SMOOTHED:
-                    rx, ry = m4(fx, fy, max_points)
-                    ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
-                    sx, sy = m4(fx, ema(fy, weight), max_points)
-                    ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
-                    drawn += rx.size
-                    smoothed += sx.size
-                else:
-                    rx, ry = m4(fx, fy, max_points)
-                    ax.plot(rx, ry, color=color, linewidth=1.2, label=label, marker=marker, markersize=4)
-                    drawn += rx.size
-            bad = ~np.isfinite(values)
-            if bad.any():
-                trans = blended_transform_factory(ax.transData, ax.transAxes)
-                ax.plot(
-                    xs[bad],
-                    np.full(int(bad.sum()), 0.97),
-                    linestyle="none",
-                    marker="x",
-                    color="red",
-                    transform=trans,
-                    label=f"NaN/Inf ({label})",
-                    clip_on=False,
+            drawn += draw_bands(ax, xs, b, color, label_for_run(b.run) if len(runs) > 1 else "", max_points)
+            stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
+            if stray:
+                names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
+                hit = np.unique(np.concatenate([s for _r, s in stray]))
+                _mark_nonfinite(
+                    ax,
+                    _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
+                    f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
                 )
+            wanted = {(b.run, r) for r in b.outliers}
+            for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
+                text = line_labels.get((run, rank), f"rank {rank}")
+                label = f"{label_for_run(run)} {text}" if len(runs) > 1 else text
+                _draw_line(panel, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
+            if len(b.outliers) > MAX_LABELLED:
+                ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
         for f in flags:
             if f.tag != loss_tag or tag != loss_tag:
                 continue
@@ -352,7 +394,17 @@ def plot_scalars(
                 w = scalars.where(run=f.run, rank=f.rank, step=f.step).wall_time
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
-                ax.axvline(fx, color="red", linestyle="--", linewidth=1, label=f"rank {f.rank} diverges ({label_for_run(f.run)})")
+                named = f.run not in banded  # over bands the rank's own line carries its name
+                ax.axvline(
+                    fx,
+                    color="red",
+                    linestyle="--",
+                    linewidth=1,
+                    alpha=1.0 if named else 0.5,
+                    label=f"rank {f.rank} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
+                )
+        drawn += panel.drawn
+        smoothed += panel.smoothed
         if outliers and steady:
             _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
         ax.set_title(tag)
@@ -367,8 +419,7 @@ def plot_scalars(
         if log:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+        _legend(ax)
     if title:
         fig.suptitle(title)
     for f in found:  # the real rank, also when ranks were drawn averaged
@@ -377,7 +428,119 @@ def plot_scalars(
             nonfinite.append({"run": f.run, "rank": f.rank, "tag": f.tag, "step": int(s), "value": str(v)})
     points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
-    return PlotReport(fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite, smoothed_points=smoothed, labels=labels)
+    return PlotReport(
+        fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite, smoothed_points=smoothed, labels=labels, bands=drawn_bands
+    )
+
+
+@dataclass
+class _Panel:
+    """One panel being drawn: its axes and settings, and what its lines added (for the step-time scale and the report)."""
+
+    ax: object
+    tag: str
+    weight: float
+    x: str
+    starts: dict
+    max_points: int
+    steady: list
+    outliers: list
+    xs_seen: list
+    drawn: int = 0
+    smoothed: int = 0
+
+
+# legend entries that repeat once per series; several of a kind become one entry
+_REPEATED = (("NaN/Inf", "NaN/Inf in {n} series (red x at the top)"), ("compile step", "compile steps of {n} series (off scale)"))
+
+
+def _legend(ax) -> None:
+    """A legend that names each line once: per-series NaN and compile-step markers are merged when there are several."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    kept, merged = [], {}
+    for h, text in zip(handles, labels):
+        kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
+        if kind is None:
+            kept.append((h, text))
+        else:
+            merged.setdefault(kind, []).append((h, text))
+    for kind, wording in _REPEATED:
+        items = merged.get(kind, [])
+        if len(items) == 1:
+            kept.append(items[0])
+        elif items:
+            kept.append((items[0][0], wording.format(n=len(items))))
+    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize="small")
+
+
+def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None) -> str:
+    """One series: raw faint and smoothed solid (or raw alone), NaN/Inf marked; returns the x axis label."""
+    ax = p.ax
+    xs, xlabel = _x_values(p.x, steps, walls, p.starts[run])
+    p.xs_seen.append(xs[np.isfinite(xs)])
+    finite = np.isfinite(values) & np.isfinite(xs)
+    step_time = meaning(p.tag) == "step_time"
+    outlier = _compile_outlier(steps[finite], values[finite]) if step_time and p.x == "step" else None
+    if outlier is not None:
+        finite &= steps != outlier[0]  # drawn as a mark at the top edge, not as a spike that squashes the rest
+        p.outliers.append((outlier, color))
+    if finite.any():
+        fx, fy = xs[finite], values[finite]
+        if step_time:
+            p.steady.append(fy)
+        marker = "o" if fx.size < MARKER_BELOW else None
+        if p.weight > 0 and fx.size >= MIN_SMOOTHED:
+            rx, ry = m4(fx, fy, p.max_points)
+            ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
+            sx, sy = m4(fx, ema(fy, p.weight), p.max_points)
+            ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
+            p.drawn += rx.size
+            p.smoothed += sx.size
+        else:
+            rx, ry = m4(fx, fy, p.max_points)
+            ax.plot(rx, ry, color=color, linewidth=1.2, label=label, marker=marker, markersize=4)
+            p.drawn += rx.size
+    bad = ~np.isfinite(values)
+    if bad.any():
+        _mark_nonfinite(ax, xs[bad], nonfinite_label or f"NaN/Inf ({label})")
+    return xlabel
+
+
+def _line_labels(flags, band_runs, nonfinite_keys) -> dict:
+    """(run, rank) -> the short legend text of a flagged rank drawn as a line over bands."""
+    out: dict = {}
+    for f in flags:
+        key = (f.run, f.rank)
+        if f.run in band_runs and key not in out:
+            out[key] = f"rank {f.rank} ({'NaN/Inf' if key in nonfinite_keys else 'departs'} from step {f.step})"
+    return out
+
+
+def _mark_nonfinite(ax, xs, label: str) -> None:
+    """Red crosses at the top edge where values were NaN/Inf (they have no height to draw at)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
+
+
+def _bands_of(scalars, tag: str, run: str, flags, loss_curves) -> list:
+    """Bands of one run, from the loss curves already built when *tag* is the loss."""
+    curve_list = [c for c in loss_curves if c.run == run] if loss_curves is not None else None
+    return rank_bands(scalars, tag, flags=flags, run=run, curve_list=curve_list)
+
+
+def _step_walls(table: ScalarTable, idx: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The earliest wall time any of the rows *idx* (one run's rows of one tag) logged at each of *steps* (NaN where none did)."""
+    uniq, inv = np.unique(table.step[idx], return_inverse=True)
+    if not uniq.size:
+        return np.full(len(steps), np.nan)
+    wall = np.full(uniq.size, np.nan)
+    np.fmin.at(wall, inv, table.wall_time[idx])
+    at = np.minimum(np.searchsorted(uniq, steps), uniq.size - 1)
+    return np.where(uniq[at] == steps, wall[at], np.nan)
 
 
 def read_for_plot(paths, verify: bool = True):

@@ -11,7 +11,18 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis import rank_divergence
+from ..analysis.health import first_anomaly_check
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
+
+_LOSS_CHECKS = ("finite", "loss_falling", "rank_divergence")
+
+
+def _first_anomaly(summary_read, everything):
+    """Where a failed loss started (rank, parameter), from whichever source recorded per-parameter data."""
+    for source in (summary_read, everything):
+        if source is not None and (where := first_anomaly_check(source.scalars)) is not None:
+            return where
+    return None
 
 
 def judge_smoke(
@@ -113,6 +124,10 @@ def judge_smoke(
             checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in flags)))
         else:
             checks.append(Check("rank_divergence", PASS, f"{workers} ranks follow one trend within the noise between them"))
+    if any(c.status == FAIL and c.name.startswith(_LOSS_CHECKS) for c in checks):
+        where = _first_anomaly(summary_read, everything)
+        if where is not None:
+            checks.append(where)
 
     collect_freq = int(spec.get("collect_freq") or 1)
     builtin = not spec.get("code") and not spec.get("module")

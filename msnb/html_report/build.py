@@ -1,0 +1,181 @@
+"""``msnb.report``: one HTML file with everything a ticket about a training run needs.
+
+The verdict comes from the judge (:func:`msnb.check`), the figures from
+:mod:`msnb.plot`, the config findings from :mod:`msnb.config`, the versions
+from the doctor's tables; this module only reads once, asks each of them and
+writes the page.  The file stands alone: figures are PNG data URIs, the style
+is inline, and there is no script, so it opens the same from a mail, offline,
+with JavaScript off, and prints.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import NothingReadable, UsageError
+from . import page, sections
+
+DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
+
+
+@dataclass
+class ReportResult:
+    """What :func:`report` wrote.
+
+    Attributes:
+        path: the file written (as given).
+        bytes: its size.
+        runs: the runs it covers, named as in the report.
+        passed: True when every judged run passed, False when one failed, None when nothing could be judged.
+        html: the page itself.
+        verdict: the judge's :class:`~msnb.analysis.check.CheckResult` (None when nothing could be judged).
+    """
+
+    path: str
+    bytes: int
+    runs: list
+    passed: bool | None
+    html: str = field(repr=False)
+    verdict: object = field(default=None, repr=False)
+
+    @property
+    def exit_code(self) -> int:
+        """What ``msnb report`` returns: 0 written and every run passed, 1 written but a run failed or none could be judged."""
+        return 0 if self.passed else 1
+
+    def verdict_word(self) -> str:
+        """PASSED, FAILED or NOT JUDGED."""
+        return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
+
+    def _what(self) -> str:
+        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
+
+    def format_text(self) -> str:
+        return f"msnb report {self.verdict_word()}: {self._what()}"
+
+    def __repr__(self) -> str:
+        return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {len(self.runs)} run(s)>"
+
+    def _repr_html_(self) -> str:
+        """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
+        color = {"PASSED": "#1a7f37", "FAILED": "#cf222e"}.get(self.verdict_word(), "#9a6700")
+        caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(self._what())}</p>'
+        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid #d0d7de" srcdoc="{page.esc(self.html)}"></iframe>'
+        return caption + frame
+
+
+def _check_out(out) -> str:
+    """The output path, refused before any work when it cannot be written as a file."""
+    if not isinstance(out, (str, os.PathLike)) or not str(out):
+        raise UsageError("give the report's file: out='report.html' (--out FILE)")
+    out = os.fspath(out)
+    parent = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        raise UsageError(f"--out {out} is a directory; name the HTML file to write")
+    if os.path.lexists(out) and not os.path.isfile(out):
+        raise UsageError(f"--out {out} exists and is not a regular file")
+    if not os.path.isdir(parent):
+        raise UsageError(f"--out {out}: the directory {parent} does not exist")
+    return out
+
+
+def _write(out: str, text: str) -> int:
+    """Write *text* to *out* through a temporary file in the same directory, so a reader never sees half a report."""
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=".msnb-report-", suffix=".html", dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return len(data)
+
+
+def _header(title: str, where: str, result, checked, why_not) -> str:
+    written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    counts = ", ".join(f"{len(getattr(result, t)):,} {t}" for t in result.TABLES if len(getattr(result, t)))
+    if checked is None:
+        line = f"{page.status('NOT JUDGED')}: {page.esc(why_not)}"
+    else:
+        word, _, rest = checked.format_text().splitlines()[-1].partition(":")
+        line = f"{page.status(word)}:{page.esc(rest)}"
+    return (
+        f"<h1>{page.esc(title)}</h1>"
+        f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {len(result.files)} file(s), {page.esc(counts)}; '
+        f"{len(result.problems)} problem(s) while reading.</p>"
+        f'<p class="verdict" id="overall">{line}</p>'
+    )
+
+
+def report(source, *, out, config=None, title: str | None = None, tag: str = "loss", verify: bool = True, dpi: int = DPI) -> ReportResult:
+    """Write one self-contained HTML report on the runs under *source*.
+
+    Args:
+        source: a path, a list of paths, or a :class:`~msnb.events.ReadResult`.
+        out: the HTML file to write (replaced if it exists).
+        config: the run's YAML file, resolved and linted in the report (optional).
+        title: the page's title (default: ``msnb report: <paths>``).
+        tag: the loss tag the judge uses, or its meaning.
+        verify: check CRCs while reading.
+        dpi: resolution of the embedded figures.
+
+    Returns:
+        A :class:`ReportResult` (``path``, ``bytes``, ``runs``, ``passed``).
+
+    Raises:
+        UsageError: *out* cannot be written as a file.
+        ConfigError: *config* cannot be loaded.
+        NothingReadable: nothing could be read from *source*, or no run has the *tag* named (other than the default).
+    """
+    from ..analysis.check import check, read_labelled
+    from ..events.reader import ReadResult
+
+    out = _check_out(out)
+    checked_config = None
+    if config is not None:
+        from ..config import check_config
+        from ..environment import installed_major
+
+        checked_config = check_config(config, protobuf_major=installed_major("protobuf"))
+    if isinstance(source, ReadResult):
+        result, where = source, "the data given"
+    else:
+        paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+        if not paths:
+            raise UsageError("give at least one path to report on")
+        result, where = read_labelled(paths, verify), ", ".join(map(str, paths))
+    if result.empty:
+        first = f" ({result.problems[0]})" if result.problems else ""
+        raise NothingReadable(f"nothing readable under {where}{first}")
+    try:
+        checked, why_not = check(result, tag=tag), None
+    except NothingReadable as exc:
+        if tag != "loss":
+            raise  # a tag the user named that no run has is a mistake, as in msnb check
+        checked, why_not = None, str(exc)  # no scalars or no loss: the rest of the report still says what was read
+
+    failed = [r.run for r in checked.runs if not r.passed] if checked is not None else []
+    body = [
+        ("verdict", "Verdict per run", sections.verdict(checked, why_not)),
+        ("scalars", "Scalars", sections.scalars(result, dpi=dpi, first=failed)),
+        ("step-time", "Step time", sections.step_time(result, dpi=dpi, first=failed)),
+        ("histograms", "Histograms", sections.histograms(result, dpi=dpi, first=failed)),
+        ("config", "Monitoring config", sections.config(checked_config)),
+        ("lineage", "Lineage and hyper-parameters", sections.lineage(result, first=failed)),
+        ("problems", "Problems while reading", sections.problems(result)),
+        ("files", "Files read", sections.files(result)),
+        ("environment", "Versions", sections.environment()),
+    ]
+    names = result.runs
+    title = title or "msnb report: " + ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    text = page.document(title, _header(title, where, result, checked, why_not), body)
+    size = _write(out, text)
+    passed = None if checked is None else checked.passed
+    return ReportResult(path=out, bytes=size, runs=result.runs, passed=passed, html=text, verdict=checked)

@@ -1,0 +1,117 @@
+"""Which runs live under a base directory, and the one place each run is read.
+
+A run is what :mod:`msnb.events.discovery` calls one: the directory holding
+event files, summaries or logs, with ``rank_N`` folders (or per-rank file
+names) folded into it, at any depth (``exp/a/run``).  Discovery walks each
+real directory once, so a symlink loop is reported, not followed; a directory
+that cannot be listed is reported too, since it may hide runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from ..events.discovery import discover
+from ..events.reader import Follower, ReadResult
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run found under a base: ``name`` is its path relative to the base (``"."`` when the base is the run)."""
+
+    name: str
+    path: Path
+
+
+def check_base(base: str | os.PathLike) -> Path:
+    """*base* as a Path, or a UsageError naming it when it is not a directory.
+
+    Args:
+        base: the directory to look for runs in.
+
+    Returns:
+        The directory.
+
+    Raises:
+        UsageError: *base* does not exist or is not a directory.
+    """
+    path = Path(base)
+    if not path.exists():
+        raise UsageError(f"{base}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{base}: not a directory (give the folder that holds the runs)")
+    return path
+
+
+def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problems: list | None = None) -> list[RunDir]:
+    """Every run under *base*, sorted by name.
+
+    Args:
+        base: a directory (see :func:`check_base`).
+        dir_cache: discovery's cache of listed directories, for cheap repeated polls.
+        problems: where to append discovery's problems (symlink loops, directories that cannot be listed).
+
+    Returns:
+        One :class:`RunDir` per run.
+    """
+    root = Path(base)
+    names = sorted({s.run for s in discover(root, dir_cache, problems)})
+    return [RunDir(name, root if name == "." else root / name) for name in names]
+
+
+def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True):
+    """The one place a run's files are read: everything the first time, only the new bytes after that.
+
+    The reader is a :class:`~msnb.events.Follower` on the run's directory, so
+    a one-shot table (``final=True``) and a watch share one code path.  Files
+    of runs nested below this one (``run/sub/rank_0``) are theirs, not this
+    run's, and are never opened by it (a stray log at the base would otherwise
+    read every run twice); with *tags* only those tags' scalars are kept.
+
+    Args:
+        run: the run.
+        reader: the follower from the previous call (None: start one).
+        tags: the scalar tags to keep (None: all).
+        verify: check CRCs while reading.
+        final: report a partial last record as truncated (a one-shot read) rather than wait for it (a watch).
+
+    Returns:
+        ``(reader, result)``: the follower to pass next time, and the run's
+        :class:`~msnb.events.ReadResult` so far (its ``run`` column holding the
+        run's name), or None when a follower given found nothing new.
+    """
+    first = reader is None
+    if first:
+        # the run's own files (a run nested below is read by its own reader), only the tags asked for
+        # (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
+        reader = Follower(run.path, verify=verify, run=".", tags=tags, workers=None)
+    new = reader.poll(final=final)
+    if not (first or not new.empty or new.problems):
+        return reader, None
+    return reader, _own_rows(reader.result, run.name, tags)
+
+
+def _own_rows(result: ReadResult, name: str, tags) -> ReadResult:
+    """The rows of the run itself (``"."`` inside its directory), renamed to *name*, and only *tags* among the scalars."""
+    out = ReadResult(problems=list(result.problems), files=[f for f in result.files if f["run"] == "."])
+    for kind in ReadResult.TABLES:
+        table = getattr(result, kind)
+        if not len(table):
+            continue
+        keep = table.run == "."
+        if kind == "scalars" and tags is not None:
+            keep &= np.isin(table.tag, list(tags))
+        if not keep.all():
+            table = table.take(keep)
+        else:
+            table = type(table)(**{c: getattr(table, c) for c in table.COLUMNS})
+        runs = np.empty(len(table), dtype=object)
+        runs[:] = name
+        table.run = runs
+        setattr(out, kind, table)
+    return out

@@ -194,7 +194,7 @@ def watch(cmd: list[str], *, timeout: float, until: str | None = None, env=None)
     seconds = time.perf_counter() - started
     out = proc.stdout.read()
     if proc.returncode != 0:
-        return {"error": f"exit status {proc.returncode}", "peak_mb": peak, "stdout": out[-400:]}
+        return {"error": f"exit status {proc.returncode}", "seconds": seconds, "peak_mb": peak, "stdout": out}
     return {"seconds": seconds, "peak_mb": peak, "stdout": out}
 
 
@@ -262,7 +262,12 @@ def measure_runs_cli(tree: Path, timeout: float) -> dict | None:
     res = watch([sys.executable, "-m", "msnb.cli", "runs", str(tree), "--json"], timeout=timeout, env=env)
     if "error" in res and res["error"].startswith("exit status 1"):
         res = {k: v for k, v in res.items() if k != "error"}  # a failed verdict (the NaN rank) exits 1: that is the answer
-    res.pop("stdout", None)
+    out = res.pop("stdout", "")
+    try:
+        run = json.loads(out)["runs"][0]
+        res.update(ranks=run["ranks"], last_step=run["last_step"], flagged=sorted({f["rank"] for f in run["flags"]}))
+    except (ValueError, KeyError, IndexError):
+        res.setdefault("error", "no JSON table printed")
     return res
 
 
@@ -341,7 +346,12 @@ def report(res: dict) -> list[str]:
             continue
         ratio = f"{r['seconds'] / floor:.2f}x" if floor else "-"
         notes = ""
-        if name.startswith("msnb overview"):
+        if name == "msnb runs --json":
+            healthy = [k for k in r["flagged"] if k != f["nan_rank"]]
+            notes = (
+                f"{len(r['ranks'])} ranks, last step {r['last_step']}, NaN rank flagged: {f['nan_rank'] in r['flagged']}, healthy ranks flagged: {len(healthy)}"
+            )
+        elif name.startswith("msnb overview"):
             healthy = [k for k in r["flagged"] if k != f["nan_rank"]]
             notes = (
                 f"{r['workers']} worker(s); read {r['read_s']:.2f} s, {r['points']:,} points; {len(r['ranks'])} ranks, last step {r['last_step']},"

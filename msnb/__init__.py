@@ -11,7 +11,7 @@ def read(path, *, verify=True, tags=None, workers=None):
     """Read MindSpore summaries, TensorBoard event files and training logs under *path*.
 
     See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
-    None for the cores available); imported lazily so ``import msnb`` stays cheap.
+    None for the idle cores); imported lazily so ``import msnb`` stays cheap.
     """
     from .events import read as _read
 

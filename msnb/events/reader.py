@@ -587,7 +587,7 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
         verify: check both checksums of every record.
         tags: read only these tags (real tags or meanings, e.g. ``["loss", "lr"]``); None reads all.
             The result is the full read's with other tags' rows left out.
-        workers: processes to read files in (None: the cores available, capped at 8; 1: this
+        workers: processes to read files in (None: the idle cores (cores less the load average), at most 8; 1: this
             process only).  Small trees are read here whatever it says; the result is the same.
 
     Returns:

@@ -45,7 +45,7 @@ def _oracle_check(env: Envelope, steps: np.ndarray, values: np.ndarray):
 values_st = st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf), st.just(-math.inf))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     buckets=st.integers(1, 16),
     chunks=st.lists(st.lists(st.tuples(st.integers(-50, 3000), values_st), min_size=1, max_size=60), min_size=1, max_size=6),

@@ -122,8 +122,11 @@ class Envelope:
             for f, arr in self._b.items():
                 self._b[f] = np.concatenate([arr, _empty(extra, arr.dtype, f)])
         b = self._b
-        _take(b, new, n, "lo", new["lo_step"] < b["lo_step"][:n])
-        _take(b, new, n, "hi", new["hi_step"] > b["hi_step"][:n])
+        # at an equal step a finite value beats a non-finite one: the envelope draws only finite points
+        finer_lo = (new["lo_step"] == b["lo_step"][:n]) & np.isfinite(new["lo_value"]) & ~np.isfinite(b["lo_value"][:n])
+        finer_hi = (new["hi_step"] == b["hi_step"][:n]) & np.isfinite(new["hi_value"]) & ~np.isfinite(b["hi_value"][:n])
+        _take(b, new, n, "lo", (new["lo_step"] < b["lo_step"][:n]) | finer_lo)
+        _take(b, new, n, "hi", (new["hi_step"] > b["hi_step"][:n]) | finer_hi)
         _take(b, new, n, "min", new["min_value"] < b["min_value"][:n])
         _take(b, new, n, "max", new["max_value"] > b["max_value"][:n])
         _take(b, new, n, "bad", new["bad_step"] < b["bad_step"][:n])
@@ -197,7 +200,7 @@ def _aggregate(bucket: np.ndarray, steps: np.ndarray, values: np.ndarray) -> dic
         if not idx.size:
             return
         k = key[idx] if lowest else -key[idx]
-        order = np.lexsort((steps[idx], k, bucket[idx]))  # by bucket, then key, ties to the lower step
+        order = np.lexsort((steps[idx], ~ok[idx], k, bucket[idx]))  # by bucket, then key, ties to a finite value, then the lower step
         idx = idx[order]
         first = np.concatenate([[True], bucket[idx][1:] != bucket[idx][:-1]])
         chosen = idx[first]

@@ -45,6 +45,18 @@ def floor(path):
     return run
 
 
+def floor_tree(path):
+    """:func:`floor` over every event file under a directory, one after the other in this process."""
+    import os
+
+    files = sorted(os.path.join(d, f) for d, _, names in os.walk(path) for f in names if "tfevents" in f or "_MS" in f)
+
+    def run():
+        return sum(floor(f)() for f in files)
+
+    return run
+
+
 def msnb_reader(path):
     import msnb
     import msnb.events  # noqa: F401  (import outside the timed region, like the other tools)
@@ -130,6 +142,7 @@ def tbparse_reader(path):
 TOOLS = {
     "msnb": msnb_reader,
     "floor": floor,
+    "floor_tree": floor_tree,
     "summary_pb2": summary_pb2_loop,
     "mindinsight": mindinsight_loader,
     "event_accumulator": event_accumulator,

@@ -7,14 +7,15 @@ registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
 __version__ = "0.1.0"
 
 
-def read(path, *, verify=True):
+def read(path, *, verify=True, tags=None, workers=None):
     """Read MindSpore summaries, TensorBoard event files and training logs under *path*.
 
-    See :func:`msnb.events.read`; imported lazily so ``import msnb`` stays cheap.
+    See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
+    None for the idle cores); imported lazily so ``import msnb`` stays cheap.
     """
     from .events import read as _read
 
-    return _read(path, verify=verify)
+    return _read(path, verify=verify, tags=tags, workers=workers)
 
 
 def check(source, *, tag="loss", rules=None, verify=True):

@@ -141,7 +141,8 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
     for verdict in runs:
         if not verdict.passed and verdict.tag is not None:
-            started = first_anomaly_check(scalars.take(scalars.run == verdict.run))
+            in_run = scalars.run == verdict.run
+            started = first_anomaly_check(scalars if in_run.all() else scalars.take(in_run))  # one run: no copy of the table
             if started is not None:
                 verdict.checks.append(started)
     judged = [r for r in runs if r.tag is not None]

@@ -48,12 +48,13 @@ def find_nonfinite(scalars, tags, *, keep_steps: int = 20) -> list[NonFinite]:
     out = []
     keys = sorted(set(zip(scalars.run[bad].tolist(), scalars.rank[bad].tolist(), scalars.tag[bad].tolist())))
     for run, rank, tag in keys:
-        rows = (scalars.run == run) & (scalars.rank == rank) & (scalars.tag == tag)
+        rows = np.flatnonzero(scalars.rank == rank)  # integers first: the string compares then run over one rank's rows
+        rows = rows[(scalars.run[rows] == run) & (scalars.tag[rows] == tag)]
         steps, values = scalars.step[rows], scalars.value[rows]
         nf = ~np.isfinite(values)
         order = np.argsort(steps[nf], kind="stable")
         bsteps, bvalues = steps[nf][order], values[nf][order]
-        out.append(NonFinite(run, int(rank), tag, int(bsteps[0]), str(bvalues[0]), int(nf.sum()), int(rows.sum()), bsteps[:keep_steps].tolist()))
+        out.append(NonFinite(run, int(rank), tag, int(bsteps[0]), str(bvalues[0]), int(nf.sum()), int(rows.size), bsteps[:keep_steps].tolist()))
     return out
 
 

@@ -9,6 +9,10 @@ all remaining bytes at once (numpy).  A record that matches byte for byte has
 exactly the template's structure, so its fields are read straight out of the
 byte matrix.  Records that do not match are tried against the next template
 or decoded one by one; nothing is guessed.
+
+Reading only some tags (*wanted*) uses the same proof: a tag's bytes are among
+the fixed ones, so a record that matches a template of other tags holds those
+other tags and nothing else; it is matched but none of its values is read.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .crcs import by_length
 from .wire import DecodeError
 
 MIN_GROUP = 8  # fewer records than this of one length: decode them one by one
@@ -52,8 +57,10 @@ class ScalarColumns:
         self.walls.append(np.asarray(walls, dtype=np.float64))
         self.values.append(np.asarray(values, dtype=np.float64))
 
-    def add_event(self, record: int, ev) -> None:
+    def add_event(self, record: int, ev, wanted=None) -> None:
         for j, (tag, value, _off, _fmt) in enumerate(ev.scalars):
+            if wanted is not None and tag not in wanted:
+                continue
             self.add_block([record], j, self.tag_id(tag), [ev.step], [ev.wall_time], [value])
 
     def finish(self):
@@ -73,8 +80,13 @@ class ScalarColumns:
         )
 
 
-def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
-    """Which rows share *ev*'s layout, and their (steps, walls, [values...])."""
+def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, keep=None):
+    """Which rows share *ev*'s layout, and their (steps, walls, [values...]).
+
+    *keep* lists the positions in ``ev.scalars`` whose values are wanted (default all);
+    with none wanted only the match is computed (steps, walls and values come back empty).
+    """
+    keep = range(len(ev.scalars)) if keep is None else keep
     variable = np.zeros(n, dtype=bool)
     w = ev.wall_offset
     variable[w : w + 8] = True
@@ -88,7 +100,7 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
 
     rows = max(1, ROW_BYTES // max(n, 1))
     ok_parts, step_parts, wall_parts = [], [], []
-    value_parts = [[] for _ in ev.scalars]
+    value_parts = {j: [] for j in keep}
     for lo in range(0, starts.size, rows):
         m = window[starts[lo : lo + rows]]
         ok = ~((m != template) & fixed).any(axis=1)
@@ -99,6 +111,8 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
             if k > 1:
                 ok &= (sb[:, : k - 1] >= 0x80).all(axis=1)
         ok_parts.append(ok)
+        if not keep:
+            continue
         mk = m[ok]
         if ev.step_span is not None:
             s, k = ev.step_span
@@ -109,19 +123,25 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev):
         else:
             step_parts.append(np.zeros(mk.shape[0], dtype=np.int64))
         wall_parts.append(np.ascontiguousarray(mk[:, w : w + 8]).view("<f8").ravel())
-        for j, (_tag, _value, off, fmt) in enumerate(ev.scalars):
+        for j in keep:
+            _tag, _value, off, fmt = ev.scalars[j]
             width = 4 if fmt == "f4" else 8
             value_parts[j].append(np.ascontiguousarray(mk[:, off : off + width]).view("<" + fmt).ravel())
     ok = np.concatenate(ok_parts)
-    return ok, np.concatenate(step_parts), np.concatenate(wall_parts), [np.concatenate(v) for v in value_parts]
+    if not keep:
+        return ok, None, None, {}
+    return ok, np.concatenate(step_parts), np.concatenate(wall_parts), {j: np.concatenate(v) for j, v in value_parts.items()}
 
 
-def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None):
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None, *, wanted=None):
     """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
 
     *finish*, when given, is called as ``finish(buf, generic)`` once every record
     is decoded and returns ``(generic, errors)``: the step that decodes what
     *decode_event* deferred (histograms, all at once) and drops the records it could not.
+
+    With *wanted* (a set of real tags), only those tags' scalars are collected; records
+    matching a template that holds none of them are not read past the match.
 
     *generic* is a list of ``(record_index, DecodedEvent)`` for records not
     handled by a template (they may carry histograms, images, versions...;
@@ -135,12 +155,10 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
         return cols, generic, errors
     raw = np.frombuffer(buf, dtype=np.uint8)
     window = None
-    uniq, inverse = np.unique(lengths, return_inverse=True)
-    by_length = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[by_length], np.arange(uniq.size + 1))
+    uniq, order, bounds = by_length(lengths)
     for g in range(uniq.size):
         n = int(uniq[g])
-        remaining = by_length[bounds[g] : bounds[g + 1]]
+        remaining = order[bounds[g] : bounds[g + 1]]
         templates = 0
         while remaining.size:
             i0 = int(remaining[0])
@@ -162,15 +180,16 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
                 window = sliding_window_view(raw, n)
                 window_n = n
             starts = offsets[remaining]
-            ok, steps, walls, values = _match(window, raw, starts, n, a, ev)
+            keep = [j for j, s in enumerate(ev.scalars) if wanted is None or s[0] in wanted]
+            ok, steps, walls, values = _match(window, raw, starts, n, a, ev, keep)
             templates += 1
             if not ok[0]:  # cannot happen for a well-formed template; never loop on it
                 generic.append((i0, ev))
                 remaining = remaining[1:]
                 continue
             matched = remaining[ok]
-            for j, (tag, _v, _off, _fmt) in enumerate(ev.scalars):
-                cols.add_block(matched, j, cols.tag_id(tag), steps, walls, values[j])
+            for j in keep:
+                cols.add_block(matched, j, cols.tag_id(ev.scalars[j][0]), steps, walls, values[j])
             if matched.size < 2:
                 templates = MAX_TEMPLATES  # layouts vary record to record here: stop trying
             remaining = remaining[~ok]
@@ -178,6 +197,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
         generic, late = finish(buf, generic)
         errors.extend(late)
     for i, ev in generic:
-        cols.add_event(i, ev)
+        cols.add_event(i, ev, wanted)
     errors.sort(key=lambda item: item[0])  # in file order, however the records were grouped to decode
     return cols, generic, errors

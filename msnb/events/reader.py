@@ -21,9 +21,11 @@ from .decoded import Landscape
 from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
 from .fastscalars import decode_records
 from .logs import LogParser
+from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind
 from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
+from .tags import spellings
 from .wire import DecodeError
 
 _DECODERS = {MS_SUMMARY: mindspore_proto.decode_event_deferred, TFEVENTS: tensorboard_proto.decode_event}
@@ -76,11 +78,12 @@ class ReadResult:
         return f"<ReadResult: {', '.join(parts) or 'nothing'} from {len(self.files)} file(s); {len(self.problems)} problem(s)>"
 
     @classmethod
-    def merge(cls, results) -> ReadResult:
+    def merge(cls, results, *, consume: bool = False) -> ReadResult:
+        """One result of *results*, in order; with *consume* their tables are freed column by column as they are joined."""
         results = list(results)
         out = cls()
         for t in cls.TABLES:
-            setattr(out, t, type(getattr(out, t)).concat([getattr(r, t) for r in results]))
+            setattr(out, t, type(getattr(out, t)).concat([getattr(r, t) for r in results], consume=consume))
         for r in results:
             out.problems.extend(r.problems)
             out.files.extend(r.files)
@@ -120,10 +123,11 @@ def _full(n: int, value) -> np.ndarray:
 class FileState:
     """How far one file has been read, and what it yielded."""
 
-    def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False):
+    def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False, wanted: frozenset | None = None):
         self.source = source
         self.verify = verify
         self.explicit = explicit
+        self.wanted = wanted  # real tags to keep (None: all); lineage, which has no tag, is always kept
         self.reads = 0  # times the file was opened: an unchanged file is never opened
         self.reset()
 
@@ -283,7 +287,8 @@ class FileState:
 
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor))
+        wanted = self.wanted
+        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor), wanted=wanted)
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)
@@ -305,9 +310,11 @@ class FileState:
         for _i, ev in generic:
             if ev.version is not None and self.version is None:
                 self.version = ev.version
-            if ev.graph_bytes is not None:
+            if ev.graph_bytes is not None and (wanted is None or "" in wanted):
                 markers.append(("", ev.step, ev.wall_time, "graph", ev.graph_bytes))
             for tag, record in ev.others:
+                if wanted is not None and tag not in wanted:
+                    continue
                 if isinstance(record, Landscape):
                     markers.append((tag, ev.step, ev.wall_time, "loss_landscape", record.bytes))
                     continue
@@ -369,6 +376,8 @@ class FileState:
         cols = _LogColumns()
         self._read_log_chunks(f, size, final, out, cols)
         table = cols.table(self.source)
+        if self.wanted is not None and len(table):
+            table = table.take(np.isin(table.tag, list(self.wanted)))
         if len(table):
             _add(out, "scalars", table)
 
@@ -459,15 +468,24 @@ class Follower:
 
     Args:
         path: a file, a run directory or a tree of runs (it may not exist yet).
-        verify: check record checksums.
+        verify: check both checksums of every record.
         run: read only this run's files (its name relative to *path*, ``"."``
             for *path* itself), never those of runs nested below it.
+        tags: read only these tags (real tags or meanings: ``loss`` keeps ``loss/auto``, ``lm-loss``...,
+            see :func:`msnb.events.tags.spellings`); None reads all.  Records of other tags are
+            framed and checked but not decoded where the layout proves which tag they hold.
+            Lineage records, which have no tag, are always kept.
+        workers: processes a poll with much to read may use (None: the idle cores, capped);
+            the result is the same as with 1.
     """
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True, run: str | None = None):
+    def __init__(self, path: str | os.PathLike, *, verify: bool = True, run: str | None = None, tags=None, workers: int | None = 1):
         self.path = Path(path)
         self.verify = verify
         self.run = run
+        self.tags = None if tags is None else sorted(spellings(tags))
+        self._wanted = None if tags is None else frozenset(self.tags)
+        self.workers = default_workers() if workers is None else max(1, int(workers))
         self._states: dict[str, FileState] = {}
         self._order: list[str] = []
         self._dir_cache: dict = {}
@@ -476,12 +494,16 @@ class Follower:
         self._reported: set = set()
 
     def poll(self, *, final: bool = False) -> ReadResult:
+        return ReadResult.merge(self._poll_files(final))
+
+    def _poll_files(self, final: bool) -> list[ReadResult]:
+        """What each file added (one result per file, in order), recorded in this follower."""
         if not self.path.exists():
             new = ReadResult()
             if final:
                 new.problems.append(Problem(str(self.path), None, ProblemKind.MISSING, "no such file or directory", "error"))
                 self._problems.extend(new.problems)
-            return new
+            return [new]
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
@@ -494,14 +516,26 @@ class Follower:
                 self._cached = None
         for src in sources:
             if src.path not in self._states:
-                self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit)
+                self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit, wanted=self._wanted)
         self._order = [s.path for s in sources] + [p for p in self._order if p not in {s.path for s in sources}]
-        news = [self._states[p].poll(final=final) for p in self._order]
-        new = ReadResult.merge(news)
-        self._problems.extend(new.problems)
-        if not new.empty or new.problems:
-            self._cached = None
-        return new
+        news = self._poll_states(final)
+        for new in news:
+            self._problems.extend(new.problems)
+            if not new.empty or new.problems:
+                self._cached = None
+        return news
+
+    def _poll_states(self, final: bool) -> list:
+        """Poll every file in order: here, or in worker processes when there is much to read."""
+        states = [self._states[p] for p in self._order]
+        tasks = plan(_pending(states), self.workers) if self.workers > 1 else []
+        if not tasks:
+            return [st.poll(final=final) for st in states]
+        polled = set(i for t in tasks for i in t)
+        news = dict(zip(sorted(polled), poll_states(states, tasks, self.workers, final=final)))
+        for p, st in zip(self._order, states):
+            self._states[p] = st  # the workers' states, advanced
+        return [news[i] if i in polled else st.poll(final=final) for i, st in enumerate(states)]
 
     def close(self) -> ReadResult:
         """A last poll that reports whatever is still incomplete as truncated."""
@@ -517,14 +551,48 @@ class Follower:
             self._cached = merged
         return self._cached
 
+    def _drain(self) -> ReadResult:
+        """Everything read, joined while the per-file parts are freed (a one-shot read needs no second copy)."""
+        merged = ReadResult.merge((r for p in self._order for r in self._states[p].results), consume=True)
+        for p in self._order:
+            self._states[p].results = []
+        merged.problems = list(self._problems)
+        merged.files = [self._states[p].info() for p in self._order]
+        return merged
 
-def read(path: str | os.PathLike, *, verify: bool = True) -> ReadResult:
+
+def _pending(states: list) -> list[tuple[int, int]]:
+    """``(index, unread bytes)`` of each state's file that grew past where it was read."""
+    out = []
+    for i, st in enumerate(states):
+        try:
+            size = os.stat(st.source.path).st_size
+        except OSError:
+            continue
+        unread = size - st.pos if size >= st.pos else size  # a shorter file is read again from the start
+        if unread:
+            out.append((i, unread))
+    return out
+
+
+def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None) -> ReadResult:
     """Read every summary, event file and training log under *path*.
 
     *path* may be one file, one run directory or a tree of runs.  Damaged data
     never raises: intact records are returned and the rest is listed in
     ``result.problems``.
+
+    Args:
+        path: a file, a run directory or a tree of runs.
+        verify: check both checksums of every record.
+        tags: read only these tags (real tags or meanings, e.g. ``["loss", "lr"]``); None reads all.
+            The result is the full read's with other tags' rows left out.
+        workers: processes to read files in (None: the idle cores (cores less the load average), at most 8; 1: this
+            process only).  Small trees are read here whatever it says; the result is the same.
+
+    Returns:
+        A :class:`ReadResult`.
     """
-    follower = Follower(path, verify=verify)
-    follower.poll(final=True)
-    return follower.result
+    follower = Follower(path, verify=verify, tags=tags, workers=workers)
+    follower._poll_files(final=True)
+    return follower._drain()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from crc32c import crc32c
 
+from .crcs import crc_many
 from .problems import Problem, ProblemKind
 
 MASK_DELTA = 0xA282EAD8
@@ -158,6 +159,76 @@ def _resync(buf, first: int, end: int, final: bool) -> tuple[int | None, int]:
 
 
 _END, _BAD, _OVER = 0, 1, 2
+MAX_PERIOD = 32  # longest repeating pattern of record lengths looked for (a job writing 32 tags a step, one event each)
+BATCH = 2 * MAX_PERIOD  # records walked one by one before looking for the pattern again
+
+
+def _walk_some(buf, pos: int, end: int, verify: bool, seen: dict, offsets: list, lengths: list, limit: int):
+    """Follow the chain one record at a time for at most *limit* records; returns ``(pos, state, over, stopped)``."""
+    get = seen.get
+    append_off = offsets.append
+    append_len = lengths.append
+    for _ in range(limit):
+        if pos + HEADER > end:
+            return pos, _END, 0, True
+        head = buf[pos : pos + HEADER]
+        n = get(head)
+        if n is None:
+            n = int.from_bytes(head[:8], "little")
+            ok = n <= MAX_RECORD
+            if ok and verify:
+                ok = masked_crc(head[:8]) == int.from_bytes(head[8:], "little")
+            if not ok:
+                return pos, _BAD, 0, True
+            seen[head] = n
+        stop = pos + HEADER + n + FOOTER
+        if stop > end:
+            return pos, _OVER, n, True
+        append_off(pos + HEADER)
+        append_len(n)
+        pos = stop
+    return pos, _END, 0, False
+
+
+def _period(lengths: list) -> int:
+    """The shortest p with which all of *lengths* repeat (at least twice over), else 0."""
+    for p in range(1, min(MAX_PERIOD, len(lengths) // 2) + 1):
+        if lengths[p:] == lengths[:-p]:
+            return p
+    return 0
+
+
+def _run_ahead(buf, raw: np.ndarray, pos: int, end: int, pattern: list, periods: int):
+    """Records from *pos* on, guessing that the lengths repeat *pattern*; only the guesses that hold are kept.
+
+    A guess holds where the 12 header bytes at the guessed position are exactly
+    the header of the guessed length with its checksum: that is what the walk
+    one record at a time would have read there, so the chain kept is the one it
+    would have followed, up to the first position where they differ.
+
+    Returns:
+        ``(payload offsets, lengths, pos after the last kept record)``.
+    """
+    sizes = np.array(pattern, dtype=np.int64) + (HEADER + FOOTER)
+    period = int(sizes.sum())
+    periods = min(periods, (end - pos) // period)
+    if periods <= 0:
+        return None, None, pos
+    heads = np.array([np.frombuffer(_header_bytes(n), dtype=np.uint8) for n in pattern])
+    within = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    starts = (pos + np.arange(periods, dtype=np.int64)[:, None] * period + within[None, :]).ravel()
+    window = np.lib.stride_tricks.sliding_window_view(raw, HEADER)
+    good = (window[starts] == np.tile(heads, (periods, 1))).all(axis=1)
+    k = starts.size if good.all() else int(np.argmin(good))
+    if k == 0:
+        return None, None, pos
+    lens = np.tile(np.array(pattern, dtype=np.int64), periods)[:k]
+    return starts[:k] + HEADER, lens, int(starts[k - 1] + HEADER + lens[-1] + FOOTER)
+
+
+def _header_bytes(n: int) -> bytes:
+    head = n.to_bytes(8, "little")
+    return head + masked_crc(head).to_bytes(4, "little")
 
 
 def _walk(buf, pos: int, end: int, verify: bool, seen: dict):
@@ -167,41 +238,38 @@ def _walk(buf, pos: int, end: int, verify: bool, seen: dict):
     why the chain stopped at *stop*: the data ends (``_END``), a header fails
     (``_BAD``) or a valid header announces a record past *end* (``_OVER``, with
     its payload length).  *bad* marks records whose payload checksum fails.
+
+    The chain is followed one record at a time until the lengths repeat (a job
+    writes the same tags every step); then positions further on are guessed
+    from the pattern and checked all at once (:func:`_run_ahead`), twice as
+    far each time the guess held, back to one at a time where it did not.
     """
-    offsets: list[int] = []
-    lengths: list[int] = []
-    get = seen.get
-    append_off = offsets.append
-    append_len = lengths.append
-    state = _END
-    over = 0
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    parts_off: list = []
+    parts_len: list = []
+    ahead = 16
     while True:
-        if pos + HEADER > end:
+        offsets: list[int] = []
+        lengths: list[int] = []
+        pos, state, over, stopped = _walk_some(buf, pos, end, verify, seen, offsets, lengths, BATCH)
+        parts_off.append(np.asarray(offsets, dtype=np.int64))
+        parts_len.append(np.asarray(lengths, dtype=np.int64))
+        if stopped:
             break
-        head = buf[pos : pos + HEADER]
-        n = get(head)
-        if n is None:
-            n = int.from_bytes(head[:8], "little")
-            ok = n <= MAX_RECORD
-            if ok and verify:
-                ok = masked_crc(head[:8]) == int.from_bytes(head[8:], "little")
-            if not ok:
-                state = _BAD
-                break
-            seen[head] = n
-        stop = pos + HEADER + n + FOOTER
-        if stop > end:
-            state, over = _OVER, n
-            break
-        append_off(pos + HEADER)
-        append_len(n)
-        pos = stop
-    offs = np.asarray(offsets, dtype=np.int64)
-    lens = np.asarray(lengths, dtype=np.int64)
+        p = _period(lengths)
+        if not p:
+            continue
+        offs, lens, pos = _run_ahead(buf, raw, pos, end, lengths[-p:], ahead)
+        if offs is None:
+            ahead = 16
+            continue
+        parts_off.append(offs)
+        parts_len.append(lens)
+        ahead = min(ahead * 2, 1 << 16) if offs.size == ahead * p else 16
+    offs = np.concatenate(parts_off) if len(parts_off) > 1 else parts_off[0]
+    lens = np.concatenate(parts_len) if len(parts_len) > 1 else parts_len[0]
     if verify and offs.size:
-        mv = memoryview(buf)
-        crcs = np.fromiter((crc32c(mv[o : o + k]) for o, k in zip(offsets, lengths)), dtype=np.uint32, count=len(offsets))
-        raw = np.frombuffer(buf, dtype=np.uint8)
+        crcs = crc_many(raw, offs, lens)
         idx = (offs + lens)[:, None] + np.arange(4)
         stored = raw[idx].copy().view("<u4").ravel()
         bad = _masked_array(crcs) != stored

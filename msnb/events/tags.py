@@ -44,3 +44,26 @@ def resolve(name: str, available) -> str | None:
 def is_schedule(tag: str) -> bool:
     """True for tags that follow a schedule (learning rate, loss scale, batch size)."""
     return meaning(tag) in SCHEDULES
+
+
+def spellings(names) -> frozenset[str]:
+    """Every real tag that the names in *names* (real tags or meanings) may be written as.
+
+    Used to read only some tags: ``["loss"]`` stands for ``loss``, ``loss/auto``,
+    ``lm-loss``...; a name that is no meaning and no spelling of one stands for itself.
+
+    Args:
+        names: an iterable of tags or meanings (a single string counts as one name).
+
+    Returns:
+        The set of real tags to keep.
+    """
+    if isinstance(names, str):
+        names = [names]
+    out = set()
+    for name in names:
+        out.add(name)
+        m = meaning(name)
+        if m is not None:
+            out.update(ALIASES[m])
+    return frozenset(out)

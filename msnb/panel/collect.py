@@ -87,7 +87,9 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     """
     first = reader is None
     if first:
-        reader = Follower(run.path, verify=verify, run=".")  # the run's own files: a run nested below is read by its own reader
+        # the run's own files (a run nested below is read by its own reader), only the tags asked for
+        # (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
+        reader = Follower(run.path, verify=verify, run=".", tags=tags, workers=None)
     new = reader.poll(final=final)
     if not (first or not new.empty or new.problems):
         return reader, None

@@ -1,0 +1,216 @@
+"""Reading many files at once in worker processes, with the same result as one process.
+
+A multi-rank job leaves one event file per rank; reading them one after the
+other uses one core.  Here each worker reads whole files with the very same
+per-file state a single process uses (:class:`msnb.events.reader.FileState`),
+sends it back, and the caller puts the states back in file order, so rows,
+their order and the problems are those of a one-process read by construction.
+
+Workers are plain ``python -c`` children talking pickles over their stdin and
+stdout, not :mod:`multiprocessing`: a spawned multiprocessing child imports the
+caller's ``__main__`` again, which re-runs an unguarded user script or
+notebook cell.  A child reads its tasks from a pipe, so it ends when the parent
+does (end of file), and on Linux it also asks the kernel to kill it then.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import selectors
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+PARALLEL_BYTES = 48 << 20  # below this many unread bytes, starting processes costs more than it saves
+TASK_BYTES = 24 << 20  # files are handed out in tasks of about this many bytes: the busiest worker finishes last
+MAX_WORKERS = 8  # more processes than this rarely help: reading becomes disk-bound
+_LEN = struct.Struct("<Q")
+
+
+class WorkerError(Exception):
+    """A worker process failed: a bug, not a user's mistake; carries the worker's traceback."""
+
+
+def default_workers() -> int:
+    """The cores this process may use that other processes are not already using, capped at :data:`MAX_WORKERS`.
+
+    On a shared machine (a login node, a notebook server) the load average
+    counts the cores others keep busy; workers started on those would only
+    queue behind them and add their own start-up, so they are left out.
+    Returns 1 where no Python can be started.
+    """
+    if not sys.executable:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = max(0, int(os.getloadavg()[0]) - 1)  # this process is one of the running ones
+    except OSError:
+        busy = 0
+    return max(1, min(cores - busy, MAX_WORKERS))
+
+
+def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:
+    """Cut files into contiguous tasks, or none when one process is the better choice.
+
+    Args:
+        pending: ``(index, unread bytes)`` of each file with something to read, in file order.
+        workers: processes allowed.
+
+    Returns:
+        Lists of file indices (each a task, in file order); empty when reading in this process pays more.
+    """
+    total = sum(n for _, n in pending)
+    if workers < 2 or len(pending) < 2 or total < PARALLEL_BYTES:
+        return []
+    target = max(1, min(TASK_BYTES, total // (4 * workers)))
+    tasks, current, size = [], [], 0
+    for i, n in pending:
+        current.append(i)
+        size += n
+        if size >= target:
+            tasks.append(current)
+            current, size = [], 0
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def _send(pipe, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(_LEN.pack(len(data)))
+    pipe.write(data)
+    pipe.flush()
+
+
+def _receive(pipe):
+    head = pipe.read(_LEN.size)
+    if len(head) < _LEN.size:
+        return None
+    (n,) = _LEN.unpack(head)
+    return pickle.loads(pipe.read(n))
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (elsewhere the closed pipe ends it)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def serve() -> None:
+    """A worker's loop: read ``(task, states, final)``, poll each state, send ``(task, states, news)`` back."""
+    _die_with_parent()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the pickles
+    inp = os.fdopen(os.dup(0), "rb")
+    while True:
+        msg = _receive(inp)
+        if msg is None:
+            return
+        task, states, final = msg
+        try:
+            news = [st.poll(final=final) for st in states]
+        except Exception:  # a bug in a worker: hand its traceback to the parent, which raises it
+            import traceback
+
+            _send(out, (task, None, traceback.format_exc()))
+            continue
+        _send(out, (task, states, news))
+
+
+def _start(n: int) -> list[subprocess.Popen]:
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding this msnb package
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    code = "from msnb.events.parallel import serve; serve()"
+    return [subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) for _ in range(n)]
+
+
+def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bool) -> list:
+    """Poll ``states[i]`` for every i in *tasks*, in worker processes.
+
+    Each state travels without the results of earlier polls (they stay here)
+    and comes back advanced; it replaces the one in *states*.
+
+    Args:
+        states: the :class:`~msnb.events.reader.FileState` of every file, in file order.
+        tasks: lists of indices into *states* (see :func:`plan`).
+        workers: processes to start (at most one per task).
+        final: passed to each state's ``poll``.
+
+    Returns:
+        The new :class:`~msnb.events.reader.ReadResult` of each polled state, in the order of *tasks*' indices.
+
+    Raises:
+        WorkerError: a worker crashed or raised (with its traceback).
+    """
+    procs = _start(min(workers, len(tasks)))
+    earlier = {}
+    news: dict = {}
+    todo = list(range(len(tasks)))[::-1]
+    sel = selectors.DefaultSelector()
+    try:
+
+        def give(proc) -> bool:
+            if not todo:
+                return False
+            t = todo.pop()
+            batch = []
+            for i in tasks[t]:
+                earlier[i] = states[i].results
+                states[i].results = []
+                batch.append(states[i])
+            _send(proc.stdin, (t, batch, final))
+            return True
+
+        for proc in procs:
+            if give(proc):
+                sel.register(proc.stdout, selectors.EVENT_READ, proc)
+        busy = len(sel.get_map())
+        while busy:
+            for key, _ in sel.select():
+                proc = key.data
+                msg = _receive(proc.stdout)
+                if msg is None:
+                    raise WorkerError(f"a reading worker ended unexpectedly (exit status {proc.wait()})")
+                t, back, polled = msg
+                if back is None:
+                    raise WorkerError(f"a reading worker failed:\n{polled}")
+                for i, st, new in zip(tasks[t], back, polled):
+                    st.results = earlier.pop(i) + st.results
+                    states[i] = st
+                    news[i] = new
+                if not give(proc):
+                    sel.unregister(proc.stdout)
+                    busy -= 1
+    except BaseException:  # a failed worker, Ctrl-C: the others' work is of no use, end them now
+        for proc in procs:
+            proc.kill()
+        raise
+    finally:
+        sel.close()
+        for proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:  # a killed worker's pipe
+                pass
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        for i, results in earlier.items():  # a failed task: its states keep what they had
+            states[i].results = results + states[i].results
+    return [news[i] for t in tasks for i in t]

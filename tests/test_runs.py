@@ -294,3 +294,18 @@ def test_watch_in_a_real_kernel_updates_one_display_in_place(team, jupyter_dirs)
         data = m["content"]["data"]
         assert data["text/html"].count("<svg") == 1 and "a/run" in data["text/plain"]
     assert re.search(r"stopped after \d+ s", updates[-1]["content"]["data"]["text/plain"])
+
+
+def test_the_sparkline_keeps_a_spike_that_thinning_would_drop():
+    """The panel's curve is the loss's M4 envelope: a one-point spike among 10,000 points is still drawn."""
+    import numpy as np
+
+    from msnb.panel.rows import SPARK_POINTS, _thin
+
+    steps = np.arange(1, 10_001)
+    values = np.linspace(3.0, 1.0, steps.size)
+    values[5_003] = 9.0
+    curve = _thin(steps, values)
+    assert max(curve) == 9.0 and curve[0] == 3.0 and curve[-1] == 1.0
+    assert len(curve) <= SPARK_POINTS + SPARK_POINTS // 4
+    assert _thin(steps[:50], values[:50]) == values[:50].tolist()  # short curves are kept whole

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..analysis.judge import RunVerdict, judge_run, run_loss
+from ..analysis.overview import Envelope
 from ..analysis.rules import DEFAULT_RULES, FAIL, WARN, Rules
 from ..analysis.series import curves
 from ..analysis.smoothing import ema
@@ -126,10 +127,13 @@ def _trend(verdict: RunVerdict) -> str:
     return "stalled" if stalled is not None and stalled.status == WARN else "falling"
 
 
-def _thin(values: np.ndarray, n: int = SPARK_POINTS) -> list:
+def _thin(steps: np.ndarray, values: np.ndarray, n: int = SPARK_POINTS) -> list:
+    """At most about *n* points of the curve for a sparkline: its M4 envelope, so a spike is still drawn."""
     if values.size <= n:
         return values.tolist()
-    return values[np.linspace(0, values.size - 1, n).round().astype(np.int64)].tolist()
+    envelope = Envelope(buckets=max(1, n // 4))
+    envelope.add(steps, values)
+    return envelope.envelope()[1].tolist()
 
 
 def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules = DEFAULT_RULES) -> RunRow:
@@ -161,7 +165,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
         if ok.any():
             s = ema(values[ok], rules.smooth)
             smoothed = _finite_or_none(s[-1])
-            curve = _thin(s)
+            curve = _thin(steps[ok], s)
     elif len(scalars):
         last_step = int(scalars.step.max())
     problems = [p for p in result.problems if str(p.severity) != "info"]

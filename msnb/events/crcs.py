@@ -88,7 +88,7 @@ def _tables(n: int) -> np.ndarray:
     if t is None:
         _distance_table(n - 1)
         t = _BY_LENGTH[n] = np.stack(_BY_DISTANCE[n - 1 :: -1] if n > 1 else _BY_DISTANCE[:1])
-        if len(_BY_LENGTH) > 256:  # bounded: a file of many lengths keeps the most recent
+        if len(_BY_LENGTH) > 32:  # bounded (at most 32 x 1 MB for 1 KB records): a file of many lengths keeps the most recent
             _BY_LENGTH.pop(next(iter(_BY_LENGTH)))
     return t
 

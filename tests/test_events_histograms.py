@@ -169,6 +169,25 @@ def test_hand_encoded_buckets_agree(buckets, count):
     _agree([body])
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=3), min_size=1, max_size=8))
+def test_any_count_bytes_agree_and_short_varints_take_the_fast_path(count_bytes):
+    """Each bucket's count is arbitrary bytes: one- and two-byte varints (non-minimal ones like ``80 00`` too),
+    a first byte without its continuation bit followed by a stray byte, a last byte with one."""
+    body = b"".join(
+        b"\x0a" + bytes([19 + len(c)]) + b"\x09" + struct.pack("<d", 0.25 * i) + b"\x11" + struct.pack("<d", 0.5) + b"\x18" + c
+        for i, c in enumerate(count_bytes)
+    )
+    body += b"\x40\x07"
+    _agree([body, body[: len(body) // 2], body])
+    plain = all(len(c) <= 2 and c[-1] < 0x80 and all(x >= 0x80 for x in c[:-1]) for c in count_bytes)
+    fast = fasthistograms.decode_histograms(body, [0], [len(body)])[0]
+    if plain:  # every count a well-formed varint of one or two bytes: the vectorised path must decode it, not hand it back
+        assert fast is not None
+        want = [(c[0] & 0x7F) | ((c[1] if len(c) > 1 else 0) << 7) for c in count_bytes]
+        assert fast.counts.tolist() == want
+
+
 def _bucket(left: float, width: float, count: int) -> bytes:
     inner = b"\x09" + struct.pack("<d", left) + b"\x11" + struct.pack("<d", width) + b"\x18" + bytes([count])
     return b"\x0a" + bytes([len(inner)]) + inner

@@ -122,9 +122,15 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     if not late and depth and depth * h <= 4 * total + 4096:
         grid = np.full((depth, h), -1, dtype=np.int64)
         for k, (m, a) in enumerate(runs):
-            grid[k, m] = a
+            if m.size == h:  # every message still in its bucket run: a plain row copy, no scatter
+                grid[k] = a
+            else:
+                grid[k, m] = a
         runs.clear()  # the grid holds them now: free them before the next copies
         flat = grid.T.ravel()
+        if total == depth * h:  # as many buckets in every message: nothing to drop
+            del grid
+            return np.full(h, depth, dtype=np.int64), flat, flat + raw[flat - 1]
         per = (grid >= 0).sum(axis=0)
         del grid
         a = flat[flat >= 0]
@@ -138,34 +144,47 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     return np.bincount(msg, minlength=h), np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
 
 
+def _unaligned_f64(raw: np.ndarray) -> np.ndarray:
+    """A float64 view of *raw* starting at every byte (stride 1): ``view[p]`` is the double at offset *p*."""
+    return np.ndarray(shape=(raw.size - 7,), dtype="<f8", buffer=raw, strides=(1,))
+
+
 def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     """Left edges, right edges and counts of the buckets ``raw[a[i]:b[i]]``, and which have the usual layout.
 
     The layout is ``09 <left f64> 11 <width f64> 18 <count varint>`` and nothing else, checked byte
-    for byte; blocks of :data:`BLOCK` buckets at a time keep the scratch memory small.
+    for byte; each byte and double is gathered straight from the buffer (1-D gathers, no row copies),
+    and blocks of :data:`BLOCK` buckets at a time keep the scratch memory small.
     """
     n = a.size
     lefts, rights, counts, ok = np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=bool)
-    window = sliding_window_view(raw, 20)
+    doubles = _unaligned_f64(raw)
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
         start, stop = a[lo:hi], b[lo:hi]
         size = stop - start
         layout = (size >= 20) & (size <= 29)
-        head = window[np.where(layout, start, 0)]  # each bucket's first 20 bytes, one row each (row 0 where it has fewer)
-        layout &= (head[:, 0] == 0x09) & (head[:, 9] == 0x11) & (head[:, 18] == 0x18)
-        count = head[:, 19].astype(np.uint64)  # a one-byte count, the usual case
-        layout &= (size > 20) | (count < 0x80)
-        wide = np.flatnonzero(layout & (size > 20))
+        at = np.where(layout, start, 0)  # bytes at+0 .. at+19 lie inside the bucket (or are the buffer's first 20)
+        layout &= (raw[at] == 0x09) & (raw[at + 9] == 0x11) & (raw[at + 18] == 0x18)
+        first = raw[at + 19]
+        count = (first & 0x7F).astype(np.int64)
+        one = size == 20
+        layout &= ~one | (first < 0x80)
+        two = np.flatnonzero(layout & (size == 21))  # the two-byte count: 0x80 | low seven bits, then the rest
+        if two.size:
+            second = raw[at[two] + 20]
+            count[two] |= second.astype(np.int64) << 7
+            layout[two] &= (first[two] >= 0x80) & (second < 0x80)
+        wide = np.flatnonzero(layout & (size > 21))
         if wide.size:
             value, end, vok = read_varints(raw, start[wide] + 19, stop[wide])
-            count[wide] = value
+            count[wide] = value.view(np.int64)
             layout[wide] = vok & (end == stop[wide])
-        left = np.ascontiguousarray(head[:, 1:9]).view("<f8").ravel()
+        left = doubles[at + 1]
         lefts[lo:hi] = left
         with np.errstate(over="ignore", invalid="ignore"):  # huge edges overflow to inf, as in the exact decoder
-            rights[lo:hi] = left + np.ascontiguousarray(head[:, 10:18]).view("<f8").ravel()
-        counts[lo:hi] = count.view(np.int64)
+            rights[lo:hi] = left + doubles[at + 10]
+        counts[lo:hi] = count
         ok[lo:hi] = layout
     return lefts, rights, counts, ok
 

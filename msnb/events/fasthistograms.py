@@ -144,46 +144,51 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     return np.bincount(msg, minlength=h), np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
 
 
-def _unaligned_f64(raw: np.ndarray) -> np.ndarray:
-    """A float64 view of *raw* starting at every byte (stride 1): ``view[p]`` is the double at offset *p*."""
-    return np.ndarray(shape=(raw.size - 7,), dtype="<f8", buffer=raw, strides=(1,))
+# A bucket in the usual layout, as it lies in the buffer: 09 <left> 11 <width> 18 <count: one or two bytes>.
+_BUCKET = np.dtype(
+    {
+        "names": ["key_left", "left", "key_width", "width", "key_count", "count0", "count1"],
+        "formats": ["u1", "<f8", "u1", "<f8", "u1", "u1", "u1"],
+        "offsets": [0, 1, 9, 10, 18, 19, 20],
+        "itemsize": 21,
+    }
+)
 
 
 def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     """Left edges, right edges and counts of the buckets ``raw[a[i]:b[i]]``, and which have the usual layout.
 
     The layout is ``09 <left f64> 11 <width f64> 18 <count varint>`` and nothing else, checked byte
-    for byte; each byte and double is gathered straight from the buffer (1-D gathers, no row copies),
-    and blocks of :data:`BLOCK` buckets at a time keep the scratch memory small.
+    for byte.  The first 21 bytes of every bucket are copied out with one gather (a view of the buffer
+    with a 21-byte item at every byte offset) and read as :data:`_BUCKET` records; blocks of
+    :data:`BLOCK` buckets at a time keep the scratch memory small.
     """
     n = a.size
     lefts, rights, counts, ok = np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=bool)
-    doubles = _unaligned_f64(raw)
+    items = np.ndarray(shape=(raw.size - 20,), dtype="V21", buffer=raw, strides=(1,))
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
         start, stop = a[lo:hi], b[lo:hi]
         size = stop - start
-        layout = (size >= 20) & (size <= 29)
-        at = np.where(layout, start, 0)  # bytes at+0 .. at+19 lie inside the bucket (or are the buffer's first 20)
-        layout &= (raw[at] == 0x09) & (raw[at + 9] == 0x11) & (raw[at + 18] == 0x18)
-        first = raw[at + 19]
+        layout = (size >= 20) & (size <= 29) & (start < items.size)
+        at = np.where(layout, start, 0)  # row 0 (any bytes) where the bucket cannot be read this way
+        bucket = items[at].view(_BUCKET)
+        layout &= (bucket["key_left"] == 0x09) & (bucket["key_width"] == 0x11) & (bucket["key_count"] == 0x18)
+        first, second = bucket["count0"], bucket["count1"]
         count = (first & 0x7F).astype(np.int64)
-        one = size == 20
-        layout &= ~one | (first < 0x80)
-        two = np.flatnonzero(layout & (size == 21))  # the two-byte count: 0x80 | low seven bits, then the rest
-        if two.size:
-            second = raw[at[two] + 20]
-            count[two] |= second.astype(np.int64) << 7
-            layout[two] &= (first[two] >= 0x80) & (second < 0x80)
+        layout &= (size != 20) | (first < 0x80)
+        two = size == 21  # a two-byte count: low seven bits with the continuation bit, then the rest
+        layout &= ~two | ((first >= 0x80) & (second < 0x80))
+        count |= np.where(two, second, 0).astype(np.int64) << 7
         wide = np.flatnonzero(layout & (size > 21))
         if wide.size:
             value, end, vok = read_varints(raw, start[wide] + 19, stop[wide])
             count[wide] = value.view(np.int64)
             layout[wide] = vok & (end == stop[wide])
-        left = doubles[at + 1]
+        left = bucket["left"]
         lefts[lo:hi] = left
         with np.errstate(over="ignore", invalid="ignore"):  # huge edges overflow to inf, as in the exact decoder
-            rights[lo:hi] = left + doubles[at + 10]
+            rights[lo:hi] = left + bucket["width"]
         counts[lo:hi] = count
         ok[lo:hi] = layout
     return lefts, rights, counts, ok

@@ -105,6 +105,8 @@ def resolve_histograms(buf, events: list) -> tuple[list, list]:
 
 
 def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list | None = None) -> None:
+    if defer is not None and _deferred_histogram_value(buf, a, b, ev, defer):
+        return
     tag = ""
     scalar = None
     found = []
@@ -131,6 +133,28 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list 
         ev.scalars.append((tag, scalar[0], scalar[1], "f4"))
     for record in found:
         ev.others.append((tag, record))
+
+
+def _deferred_histogram_value(buf, a: int, b: int, ev: DecodedEvent, defer: list) -> bool:
+    """The value SummaryRecord writes for a histogram, ``0a <tag> 4a <histogram>`` and nothing else, read without the field walk.
+
+    Returns False (having changed nothing) for any other layout, which :func:`_decode_value` then walks field by field.
+    """
+    if b - a < 4 or buf[a] != 0x0A or buf[a + 1] >= 0x80:
+        return False
+    key = a + 2 + buf[a + 1]
+    if key >= b or buf[key] != 0x4A:
+        return False
+    try:
+        n, start = varint(buf, key + 1, b)
+    except DecodeError:
+        return False
+    if start + n != b:
+        return False
+    span = HistogramSpan(start, b)
+    defer.append(span)
+    ev.others.append((text(buf, a + 2, key), span))
+    return True
 
 
 def decode_tensor(buf, a: int, b: int) -> Tensor:

@@ -133,6 +133,18 @@ def pool(hist_files):
     return messages[:14]  # two steps: every tag once or twice
 
 
+def test_buckets_read_in_small_blocks_equal_one_block(pool, monkeypatch):
+    """Blocks of buckets may end anywhere, even inside a histogram: a block of 7 buckets gives the same histograms."""
+    buf = b"".join(pool)
+    starts = np.cumsum([0] + [len(m) for m in pool])
+    whole = fasthistograms.decode_histograms(buf, starts[:-1], starts[1:])
+    monkeypatch.setattr(fasthistograms, "BLOCK", 7)
+    blocks = fasthistograms.decode_histograms(buf, starts[:-1], starts[1:])
+    assert all(h is not None for h in whole)
+    assert all(_same(x, y) for x, y in zip(blocks, whole))
+    assert all(_same(x, mindspore_proto.decode_histogram(buf, int(a), int(b))) for x, a, b in zip(blocks, starts[:-1], starts[1:]))
+
+
 def test_damaged_histograms_agree_with_the_exact_decoder(pool):
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(damaged_messages(pool), min_size=1, max_size=6))

@@ -26,7 +26,7 @@ from .wire import FIXED32, FIXED64, LENGTH, VARINT
 _INTS = {2: "nan_count", 3: "pos_inf_count", 4: "neg_inf_count", 8: "count"}
 _DOUBLES = {5: "max", 6: "min", 7: "sum"}
 _MAX_VARINT = 10
-BLOCK = 1 << 18  # buckets read at once
+BLOCK = 1 << 15  # buckets read at once: their scratch arrays stay in the CPU cache (measured faster than 1 << 18)
 # Lockstep pays per step, whatever the number of messages in it: once this many steps have run, messages
 # still walking fewer than MIN_LIVE at a time (one histogram of a million buckets) go to the exact decoder.
 ALONE_STEPS = 256
@@ -87,21 +87,24 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     handed_back = np.zeros(starts.size, dtype=bool)
     live = np.nonzero(starts < ends)[0]
     at, end = pos[live], ends[live]
-    last = raw.size - 1
+    # the key byte and the length byte of a field at every offset, as one little-endian uint16: one gather a step
+    pairs = np.ndarray(shape=(raw.size - 1,), dtype="<u2", buffer=raw, strides=(1,))
+    clamp = bool(end.size) and int(end.max()) >= raw.size  # a message ending the buffer: its last byte has no pair
     out = []
     while live.size:
         if len(out) >= ALONE_STEPS and live.size < MIN_LIVE:
             handed_back[live] = True
             pos[live] = ends[live]
             break
-        key = raw[at]
-        size = raw[np.minimum(at + 1, last)].astype(np.int64)
-        nxt = at + 2 + size
-        ok = (key == 0x0A) & (size < 0x80) & (nxt <= end)
+        pair = pairs[np.minimum(at, pairs.size - 1)] if clamp else pairs[at]
+        body = at + 2  # where the bucket's bytes start; its one-byte length sits just before
+        nxt = body + (pair >> 8)
+        ok = (pair & 0x80FF) == 0x000A  # key 0a, length < 128
+        ok &= nxt <= end
         if not ok.all():
             pos[live[~ok]] = at[~ok]
-            live, at, end, nxt = live[ok], at[ok], end[ok], nxt[ok]
-        out.append((live, at + 2))  # where each bucket's bytes start; its one-byte length sits just before
+            live, body, end, nxt = live[ok], body[ok], end[ok], nxt[ok]
+        out.append((live, body))
         at = nxt
         more = at < end
         if not more.all():

@@ -123,7 +123,7 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     depth = len(runs)
     total = sum(m.size for m, _a in runs)
     if not late and depth and depth * h <= 4 * total + 4096:
-        grid = np.full((depth, h), -1, dtype=np.int64)
+        grid = np.full((depth, h), -1, dtype=runs[0][1].dtype)
         for k, (m, a) in enumerate(runs):
             if m.size == h:  # every message still in its bucket run: a plain row copy, no scatter
                 grid[k] = a
@@ -269,6 +269,8 @@ def decode_histograms(buf, starts, ends):
     raw = np.frombuffer(buf, dtype=np.uint8)
     if raw.size < 64:  # room for the fixed-offset reads below, whatever a tiny buffer holds
         raw = np.concatenate([raw, np.zeros(64, dtype=np.uint8)])
+    if raw.size < 1 << 30:  # offsets as int32: half the memory traffic in every step below (sums stay far below 2**31)
+        starts, ends = starts.astype(np.int32), ends.astype(np.int32)
     runs, rest, handed_back = _bucket_runs(raw, starts, ends)
     steps, bad = _walk(raw, rest, ends)
     bad |= handed_back

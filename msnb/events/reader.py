@@ -322,8 +322,8 @@ class FileState:
                 by_kind.setdefault(record.KIND, []).append((tag, ev.step, ev.wall_time, record))
         for kind, rows in by_kind.items():
             table_cls = TABLE_KINDS[kind]
-            cols_ = {"tag": [r[0] for r in rows], "step": [r[1] for r in rows], "wall_time": [r[2] for r in rows]}
-            found = [r[3] for r in rows]
+            tags_, steps_, walls_, found = zip(*rows)
+            cols_ = {"tag": list(tags_), "step": list(steps_), "wall_time": list(walls_)}
             for c in table_cls.COLUMNS[5:]:
                 cols_[c] = list(map(attrgetter(c), found))  # one column at a time: thousands of rows cost a C loop each
             m = len(rows)

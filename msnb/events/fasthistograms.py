@@ -116,12 +116,18 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     """Every bucket span, grouped by message and in field order within one: ``(buckets per message, a, b)``.
 
+    *b* is None where every bucket came from the leading runs: each one's length is the byte before *a*.
+
     The lockstep steps hold the k-th bucket of every message; the usual case (buckets only in the
     leading run, similar counts per message) is regrouped by writing step k into row k of a grid and
     reading it column by column, which needs no sort.  Otherwise a stable sort by message does it.
     """
     depth = len(runs)
     total = sum(m.size for m, _a in runs)
+    if not late and depth and total == depth * h:  # as many buckets in every message: step k is column k, written in place
+        a = np.stack([a for _m, a in runs], axis=1).ravel()
+        runs.clear()
+        return np.full(h, depth, dtype=np.int64), a, None
     if not late and depth and depth * h <= 4 * total + 4096:
         grid = np.full((depth, h), -1, dtype=runs[0][1].dtype)
         for k, (m, a) in enumerate(runs):
@@ -131,9 +137,6 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
                 grid[k, m] = a
         runs.clear()  # the grid holds them now: free them before the next copies
         flat = grid.T.ravel()
-        if total == depth * h:  # as many buckets in every message: nothing to drop
-            del grid
-            return np.full(h, depth, dtype=np.int64), flat, flat + raw[flat - 1]
         per = (grid >= 0).sum(axis=0)
         del grid
         a = flat[flat >= 0]
@@ -161,6 +164,8 @@ _BUCKET = np.dtype(
 def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     """Left edges, right edges and counts of the buckets ``raw[a[i]:b[i]]``, and which have the usual layout.
 
+    *b* None means ``a[i] + raw[a[i] - 1]`` (a bucket of a leading run, its one-byte length just before it).
+
     The layout is ``09 <left f64> 11 <width f64> 18 <count varint>`` and nothing else, checked byte
     for byte.  The first 21 bytes of every bucket are copied out with one gather (a view of the buffer
     with a 21-byte item at every byte offset) and read as :data:`_BUCKET` records; blocks of
@@ -171,7 +176,8 @@ def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     items = np.ndarray(shape=(raw.size - 20,), dtype="V21", buffer=raw, strides=(1,))
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
-        start, stop = a[lo:hi], b[lo:hi]
+        start = a[lo:hi]
+        stop = start + raw[start - 1] if b is None else b[lo:hi]  # b None: buckets of the leading run, one-byte length just before
         size = stop - start
         layout = (size >= 20) & (size <= 29) & (start < items.size)
         at = np.where(layout, start, 0)  # row 0 (any bytes) where the bucket cannot be read this way

@@ -133,6 +133,18 @@ def pool(hist_files):
     return messages[:14]  # two steps: every tag once or twice
 
 
+def test_buckets_read_in_small_blocks_equal_one_block(pool, monkeypatch):
+    """Blocks of buckets may end anywhere, even inside a histogram: a block of 7 buckets gives the same histograms."""
+    buf = b"".join(pool)
+    starts = np.cumsum([0] + [len(m) for m in pool])
+    whole = fasthistograms.decode_histograms(buf, starts[:-1], starts[1:])
+    monkeypatch.setattr(fasthistograms, "BLOCK", 7)
+    blocks = fasthistograms.decode_histograms(buf, starts[:-1], starts[1:])
+    assert all(h is not None for h in whole)
+    assert all(_same(x, y) for x, y in zip(blocks, whole))
+    assert all(_same(x, mindspore_proto.decode_histogram(buf, int(a), int(b))) for x, a, b in zip(blocks, starts[:-1], starts[1:]))
+
+
 def test_damaged_histograms_agree_with_the_exact_decoder(pool):
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(damaged_messages(pool), min_size=1, max_size=6))
@@ -169,6 +181,25 @@ def test_hand_encoded_buckets_agree(buckets, count):
     _agree([body])
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=3), min_size=1, max_size=8))
+def test_any_count_bytes_agree_and_short_varints_take_the_fast_path(count_bytes):
+    """Each bucket's count is arbitrary bytes: one- and two-byte varints (non-minimal ones like ``80 00`` too),
+    a first byte without its continuation bit followed by a stray byte, a last byte with one."""
+    body = b"".join(
+        b"\x0a" + bytes([19 + len(c)]) + b"\x09" + struct.pack("<d", 0.25 * i) + b"\x11" + struct.pack("<d", 0.5) + b"\x18" + c
+        for i, c in enumerate(count_bytes)
+    )
+    body += b"\x40\x07"
+    _agree([body, body[: len(body) // 2], body])
+    plain = all(len(c) <= 2 and c[-1] < 0x80 and all(x >= 0x80 for x in c[:-1]) for c in count_bytes)
+    fast = fasthistograms.decode_histograms(body, [0], [len(body)])[0]
+    if plain:  # every count a well-formed varint of one or two bytes: the vectorised path must decode it, not hand it back
+        assert fast is not None
+        want = [(c[0] & 0x7F) | ((c[1] if len(c) > 1 else 0) << 7) for c in count_bytes]
+        assert fast.counts.tolist() == want
+
+
 def _bucket(left: float, width: float, count: int) -> bytes:
     inner = b"\x09" + struct.pack("<d", left) + b"\x11" + struct.pack("<d", width) + b"\x18" + bytes([count])
     return b"\x0a" + bytes([len(inner)]) + inner
@@ -185,6 +216,78 @@ def test_a_histogram_of_many_buckets_is_left_to_the_exact_decoder(pool):
     _agree(messages)
     slow = mindspore_proto.decode_histogram(buf, int(starts[7]), int(starts[8]))
     assert slow.left.size == 20_000 and slow.count == 5
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not out[-1] & 0x80:
+            return bytes(out)
+
+
+def _either_way(buf: bytes):
+    """An event decoded at once and decoded deferred (histograms resolved together): what each gives, or its error."""
+
+    def error(exc):
+        return ("error", str(exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)))
+
+    try:
+        slow = mindspore_proto.decode_event(buf, 0, len(buf))
+    except (DecodeError, IndexError, ValueError, OverflowError) as exc:
+        slow = error(exc)
+    try:
+        events, errors = mindspore_proto.resolve_histograms(buf, [(0, mindspore_proto.decode_event_deferred(buf, 0, len(buf)))])
+        fast = error(errors[0][1]) if errors else events[0][1]
+    except (DecodeError, IndexError, ValueError, OverflowError) as exc:
+        fast = error(exc)
+    return slow, fast
+
+
+@st.composite
+def histogram_values(draw, pool):
+    """A Summary.Value: a tag (any bytes, any length), a histogram of any size, maybe another field, maybe cut short."""
+    tag = draw(st.binary(max_size=140))
+    hist = draw(
+        st.sampled_from(
+            [
+                b"",
+                _bucket(0.0, 1.0, 3),
+                b"".join(_bucket(i, 1.0, i) for i in range(6)),  # 132 bytes: a two-byte length
+                pool[0],
+                b"".join(_bucket(i, 1.0, 1) for i in range(760)),  # past 16,383 bytes: a three-byte length
+            ]
+        )
+    )
+    parts = [b"\x0a" + _varint(len(tag)) + tag, b"\x4a" + _varint(len(hist)) + hist]
+    extra = draw(st.sampled_from([b"", b"\x1d\x00\x00\x80\x3f", b"\x18\x05", b"\x4a\x00"]))
+    if extra:
+        parts.insert(draw(st.integers(0, 2)), extra)
+    if draw(st.booleans()):
+        parts.reverse()
+    value = b"".join(parts)
+    cut = draw(st.integers(0, 3))
+    return value[: len(value) - cut] if draw(st.integers(0, 4)) == 0 else value
+
+
+def test_histogram_values_decode_the_same_deferred_or_not(pool):
+    """SummaryRecord's ``0a tag 4a histogram`` values are read without the field walk when deferred: same events, same errors."""
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(histogram_values(pool), min_size=1, max_size=4))
+    def check(values):
+        summary = b"".join(b"\x0a" + _varint(len(v)) + v for v in values)
+        buf = b"\x09" + struct.pack("<d", 12.5) + b"\x10\x07" + b"\x2a" + _varint(len(summary)) + summary
+        slow, fast = _either_way(buf)
+        if isinstance(slow, tuple) or isinstance(fast, tuple):
+            assert slow == fast
+            return
+        assert (slow.step, slow.wall_time, slow.extra_fields, slow.scalars) == (fast.step, fast.wall_time, fast.extra_fields, fast.scalars)
+        assert [t for t, _r in slow.others] == [t for t, _r in fast.others]
+        assert all(_same(x, y) for (_t, x), (_u, y) in zip(fast.others, slow.others))
+
+    check()
 
 
 def _frame(payload: bytes) -> bytes:

@@ -40,6 +40,7 @@ class ScalarColumns:
         self.values: list = []
         self.tags: list[str] = []
         self._tag_index: dict = {}
+        self._one_by_one: tuple = ([], [], [], [], [], [])  # points of add_event, as plain lists until finish() (an array block each would cost more)
 
     def tag_id(self, tag: str) -> int:
         i = self._tag_index.get(tag)
@@ -58,13 +59,28 @@ class ScalarColumns:
         self.values.append(np.asarray(values, dtype=np.float64))
 
     def add_event(self, record: int, ev, wanted=None) -> None:
+        records, orders, tag_ids, steps, walls, values = self._one_by_one
         for j, (tag, value, _off, _fmt) in enumerate(ev.scalars):
             if wanted is not None and tag not in wanted:
                 continue
-            self.add_block([record], j, self.tag_id(tag), [ev.step], [ev.wall_time], [value])
+            records.append(record)
+            orders.append(j)
+            tag_ids.append(self.tag_id(tag))
+            steps.append(ev.step)
+            walls.append(ev.wall_time)
+            values.append(value)
 
     def finish(self):
         """(tags, tag_ids, steps, walls, values) sorted by record, then position in the record."""
+        records, orders, tag_ids, steps, walls, values = self._one_by_one
+        if records:
+            self.record.append(np.asarray(records, dtype=np.int64))
+            self.order.append(np.asarray(orders, dtype=np.int64))
+            self.tag_ids.append(np.asarray(tag_ids, dtype=np.int64))
+            self.steps.append(np.asarray(steps, dtype=np.int64))
+            self.walls.append(np.asarray(walls, dtype=np.float64))
+            self.values.append(np.asarray(values, dtype=np.float64))
+            self._one_by_one = ([], [], [], [], [], [])
         if not self.record:
             empty_i = np.zeros(0, dtype=np.int64)
             return self.tags, empty_i, empty_i, np.zeros(0), np.zeros(0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from operator import attrgetter
 
 import numpy as np
 
@@ -82,29 +83,32 @@ def resolve_histograms(buf, events: list) -> tuple[list, list]:
         ``(record_index, DecodeError)`` for each record with one that did not (that record is dropped whole,
         as :func:`decode_event` would have raised for it).
     """
-    where = [(k, j) for k, (_i, ev) in enumerate(events) for j, (_tag, rec) in enumerate(ev.others) if isinstance(rec, HistogramSpan)]
+    where = [(ev.others, j, tag, rec) for _i, ev in events for j, (tag, rec) in enumerate(ev.others) if isinstance(rec, HistogramSpan)]
     if not where:
         return events, []
-    spans = [events[k][1].others[j][1] for k, j in where]
-    decoded = decode_histograms(buf, [s.start for s in spans], [s.end for s in spans])
+    spans = [w[3] for w in where]
+    decoded = decode_histograms(buf, list(map(attrgetter("start"), spans)), list(map(attrgetter("end"), spans)))
     failed: dict = {}
-    for (k, j), span, hist in zip(where, spans, decoded):
+    owner = {id(ev.others): k for k, (_i, ev) in enumerate(events)}
+    for n in [n for n, hist in enumerate(decoded) if hist is None]:  # in field order: a record's first failure is the one it reports
+        others, _j, _tag, span = where[n]
+        k = owner[id(others)]
         if k in failed:
             continue
-        ev = events[k][1]
-        if hist is None:
-            try:
-                hist = decode_histogram(buf, span.start, span.end)
-            except _DECODE_ERRORS as exc:
-                failed[k] = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)  # as decode_records words it
-                continue
-        ev.others[j] = (ev.others[j][0], hist)
+        try:
+            decoded[n] = decode_histogram(buf, span.start, span.end)
+        except _DECODE_ERRORS as exc:
+            failed[k] = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)  # as decode_records words it
+    for (others, j, tag, _span), hist in zip(where, decoded):
+        others[j] = (tag, hist)  # a record that failed is dropped below, whatever it holds
     if not failed:
         return events, []
     return [e for k, e in enumerate(events) if k not in failed], [(events[k][0], exc) for k, exc in failed.items()]
 
 
 def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list | None = None) -> None:
+    if defer is not None and _deferred_histogram_value(buf, a, b, ev, defer):
+        return
     tag = ""
     scalar = None
     found = []
@@ -131,6 +135,28 @@ def _decode_value(buf, a: int, b: int, ev: DecodedEvent, base: int, defer: list 
         ev.scalars.append((tag, scalar[0], scalar[1], "f4"))
     for record in found:
         ev.others.append((tag, record))
+
+
+def _deferred_histogram_value(buf, a: int, b: int, ev: DecodedEvent, defer: list) -> bool:
+    """The value SummaryRecord writes for a histogram, ``0a <tag> 4a <histogram>`` and nothing else, read without the field walk.
+
+    Returns False (having changed nothing) for any other layout, which :func:`_decode_value` then walks field by field.
+    """
+    if b - a < 4 or buf[a] != 0x0A or buf[a + 1] >= 0x80:
+        return False
+    key = a + 2 + buf[a + 1]
+    if key >= b or buf[key] != 0x4A:
+        return False
+    try:
+        n, start = varint(buf, key + 1, b)
+    except DecodeError:
+        return False
+    if start + n != b:
+        return False
+    span = HistogramSpan(start, b)
+    defer.append(span)
+    ev.others.append((text(buf, a + 2, key), span))
+    return True
 
 
 def decode_tensor(buf, a: int, b: int) -> Tensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -321,13 +322,10 @@ class FileState:
                 by_kind.setdefault(record.KIND, []).append((tag, ev.step, ev.wall_time, record))
         for kind, rows in by_kind.items():
             table_cls = TABLE_KINDS[kind]
-            cols_ = {c: [] for c in table_cls.COLUMNS}
-            for tag, step, wall, record in rows:
-                cols_["tag"].append(tag)
-                cols_["step"].append(step)
-                cols_["wall_time"].append(wall)
-                for c in table_cls.COLUMNS[5:]:
-                    cols_[c].append(getattr(record, c))
+            tags_, steps_, walls_, found = zip(*rows)
+            cols_ = {"tag": list(tags_), "step": list(steps_), "wall_time": list(walls_)}
+            for c in table_cls.COLUMNS[5:]:
+                cols_[c] = list(map(attrgetter(c), found))  # one column at a time: thousands of rows cost a C loop each
             m = len(rows)
             cols_["run"] = _full(m, src.run)
             cols_["rank"] = np.full(m, src.rank)

@@ -130,11 +130,8 @@ TRIM_BYTES = 8 << 20  # joins of smaller columns leave too little freed to be wo
 
 
 def _as_column(values, dtype) -> np.ndarray:
-    if dtype is object:
-        col = np.empty(len(values), dtype=object)
-        for i, v in enumerate(values):
-            col[i] = v
-        return col
+    if dtype is object:  # one object per row, even where the rows are equal-length arrays (no 2-D broadcast)
+        return np.fromiter(values, dtype=object, count=len(values))
     return np.asarray(values, dtype=dtype)
 
 

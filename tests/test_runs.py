@@ -21,6 +21,7 @@ import msnb
 from msnb import kernel
 from msnb.errors import NothingReadable, UsageError
 from msnb.panel import RunsBoard, watch_runs
+from msnb.panel.rows import MISSING_LISTED
 
 from .conftest import REPO, WRITERS, kernel_from_spec
 
@@ -309,3 +310,14 @@ def test_the_sparkline_keeps_a_spike_that_thinning_would_drop():
     assert max(curve) == 9.0 and curve[0] == 3.0 and curve[-1] == 1.0
     assert len(curve) <= SPARK_POINTS + SPARK_POINTS // 4
     assert _thin(steps[:50], values[:50]) == values[:50].tolist()  # short curves are kept whole
+
+
+def test_a_huge_rank_number_in_a_folder_name_lists_a_bounded_gap(tmp_path):
+    # rank_9000000000 fits int64, so it names a rank: the gap below it must not be built as one set of 9e9 ints
+    tbx_run(tmp_path / "run", (0, 1), 5)
+    tbx_run(tmp_path / "run", (9_000_000_000,), 5)
+    (row,) = msnb.runs(tmp_path).rows
+    assert row.ranks == [0, 1, 9_000_000_000]
+    assert row.missing_ranks == list(range(2, 2 + MISSING_LISTED)) and row.missing_more == 9_000_000_000 - 2 - MISSING_LISTED
+    assert row.light == "amber"
+    assert f"+{row.missing_more:,} more" in msnb.runs(tmp_path).format_text()

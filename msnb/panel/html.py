@@ -57,7 +57,7 @@ def verdict_title(row) -> str:
     """The light's tooltip: the checks that did not pass, or that all did."""
     bad = [f"{c.status.upper()} {c.name}: {c.detail}" for c in row.verdict.checks if c.status != "pass"]
     if row.missing_ranks:
-        bad.append(f"ranks missing: {', '.join(map(str, row.missing_ranks))}")
+        bad.append(f"ranks missing: {', '.join(map(str, row.missing_ranks))}" + (f" and {row.missing_more:,} more" if row.missing_more else ""))
     return "\n".join(bad) or "every check passed"
 
 

@@ -25,6 +25,7 @@ from ..analysis.smoothing import ema
 from ..events.reader import ReadResult
 
 SPARK_POINTS = 120  # points kept for a sparkline: more than a 160-pixel line can show apart
+MISSING_LISTED = 4096  # gaps listed per run: a stray ``rank_9000000000`` folder must not list (or hold) billions
 ACTIVE, IDLE, FAILED = "active", "idle", "failed"
 
 
@@ -35,7 +36,8 @@ class RunRow:
     Attributes:
         run: the run's path relative to the base.
         ranks: ranks present (from the files and the scalars).
-        missing_ranks: gaps in the rank numbers, counted from 0 up to the highest rank present.
+        missing_ranks: gaps in the rank numbers, counted from 0 up to the highest rank present
+            (the first :data:`MISSING_LISTED` of them).
         last_step: the highest step of the loss (of any scalar when there is no loss), or None.
         last_loss: the judged loss at its last step (the median over ranks), or None.
         smoothed_loss: the same, smoothed as TensorBoard does (``Rules.smooth``), or None.
@@ -47,6 +49,7 @@ class RunRow:
         bytes: size on disk of the run's files.
         last_write: when a file of the run was last written (seconds since the epoch), or None.
         active: a file was written within the ``active_within`` window of the last refresh.
+        missing_more: missing ranks beyond those listed in ``missing_ranks``.
     """
 
     run: str
@@ -63,6 +66,7 @@ class RunRow:
     bytes: int = 0
     last_write: float | None = None
     active: bool = False
+    missing_more: int = 0
 
     @property
     def passed(self) -> bool:
@@ -151,8 +155,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     scalars = result.scalars
     verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss")
     ranks = set(verdict.ranks) | {int(f["rank"]) for f in result.files if int(f["rank"]) >= 0}
-    top = max(ranks) if ranks else -1
-    missing = sorted(set(range(top + 1)) - ranks)
+    missing, missing_more = _gaps(sorted(ranks))
     last_step = last_loss = smoothed = None
     curve: list = []
     if verdict.tag is not None:
@@ -170,7 +173,26 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
         last_step = int(scalars.step.max())
     problems = [p for p in result.problems if str(p.severity) != "info"]
     files = [f["path"] for f in result.files]
-    return RunRow(run, sorted(ranks), missing, last_step, last_loss, smoothed, _trend(verdict), verdict, problems, curve, files)
+    row = RunRow(run, sorted(ranks), missing, last_step, last_loss, smoothed, _trend(verdict), verdict, problems, curve, files)
+    row.missing_more = missing_more
+    return row
+
+
+def _gaps(ranks: list, limit: int = MISSING_LISTED) -> tuple[list, int]:
+    """The ranks missing below the highest of *ranks* (sorted), the first *limit* of them, and how many more there are.
+
+    Built gap by gap, never as a range up to the top rank: a rank comes from a
+    folder or file name, and one name may say 9,000,000,000.
+    """
+    listed: list = []
+    more, expected = 0, 0
+    for r in ranks:
+        if r > expected:
+            take = min(r - expected, limit - len(listed))
+            listed.extend(range(expected, expected + take))
+            more += r - expected - take
+        expected = r + 1
+    return listed, more
 
 
 def refresh(row: RunRow, *, active_within: float, now: float | None = None) -> RunRow:

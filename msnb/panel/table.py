@@ -75,7 +75,7 @@ def text_cells(row: RunRow, now: float) -> list[str]:
         row.run,
         row.status,
         rank_ranges(row.ranks),
-        rank_ranges(row.missing_ranks),
+        rank_ranges(row.missing_ranks) + (f",+{row.missing_more:,} more" if row.missing_more else ""),
         "-" if row.last_step is None else str(row.last_step),
         number(row.last_loss),
         number(row.smoothed_loss),

@@ -8,6 +8,7 @@ at the same pages in Chromium.
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -185,6 +186,27 @@ def test_mistakes_are_usage_errors_and_nothing_is_written(runs, tmp_path):
     with pytest.raises(ConfigError, match="broken.yaml"):
         msnb.report(runs["healthy"], out=tmp_path / "b.html", config=tmp_path / "broken.yaml")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.yaml"]
+
+
+def test_out_never_replaces_an_input_a_symlink_or_dev_stdout(runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs["healthy"], run)
+    event = next(p for p in sorted(run.rglob("*")) if p.is_file())
+    before = event.read_bytes()
+    with pytest.raises(UsageError, match="one of the files read"):
+        msnb.report(run, out=event)
+    assert event.read_bytes() == before
+    # a symlink is written through: the link stays, its target holds the report
+    (tmp_path / "elsewhere").mkdir()
+    target = tmp_path / "elsewhere" / "latest.html"
+    target.write_text("old")
+    (tmp_path / "link.html").symlink_to(target)
+    msnb.report(run, out=tmp_path / "link.html")
+    assert (tmp_path / "link.html").is_symlink() and Page(target.read_text()).run_headings
+    # /dev/stdout is a symlink too: replacing it (as root) would turn it into a plain file for every process
+    with pytest.raises(UsageError, match="device"):
+        msnb.report(run, out="/dev/stdout")
+    assert os.path.islink("/dev/stdout") or not os.path.lexists("/dev/stdout")
 
 
 def test_a_run_without_loss_is_reported_but_not_judged(runs, tmp_path):

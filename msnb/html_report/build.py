@@ -68,19 +68,41 @@ class ReportResult:
         return caption + frame
 
 
-def _check_out(out) -> str:
-    """The output path, refused before any work when it cannot be written as a file."""
+def _check_out(out) -> tuple[str, str]:
+    """The output path and the file to replace, refused before any work when it cannot be written as a file.
+
+    A symlink is written through (its target is replaced, the link stays), as
+    ``>`` does: replacing the link itself would turn ``/dev/stdout`` into a file.
+    """
     if not isinstance(out, (str, os.PathLike)) or not str(out):
         raise UsageError("give the report's file: out='report.html' (--out FILE)")
     out = os.fspath(out)
-    parent = os.path.dirname(os.path.abspath(out))
     if os.path.isdir(out):
         raise UsageError(f"--out {out} is a directory; name the HTML file to write")
-    if os.path.lexists(out) and not os.path.isfile(out):
+    if os.path.exists(out) and not os.path.isfile(out):
         raise UsageError(f"--out {out} exists and is not a regular file")
+    if os.path.abspath(out).startswith(("/dev/", "/proc/")):
+        raise UsageError(f"--out {out} names a device or a process's open file; name the HTML file to write")
+    target = os.path.realpath(out)
+    parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise UsageError(f"--out {out}: the directory {parent} does not exist")
-    return out
+    return out, target
+
+
+def _refuse_input(out: str, target: str, files: list) -> None:
+    """Refuse an *out* that is one of the files read: the report would replace the data it is about."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return  # not there yet: no input can be it
+    for f in files:
+        try:
+            other = os.stat(f["path"])
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+            raise UsageError(f"--out {out} is {f['path']}, one of the files read; name another file for the report")
 
 
 def _write(out: str, text: str) -> int:
@@ -137,7 +159,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     from ..analysis.check import check, read_labelled
     from ..events.reader import ReadResult
 
-    out = _check_out(out)
+    out, target = _check_out(out)
     checked_config = None
     if config is not None:
         from ..config import check_config
@@ -154,6 +176,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     if result.empty:
         first = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"nothing readable under {where}{first}")
+    _refuse_input(out, target, result.files)
     try:
         checked, why_not = check(result, tag=tag), None
     except NothingReadable as exc:
@@ -176,6 +199,6 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     names = result.runs
     title = title or "msnb report: " + ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     text = page.document(title, _header(title, where, result, checked, why_not), body)
-    size = _write(out, text)
+    size = _write(target, text)
     passed = None if checked is None else checked.passed
     return ReportResult(path=out, bytes=size, runs=result.runs, passed=passed, html=text, verdict=checked)

@@ -181,6 +181,14 @@ def test_workers_give_the_one_process_result(everything, monkeypatch):
         assert_same(msnb.read(everything, workers=3, tags=tags), msnb.read(everything, workers=1, tags=tags))
 
 
+def test_workers_asked_for_where_no_python_can_be_started_read_in_process(everything, monkeypatch):
+    # an embedded interpreter (a host application's Python) may have an empty sys.executable: workers=3 must not crash
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
+    one = msnb.read(everything, workers=1)
+    monkeypatch.setattr(sys, "executable", "")
+    assert_same(msnb.read(everything, workers=3), one)
+
+
 def test_small_trees_are_read_in_process():
     assert parallel.plan([(0, 1 << 20), (1, 1 << 20)], 8) == []
     assert parallel.plan([(0, 1 << 30)], 8) == []

@@ -62,10 +62,11 @@ def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:
         workers: processes allowed.
 
     Returns:
-        Lists of file indices (each a task, in file order); empty when reading in this process pays more.
+        Lists of file indices (each a task, in file order); empty when reading in this process pays more,
+        or when no worker can be started (an embedded interpreter with an empty ``sys.executable``).
     """
     total = sum(n for _, n in pending)
-    if workers < 2 or len(pending) < 2 or total < PARALLEL_BYTES:
+    if not sys.executable or workers < 2 or len(pending) < 2 or total < PARALLEL_BYTES:
         return []
     target = max(1, min(TASK_BYTES, total // (4 * workers)))
     tasks, current, size = [], [], 0

@@ -418,3 +418,18 @@ def test_scanner_keeps_exactly_what_maximal_recovery_keeps(originals, which, ops
 def test_fuzz_helpers_recover_an_undamaged_file_whole(originals):
     for data, records in originals.values():
         assert [(s, e - s - 16) for s, e in records] == oracle(data) == msnb_records(data, 1 << 20)
+
+
+def test_a_fifo_named_like_an_event_file_is_named_never_opened(tmp_path):
+    # opening a FIFO for reading blocks until a writer comes: in a tree or given directly it must become a Problem
+    from tests.writers.team_runs import write_tbx_run
+
+    write_tbx_run(str(tmp_path / "run"), (0,), 20)
+    fifo = tmp_path / "run" / "rank_0" / "events.out.tfevents.2.host"
+    os.mkfifo(fifo)
+    code = "import sys, msnb; r = msnb.read(sys.argv[1]); print(len(r.scalars)); [print(p.kind, p) for p in r.problems]"
+    for path, rows in ((tmp_path, "60"), (fifo, "0")):  # 20 steps x 3 tags
+        out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+        assert out == [rows, f"unreadable {fifo}: not a regular file (a FIFO, socket, device or broken link); not read"], out
+    text = msnb.runs(tmp_path).format_text()
+    assert text.count(str(fifo)) == 1, text  # the base's walk and the run's reader both meet it: said once

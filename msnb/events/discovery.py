@@ -153,6 +153,9 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
     if root_path.is_file():
         kind = classify(root_path.name) or sniff(root_path)
         return [describe(root_path, root_path.parent, kind)] if kind else []
+    if root_path.exists() and not root_path.is_dir():
+        _not_regular(problems, root_path)
+        return []
     sources = []
     stack = [root_path]
     visited: dict = {}  # (st_dev, st_ino) of each real directory walked -> the path it was walked by
@@ -193,6 +196,8 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                                 kind = classify(entry.name)
                                 if kind:
                                     files.append((entry.name, kind))
+                            elif classify(entry.name):
+                                _not_regular(problems, d / entry.name)
                         except OSError:
                             continue
             except FileNotFoundError:
@@ -240,3 +245,9 @@ def sniff(path: Path) -> str | None:
     if len(head) >= 16 and _framed(scan(head, final=False)):
         return TFEVENTS if b"brain.Event" in head else MS_SUMMARY
     return LOG
+
+
+def _not_regular(problems: list | None, path: Path) -> None:
+    """Something named like an event file or log that is no regular file: opening a FIFO could block forever, so it is named, not read."""
+    if problems is not None:
+        problems.append(Problem(str(path), None, ProblemKind.UNREADABLE, "not a regular file (a FIFO, socket, device or broken link); not read", "warning"))

@@ -119,8 +119,13 @@ class RunsTable:
 
     @property
     def all_problems(self) -> list:
-        """The base's problems, then each run's."""
-        return self.problems + [p for r in self.rows for p in r.problems]
+        """The base's problems, then each run's, each said once (the base's walk and the run's reader both meet a FIFO)."""
+        seen, out = set(), []
+        for p in self.problems + [p for r in self.rows for p in r.problems]:
+            if (p.path, p.kind, p.message) not in seen:
+                seen.add((p.path, p.kind, p.message))
+                out.append(p)
+        return out
 
     def as_dict(self) -> dict:
         """The JSON document ``msnb runs --json`` prints: ``{"runs": [{"run", "status", "ranks", ...}]}``."""

@@ -217,3 +217,21 @@ def test_a_tag_that_looks_like_tex_is_drawn_as_written(tmp_path, run_msnb):
     out = tmp_path / "curves.png"
     run_msnb("plot", tmp_path / "run", "--tags", tag, "--out", out, check=0)
     assert out.stat().st_size > 1000
+
+
+def test_a_huge_tag_name_is_drawn_cut_short(tmp_path):
+    """A 400 KB tag name (any writer may write one) was drawn glyph by glyph: the figure's texts are cut, the start kept."""
+    from matplotlib.text import Text
+    from tensorboardX import SummaryWriter
+
+    from msnb.plot.render import MAX_TEXT_CHARS, figure_png
+
+    tag = "huge/" + "y" * 400_000
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        for step in range(1, 20):
+            w.add_scalar(tag, 1.0 / step, step)
+    report = plot_scalars(msnb.read(tmp_path / "run").scalars, tags=[tag])
+    assert figure_png(report.figure)[:4] == b"\x89PNG"
+    texts = [t.get_text() for t in report.figure.findobj(Text)]
+    assert max(map(len, texts)) == MAX_TEXT_CHARS
+    assert any(t.startswith("huge/yyy") and t.endswith("\u2026") for t in texts)

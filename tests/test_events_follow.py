@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import msnb
@@ -122,3 +124,26 @@ def test_files_larger_than_one_read_chunk(ms_files, monkeypatch):
 
     np.testing.assert_array_equal(chunked.scalars.value, whole.scalars.value)  # NaN equals NaN here
     assert chunked.scalars.step.tolist() == whole.scalars.step.tolist()
+
+
+def test_a_file_swapped_for_a_fifo_between_polls_is_named_not_opened(tmp_path):
+    # opening a FIFO blocks until a writer comes: the poll ran in a child so a hang fails the test instead of stopping it
+    from tests.writers.team_runs import write_tbx_run
+
+    write_tbx_run(str(tmp_path / "run"), (0, 1), 20)
+    code = """
+import os, sys
+from msnb.events import Follower
+f = Follower(sys.argv[1])
+print(len(f.poll().scalars))
+path = f.result.files[0]["path"]
+os.unlink(path)
+os.mkfifo(path)
+for _ in range(2):
+    new = f.poll()
+    print(len(new.scalars), [f"{p.kind}: {p.message}" for p in new.problems if p.path == path])
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    irregular = "unreadable: not a regular file (a FIFO, socket, device or broken link); not read"
+    assert out.stdout.splitlines() == ["120", f"0 ['{irregular}']", "0 []"], out.stdout  # said once, never opened

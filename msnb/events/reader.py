@@ -11,6 +11,7 @@ bytes, so memory stays bounded whatever a file holds.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -130,6 +131,7 @@ class FileState:
         self.explicit = explicit
         self.wanted = wanted  # real tags to keep (None: all); lineage, which has no tag, is always kept
         self.reads = 0  # times the file was opened: an unchanged file is never opened
+        self.irregular = False  # the path is no regular file now (said once, until it is one again)
         self.reset()
 
     def reset(self):
@@ -180,6 +182,14 @@ class FileState:
             if final and not self.results:
                 out.problems.append(Problem(path, None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}", "error"))
             return out
+        if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO or a device since discovery: opening it could block for ever
+            if not self.irregular:
+                self.irregular = True
+                out.problems.append(
+                    Problem(path, None, ProblemKind.UNREADABLE, "not a regular file (a FIFO, socket, device or broken link); not read", "warning")
+                )
+            return out
+        self.irregular = False
         ident = (st.st_dev, st.st_ino)
         replaced = self.ident is not None and (ident != self.ident or st.st_size < self.pos)
         if replaced:
@@ -196,7 +206,9 @@ class FileState:
             return out
         try:
             self.reads += 1
-            with open(path, "rb") as f:
+            with open(path, "rb", opener=_open_nonblocking) as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped between the stat and the open
+                    raise OSError(f"{path} is no longer a regular file")
                 if not replaced and self.pos and self._replaced(f):
                     replaced = True
                     self.reset()
@@ -557,6 +569,11 @@ class Follower:
         merged.problems = list(self._problems)
         merged.files = [self._states[p].info() for p in self._order]
         return merged
+
+
+def _open_nonblocking(path, flags):
+    """``open``'s opener: a FIFO put in a file's place opens at once (and is then refused) instead of waiting for a writer."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _pending(states: list) -> list[tuple[int, int]]:

@@ -281,3 +281,18 @@ def test_the_report_needs_neither_mindspore_nor_pandas(ms_files, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"passed": True, "loaded": []}
     assert "collector" in Page((tmp_path / "core.html").read_text()).section("verdict")
+
+
+def test_a_folder_name_that_is_not_utf8_is_drawn_and_written(tmp_path):
+    # Python names such a folder with lone surrogates, which FreeType refuses to draw and UTF-8 refuses to encode
+    from tests.writers.team_runs import write_tbx_run
+
+    write_tbx_run(str(tmp_path / "run"), (0, 1), 30)
+    os.rename(tmp_path / "run", os.path.join(os.fsencode(tmp_path), b"r\xff\xfe"))
+    result = msnb.report(tmp_path, out=tmp_path / "r.html")
+    assert result.passed and result.runs == ["r\udcff\udcfe"]
+    assert "r\\udcff\\udcfe" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    from msnb.plot import plot_scalars
+    from msnb.plot.render import figure_png
+
+    assert figure_png(plot_scalars(msnb.read(tmp_path).scalars).figure)[:4] == b"\x89PNG"

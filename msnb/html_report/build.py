@@ -199,6 +199,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     names = result.runs
     title = title or "msnb report: " + ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     text = page.document(title, _header(title, where, result, checked, why_not), body)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # a folder name that is not UTF-8: its bytes shown as \udcff
     size = _write(target, text)
     passed = None if checked is None else checked.passed
     return ReportResult(path=out, bytes=size, runs=result.runs, passed=passed, html=text, verdict=checked)

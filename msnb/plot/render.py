@@ -18,13 +18,16 @@ def plain_text(figure) -> None:
 
     (A name such as ``$\\x{$`` would otherwise make matplotlib raise while drawing.)  A text longer than
     :data:`MAX_TEXT_CHARS` is cut there, with an ellipsis: no one reads more in a figure, and its cost is per glyph.
+    Lone surrogates (what Python makes of a folder name that is not UTF-8) are drawn as ``?``.
     """
     from matplotlib.text import Text
 
     for text in figure.findobj(Text):
         text.set_parse_math(False)
-        if len(text.get_text()) > MAX_TEXT_CHARS:
-            text.set_text(text.get_text()[: MAX_TEXT_CHARS - 1] + "\u2026")
+        s = text.get_text()
+        if len(s) > MAX_TEXT_CHARS:
+            s = s[: MAX_TEXT_CHARS - 1] + "\u2026"
+        text.set_text(s.encode("utf-8", "replace").decode("utf-8"))  # a non-UTF-8 folder name's surrogates: '?' (FreeType refuses them)
 
 
 def figure_png(figure, dpi: int = 100) -> bytes:

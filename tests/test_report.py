@@ -292,6 +292,9 @@ def test_a_folder_name_that_is_not_utf8_is_drawn_and_written(tmp_path):
     result = msnb.report(tmp_path, out=tmp_path / "r.html")
     assert result.passed and result.runs == ["r\udcff\udcfe"]
     assert "r\\udcff\\udcfe" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    result._repr_html_().encode("utf-8")  # what a kernel sends to show it inline
+    for text in msnb.runs(tmp_path).mime_bundle().values():
+        assert "r\\udcff\\udcfe" in text.encode("utf-8").decode("utf-8")
     from msnb.plot import plot_scalars
     from msnb.plot.render import figure_png
 

@@ -169,7 +169,9 @@ class RunsTable:
 
     def mime_bundle(self) -> dict:
         """HTML for notebooks and the text table for terminals, CI logs and plain front ends."""
-        return {"text/plain": self.format_text(), "text/html": self._repr_html_()}
+        bundle = {"text/plain": self.format_text(), "text/html": self._repr_html_()}
+        # a folder name that is not UTF-8 holds lone surrogates, which the kernel cannot send: shown as \udcff
+        return {k: v.encode("utf-8", "backslashreplace").decode("utf-8") for k, v in bundle.items()}
 
     def _ipython_display_(self) -> None:
         # a watch already shows this table in this cell's live display: the cell's value adds no second copy

@@ -157,3 +157,33 @@ def test_ranks_without_a_common_step_are_drawn_as_lines():
     )
     report = plot_scalars(table, bands=True, ranks=True, smooth=0.0)
     assert report.bands == [] and len(report.figure.axes[0].get_lines()) == 3
+
+
+def _write_ranks(root, name, ranks, steps_of, value_of):
+    from tensorboardX import SummaryWriter
+
+    for r in ranks:
+        with SummaryWriter(str(root / name / f"rank_{r}")) as w:
+            for s in steps_of(r):
+                w.add_scalar("loss", value_of(r, s), s)
+    return root / name
+
+
+def test_bands_asked_for_ranks_without_a_common_step_say_so(tmp_path):
+    """Three ranks at disjoint steps cannot make a band: the report says they were drawn as lines instead."""
+    run = _write_ranks(tmp_path, "disjoint", (0, 1, 2), lambda r: range(1 + 1000 * r, 60 + 1000 * r), lambda r, s: 1.0 / s)
+    report = plot_scalars(msnb.read(run).scalars, tags=["loss"], bands=True)
+    assert not report.bands and report.unbanded == [(".", "loss")]
+    assert "no bands of loss, run .: its ranks share no step (drawn as lines)" in report.format_text()
+    assert report.as_dict()["unbanded"] == [{"run": ".", "tag": "loss"}]
+
+
+def test_a_band_of_flagged_ranks_says_what_it_covers(tmp_path):
+    """Every rank NaN: the band is over all ranks, and the text and legend agree on it."""
+    run = _write_ranks(tmp_path, "allnan", (0, 1, 2), lambda r: range(1, 60), lambda r, s: float("nan") if s > 30 else 2.0 / s)
+    report = plot_scalars(msnb.read(run).scalars, tags=["loss"], bands=True)
+    (b,) = report.bands
+    assert b.outliers == [0, 1, 2]
+    assert "all 3 ranks (every rank flagged)" in report.format_text()
+    legend = [t.get_text() for t in report.figure.axes[0].get_legend().get_texts()]
+    assert "min-max of 3 ranks" in legend

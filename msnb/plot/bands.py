@@ -46,7 +46,7 @@ def draw_bands(ax, xs: np.ndarray, bands, color: str, label: str, max_points: in
     q0, q1 = (round(100 * q) for q in bands.quantiles)
     prefix = f"{label}: " if label else ""
     ex, lo, hi = envelope(xs, bands.low, bands.high, max_points)
-    ax.fill_between(ex, lo, hi, color=color, alpha=0.2, linewidth=0, label=f"{prefix}min-max of {n_in} ranks")
+    ax.fill_between(ex, lo, hi, color=color, alpha=0.2, linewidth=0, label=f"{prefix}min-max of {n_in} rank{'s' if n_in != 1 else ''}")
     ix, qlo, qhi = envelope(xs, bands.q_low, bands.q_high, max_points)
     ax.fill_between(ix, qlo, qhi, color=color, alpha=0.45, linewidth=0, label=f"{prefix}{q0}-{q1} % of ranks")
     finite = np.isfinite(bands.median)

@@ -46,6 +46,7 @@ class PlotReport:
     smoothed_points: int = 0
     labels: dict = field(default_factory=dict)
     bands: list = field(default_factory=list)
+    unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
 
     def as_dict(self) -> dict:
         return {
@@ -58,6 +59,7 @@ class PlotReport:
             "nonfinite": self.nonfinite,
             "bands": bool(self.bands),
             "band_details": [b.as_dict() for b in self.bands],
+            "unbanded": [{"run": run, "tag": tag} for run, tag in self.unbanded],
         }
 
     def format_text(self) -> str:
@@ -75,9 +77,11 @@ class PlotReport:
         for b in self.bands:
             q0, q1 = (round(100 * q) for q in b.quantiles)
             drawn = f"; drawn as lines: rank{'s' if len(b.outliers) > 1 else ''} {', '.join(map(str, b.outliers))}" if b.outliers else ""
-            lines.append(
-                f"  bands of {b.tag}, run {name(b.run, b.run)}: {len(b.ranks) - len(b.outliers)} of {len(b.ranks)} ranks (min-max, {q0}-{q1} %, median){drawn}"
-            )
+            n_in = len(b.ranks) - len(b.outliers)
+            over = f"{n_in} of {len(b.ranks)} ranks" if n_in else f"all {len(b.ranks)} ranks (every rank flagged)"
+            lines.append(f"  bands of {b.tag}, run {name(b.run, b.run)}: {over} (min-max, {q0}-{q1} %, median){drawn}")
+        for run, tag in self.unbanded:
+            lines.append(f"  no bands of {tag}, run {name(run, run)}: its ranks share no step (drawn as lines)")
         for f in self.flags:
             lines.append(f"  FLAG run {name(f.run, f.run)} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
         return "\n".join(lines)
@@ -323,6 +327,7 @@ def plot_scalars(
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
     line_labels = _line_labels(flags, band_runs, nonfinite_keys)
     drawn_bands = []
+    unbanded: list = []
 
     n = max(1, len(tags))
     cols = 1 if n == 1 else 2
@@ -350,7 +355,9 @@ def plot_scalars(
         panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
         tag_idx = np.flatnonzero(scalars.tag == tag)
         # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
-        panel_bands = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None) if b.steps.size]
+        every_band = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None)]
+        panel_bands = [b for b in every_band if b.steps.size]
+        unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
         banded = {b.run for b in panel_bands}
         line_runs = {run: masks[run] for run in runs if run not in banded}
         for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
@@ -429,7 +436,18 @@ def plot_scalars(
     points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
     return PlotReport(
-        fig, runs, {r: rank_map[r] for r in runs}, list(tags), points, drawn, flags, nonfinite, smoothed_points=smoothed, labels=labels, bands=drawn_bands
+        fig,
+        runs,
+        {r: rank_map[r] for r in runs},
+        list(tags),
+        points,
+        drawn,
+        flags,
+        nonfinite,
+        smoothed_points=smoothed,
+        labels=labels,
+        bands=drawn_bands,
+        unbanded=unbanded,
     )
 
 

@@ -90,26 +90,14 @@ def _cmd_plot(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .events.runs import read_for_plot, run_labeller
-    from .plot import plot_scalars
+    from .events.runs import read_for_plot
     from .plot.render import plain_text
+    from .plot.scalars import plot_read
 
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
-    if not len(result.scalars):
-        raise NothingReadable(f"no scalars under {', '.join(args.paths)}")
-    tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-    report = plot_scalars(
-        result.scalars,
-        tags=tags,
-        smooth=args.smooth,
-        x=args.x,
-        ranks=args.ranks,
-        log=args.log,
-        label_for_run=run_labeller(args.paths, result.runs),
-        bands=args.bands,
-    )
+    report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(args.out, dpi=args.dpi)
     if args.json:

@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .cli import BANDS_HELP
-from .errors import MsnbError, NothingReadable
+from .errors import MsnbError
 from .smoke.options import smoke_magic_arguments
 
 
@@ -105,28 +105,16 @@ class MsnbMagics(Magics):
         Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
         figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
         """
-        from .events.runs import read_for_plot, run_labeller
-        from .plot import plot_scalars
+        from .events.runs import read_for_plot
         from .plot.render import show_figure
+        from .plot.scalars import plot_read
 
         args = parse_argstring(self.mfmon_plot, line)
         paths = [p.strip("\"'") for p in args.paths]
         result = read_for_plot(paths)
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
-        if not len(result.scalars):
-            raise NothingReadable(f"no scalars under {', '.join(paths)}")
-        tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        report = plot_scalars(
-            result.scalars,
-            tags=tags,
-            smooth=args.smooth,
-            x=args.x,
-            ranks=args.ranks,
-            log=args.log,
-            label_for_run=run_labeller(paths, result.runs),
-            bands=args.bands,
-        )
+        report = plot_read(result, paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
         show_figure(report.figure)
         if report.flags or report.nonfinite:
             print(report.format_text())

@@ -174,19 +174,11 @@ class RunsTable:
         return {k: v.encode("utf-8", "backslashreplace").decode("utf-8") for k, v in bundle.items()}
 
     def _ipython_display_(self) -> None:
+        from ..plot.live import current_cell
+
         # a watch already shows this table in this cell's live display: the cell's value adds no second copy
-        if self._shown_in is not None and self._shown_in == _current_cell():
+        if self._shown_in is not None and self._shown_in == current_cell():
             return
         from IPython.display import display
 
         display(self.mime_bundle(), raw=True)
-
-
-def _current_cell():
-    """The execution count of the cell running now (None outside IPython)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return None if ip is None else ip.execution_count

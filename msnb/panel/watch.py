@@ -28,13 +28,13 @@ class _NotebookDisplay:
     def show(self, table: RunsTable, changed: bool) -> None:
         from IPython.display import display
 
-        from .table import _current_cell
+        from ..plot.live import current_cell
 
         if self.handle is None:
             self.handle = display(table.mime_bundle(), raw=True, display_id=True)
         else:
             self.handle.update(table.mime_bundle(), raw=True)
-        table._shown_in = _current_cell()
+        table._shown_in = current_cell()
 
 
 class _TextDisplay:

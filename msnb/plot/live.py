@@ -20,6 +20,16 @@ import numpy as np
 from ..errors import UsageError
 
 
+def current_cell():
+    """The execution count of the cell running now (None outside IPython): which cell already shows a result."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.execution_count
+
+
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (a front end can show rich output)."""
     try:

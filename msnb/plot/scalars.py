@@ -561,6 +561,31 @@ def _step_walls(table: ScalarTable, idx: np.ndarray, steps: np.ndarray) -> np.nd
     return np.where(uniq[at] == steps, wall[at], np.nan)
 
 
+def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotReport:
+    """What ``msnb plot`` and ``%mfmon_plot`` draw: the scalars of *result* (read from *paths*), runs named by
+    the shortest distinct trailing part of their paths.
+
+    Args:
+        result: the :class:`~msnb.events.ReadResult` read from *paths* (``read_for_plot``).
+        paths: the paths given, for the runs' names.
+        tags: comma-separated tags (None: the default panels).
+        **options: passed to :func:`plot_scalars` (``smooth``, ``x``, ``ranks``, ``log``, ``bands``).
+
+    Returns:
+        The :class:`PlotReport`.
+
+    Raises:
+        NothingReadable: no scalars were read.
+    """
+    from ..errors import NothingReadable
+    from ..events.runs import run_labeller
+
+    if not len(result.scalars):
+        raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
+    wanted = [t.strip() for t in tags.split(",")] if tags else None
+    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), **options)
+
+
 def read_for_plot(paths, verify: bool = True):
     """Moved to :func:`msnb.events.runs.read_runs` (reading belongs to the data layer); kept for callers."""
     from ..events.runs import read_runs

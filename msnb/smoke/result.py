@@ -39,16 +39,6 @@ def last_traceback(text: str) -> str:
     return "\n".join(lines[first : first + TRACEBACK_MAX_LINES]).rstrip()
 
 
-def _current_cell():
-    """The execution count of the cell running now (None outside IPython)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return None if ip is None else ip.execution_count
-
-
 @dataclass
 class SmokeResult:
     passed: bool
@@ -184,11 +174,15 @@ class SmokeResult:
         """Display the verdict with its plots (what the smoke magic shows at the end), once for this cell."""
         from IPython.display import display
 
+        from ..plot.live import current_cell
+
         display(self.mime_bundle(figures=True), raw=True)
-        self._shown_in = _current_cell()
+        self._shown_in = current_cell()
 
     def _ipython_display_(self) -> None:
+        from ..plot.live import current_cell
+
         # the magic already showed it in this cell: the cell's value adds nothing (no second verdict as Out[n])
-        if self._shown_in is not None and self._shown_in == _current_cell():
+        if self._shown_in is not None and self._shown_in == current_cell():
             return
         self.show()

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from ..analysis.rules import DEFAULT_RULES, Rules
-from ..errors import UsageError
 from .board import DEFAULT_ACTIVE_WITHIN, RunsBoard
 from .table import RunsTable
 
@@ -89,29 +87,20 @@ def watch_runs(
     Raises:
         UsageError: *every* or *duration* is not positive, or *base* is not a directory.
     """
-    if not every > 0:
-        raise UsageError(f"--every must be a positive number of seconds, not {every}")
-    if not duration > 0:
-        raise UsageError(f"--for must be a positive number of seconds, not {duration}")
+    from ..plot.live import check_polling, poll_for
+
+    check_polling(every, duration)
     board = RunsBoard(base, tag=tag, rules=rules or DEFAULT_RULES, active_within=active_within, verify=verify)
     display = display or _default_display()
-    started = time.monotonic()
     table = None
-    reason = f"stopped after {duration:.0f} s"
-    try:
-        while True:
-            table = board.poll()
-            if not table.rows:
-                table.note = f"waiting for runs under {base}"
-            else:
-                table.note = f"watching: poll {board.polls}, every {every:g} s"
-            display.show(table, bool(board.changed) or board.polls == 1)
-            remaining = duration - (time.monotonic() - started)
-            if remaining <= 0:
-                break
-            time.sleep(min(every, remaining))
-    except KeyboardInterrupt:
-        reason = f"interrupted after {time.monotonic() - started:.0f} s"
+
+    def poll():
+        nonlocal table
+        table = board.poll()
+        table.note = f"waiting for runs under {base}" if not table.rows else f"watching: poll {board.polls}, every {every:g} s"
+        display.show(table, bool(board.changed) or board.polls == 1)
+
+    reason = poll_for(poll, every=every, duration=duration)
     if table is None:
         table = board.poll()
     table.note = f"{reason} ({board.polls} poll(s))"

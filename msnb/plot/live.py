@@ -20,6 +20,44 @@ import numpy as np
 from ..errors import UsageError
 
 
+def check_polling(every: float, duration: float) -> None:
+    """A UsageError naming ``--every`` or ``--for`` when either is not a positive number of seconds (NaN included)."""
+    if not every > 0:
+        raise UsageError(f"--every must be a positive number of seconds, not {every}")
+    if not duration > 0:
+        raise UsageError(f"--for must be a positive number of seconds, not {duration}")
+
+
+def poll_for(poll, *, every: float, duration: float) -> str:
+    """Call *poll* now and every *every* seconds until *duration* seconds have passed or the user interrupts.
+
+    The loop of ``%mfmon_tail`` and ``%mfmon_runs --every``: the notebook's stop
+    button (KeyboardInterrupt) ends it quietly.
+
+    Args:
+        poll: called with no arguments once per poll.
+        every: seconds between polls (> 0).
+        duration: seconds to keep polling (> 0).
+
+    Returns:
+        Why it stopped (``stopped after 60 s``, ``interrupted after 12 s``).
+
+    Raises:
+        UsageError: *every* or *duration* is not positive.
+    """
+    check_polling(every, duration)
+    started = time.monotonic()
+    try:
+        while True:
+            poll()
+            remaining = duration - (time.monotonic() - started)
+            if remaining <= 0:
+                return f"stopped after {duration:.0f} s"
+            time.sleep(min(every, remaining))
+    except KeyboardInterrupt:
+        return f"interrupted after {time.monotonic() - started:.0f} s"
+
+
 def current_cell():
     """The execution count of the cell running now (None outside IPython): which cell already shows a result."""
     try:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 
-from ..errors import UsageError
-from .live import LiveView
+from .live import LiveView, check_polling, poll_for
 
 
 def tail(
@@ -36,26 +34,16 @@ def tail(
     """
     from ..events import Follower
 
-    if not every > 0:
-        raise UsageError(f"--every must be a positive number of seconds, not {every}")
-    if not duration > 0:
-        raise UsageError(f"--for must be a positive number of seconds, not {duration}")
+    check_polling(every, duration)
     follower = Follower(path, verify=verify)
     view = view or LiveView(title=str(path), tags=tags, smooth=smooth, min_interval=min(every, 1.0))
-    started = time.monotonic()
-    reason = f"stopped after {duration:.0f} s"
-    try:
-        view.update(None, status=f"following {path}", force=True)
-        while True:
-            new = follower.poll()
-            if not new.empty:
-                view.update(follower.result.scalars, force=True)
-            remaining = duration - (time.monotonic() - started)
-            if remaining <= 0:
-                break
-            time.sleep(min(every, remaining))
-    except KeyboardInterrupt:
-        reason = f"interrupted after {time.monotonic() - started:.0f} s"
+
+    def poll():
+        if not follower.poll().empty:
+            view.update(follower.result.scalars, force=True)
+
+    view.update(None, status=f"following {path}", force=True)
+    reason = poll_for(poll, every=every, duration=duration)
     result = follower.result
     view.close(result.scalars, status=f"{reason}; read {len(result.scalars):,} points from {len(result.files)} file(s)")
     return result

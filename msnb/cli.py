@@ -91,19 +91,21 @@ def _cmd_plot(args) -> int:
 
     matplotlib.use("Agg")
     from .events.runs import read_for_plot
+    from .outputs import figure_out
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
+    out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
     result = read_for_plot(args.paths, verify=not args.no_verify)
     for problem in result.problems:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
-    report.figure.savefig(args.out, dpi=args.dpi)
+    report.figure.savefig(out, dpi=args.dpi)
     if args.json:
-        print(json.dumps({**report.as_dict(), "out": args.out}, indent=2))
+        print(json.dumps({**report.as_dict(), "out": out}, indent=2))
     else:
-        print(f"wrote {args.out}: " + report.format_text())
+        print(f"wrote {out}: " + report.format_text())
     return 0
 
 

@@ -235,3 +235,33 @@ def test_a_huge_tag_name_is_drawn_cut_short(tmp_path):
     texts = [t.get_text() for t in report.figure.findobj(Text)]
     assert max(map(len, texts)) == MAX_TEXT_CHARS
     assert any(t.startswith("huge/yyy") and t.endswith("\u2026") for t in texts)
+
+
+@pytest.mark.parametrize(
+    "out, dpi, message",
+    [
+        ("{tmp}/missing/curves.png", "100", "the directory {tmp}/missing does not exist"),
+        ("/proc/curves.png", "100", "names a device or a process's open file"),
+        ("{tmp}/curves.bogus", "100", "matplotlib cannot write '.bogus' figures"),
+        ("{tmp}/curves.png", "0", "--dpi must be a whole number from 1 to 1200, not 0"),
+        ("{tmp}/curves.png", "100000", "--dpi must be a whole number from 1 to 1200, not 100000"),
+        ("{tmp}", "100", "is a directory; name the figure file to write"),
+    ],
+)
+def test_a_bad_out_or_dpi_is_one_line_before_any_reading(tmp_path, run_msnb, out, dpi, message):
+    proc = run_msnb("plot", tmp_path / "no_run_needed", "--out", out.format(tmp=tmp_path), "--dpi", dpi, check=2)
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("msnb plot: error: ") and message.format(tmp=tmp_path) in line
+
+
+def test_an_out_without_a_format_says_the_file_it_wrote(tmp_path, run_msnb, mf_files):
+    proc = run_msnb("plot", mf_files, "--out", tmp_path / "curves", check=0)
+    assert proc.stdout.startswith(f"wrote {tmp_path / 'curves.png'}: ") and (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_the_figure_formats_are_matplotlibs():
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from msnb.outputs import FIGURE_FORMATS
+
+    assert set(FIGURE_FORMATS) == set(FigureCanvasBase.get_supported_filetypes())

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..errors import NothingReadable, UsageError
+from ..outputs import check_out
 from . import page, sections
 
 DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
@@ -67,28 +68,6 @@ class ReportResult:
         caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(what)}</p>'
         frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid #d0d7de" srcdoc="{page.esc(self.html)}"></iframe>'
         return caption + frame
-
-
-def _check_out(out) -> tuple[str, str]:
-    """The output path and the file to replace, refused before any work when it cannot be written as a file.
-
-    A symlink is written through (its target is replaced, the link stays), as
-    ``>`` does: replacing the link itself would turn ``/dev/stdout`` into a file.
-    """
-    if not isinstance(out, (str, os.PathLike)) or not str(out):
-        raise UsageError("give the report's file: out='report.html' (--out FILE)")
-    out = os.fspath(out)
-    if os.path.isdir(out):
-        raise UsageError(f"--out {out} is a directory; name the HTML file to write")
-    if os.path.exists(out) and not os.path.isfile(out):
-        raise UsageError(f"--out {out} exists and is not a regular file")
-    if os.path.abspath(out).startswith(("/dev/", "/proc/")):
-        raise UsageError(f"--out {out} names a device or a process's open file; name the HTML file to write")
-    target = os.path.realpath(out)
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise UsageError(f"--out {out}: the directory {parent} does not exist")
-    return out, target
 
 
 def _refuse_input(out: str, target: str, files: list) -> None:
@@ -160,7 +139,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     from ..analysis.check import check, read_labelled
     from ..events.reader import ReadResult
 
-    out, target = _check_out(out)
+    out, target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)")
     checked_config = None
     if config is not None:
         from ..config import check_config

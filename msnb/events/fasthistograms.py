@@ -104,6 +104,8 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         if not ok.all():
             pos[live[~ok]] = at[~ok]
             live, body, end, nxt = live[ok], body[ok], end[ok], nxt[ok]
+            if not live.size:  # every message's run ended on this step: no empty step (it would hide the equal-runs case below)
+                break
         out.append((live, body))
         at = nxt
         more = at < end
@@ -256,22 +258,35 @@ def _walk(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return out, bad
 
 
-def decode_histograms(buf, starts, ends):
-    """Decode the ``Summary.Histogram`` messages at ``buf[starts[i]:ends[i]]``.
+class HistogramColumns:
+    """Every histogram of a buffer as columns: statistics as arrays, buckets as views of three flat arrays.
 
-    Args:
-        buf: the buffer (bytes, bytearray or memoryview).
-        starts, ends: the messages' spans, as sequences of ints.
-
-    Returns:
-        A list with one :class:`Histogram` per message, or None where the exact
-        decoder (:func:`msnb.events.mindspore_proto.decode_histogram`) must decide.
+    ``left``, ``right`` and ``counts`` are object arrays holding one view per histogram (no copies), as the
+    ``HistogramTable`` columns of the same names; ``bad[i]`` marks histograms the exact decoder must decide
+    (their other columns hold nothing to trust).
     """
+
+    __slots__ = ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count", "left", "right", "counts", "bad")
+    STATS = ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")
+
+    def __len__(self) -> int:
+        return self.bad.size
+
+
+def histogram_columns(buf, starts, ends) -> HistogramColumns:
+    """Decode the ``Summary.Histogram`` messages at ``buf[starts[i]:ends[i]]`` into :class:`HistogramColumns`."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     h = starts.size
+    out = HistogramColumns()
     if not h:
-        return []
+        for name in _DOUBLES.values():
+            setattr(out, name, np.zeros(0))
+        for name in _INTS.values():
+            setattr(out, name, np.zeros(0, dtype=np.int64))
+        out.left, out.right, out.counts = (np.zeros(0, dtype=object) for _ in range(3))
+        out.bad = np.zeros(0, dtype=bool)
+        return out
     raw = np.frombuffer(buf, dtype=np.uint8)
     if raw.size < 64:  # room for the fixed-offset reads below, whatever a tiny buffer holds
         raw = np.concatenate([raw, np.zeros(64, dtype=np.uint8)])
@@ -305,19 +320,42 @@ def decode_histograms(buf, starts, ends):
     failed = np.flatnonzero(~ok)
     if failed.size:
         bad[np.searchsorted(bounds, failed, side="right") - 1] = True
-    columns = [stats[name].tolist() for name in ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")]
-    out = list(map(Histogram, *columns, *(_per_message(x, per, bounds) for x in (lefts, rights, counts))))
-    for i in np.flatnonzero(bad).tolist():
+    for name, column in stats.items():
+        setattr(out, name, column)
+    out.left, out.right, out.counts = (_per_message(x, per, bounds) for x in (lefts, rights, counts))
+    out.bad = bad
+    return out
+
+
+def decode_histograms(buf, starts, ends):
+    """Decode the ``Summary.Histogram`` messages at ``buf[starts[i]:ends[i]]``.
+
+    Args:
+        buf: the buffer (bytes, bytearray or memoryview).
+        starts, ends: the messages' spans, as sequences of ints.
+
+    Returns:
+        A list with one :class:`Histogram` per message, or None where the exact
+        decoder (:func:`msnb.events.mindspore_proto.decode_histogram`) must decide.
+    """
+    cols = histogram_columns(buf, starts, ends)
+    if not len(cols):
+        return []
+    columns = [getattr(cols, name).tolist() for name in ("min", "max", "sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")]
+    out = list(map(Histogram, *columns, cols.left, cols.right, cols.counts))
+    for i in np.flatnonzero(cols.bad).tolist():
         out[i] = None
     return out
 
 
-def _per_message(values: np.ndarray, per: np.ndarray, bounds: np.ndarray) -> list:
-    """*values* cut into one view per message (``per[i]`` values each, starting at ``bounds[i]``); no copies.
+def _per_message(values: np.ndarray, per: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """*values* cut into one view per message (``per[i]`` values each, starting at ``bounds[i]``), as an object array; no copies.
 
     With as many buckets in every message (the usual case) this is the rows of a 2-D view, made in C.
     """
     if per.size and (per == per[0]).all():
-        return list(values.reshape(per.size, int(per[0])))
-    edges = bounds.tolist()
-    return [values[lo:hi] for lo, hi in zip(edges[:-1], edges[1:])]
+        views = values.reshape(per.size, int(per[0]))
+    else:
+        edges = bounds.tolist()
+        views = [values[lo:hi] for lo, hi in zip(edges[:-1], edges[1:])]
+    return np.fromiter(views, dtype=object, count=per.size)

@@ -58,6 +58,15 @@ class ScalarColumns:
         self.walls.append(np.asarray(walls, dtype=np.float64))
         self.values.append(np.asarray(values, dtype=np.float64))
 
+    def add_points(self, record, order, tag_ids, steps, walls, values):
+        """Points of many tags at once (*tag_ids* from :meth:`tag_id`, one per point)."""
+        self.record.append(np.asarray(record, dtype=np.int64))
+        self.order.append(np.asarray(order, dtype=np.int64))
+        self.tag_ids.append(np.asarray(tag_ids, dtype=np.int64))
+        self.steps.append(np.asarray(steps, dtype=np.int64))
+        self.walls.append(np.asarray(walls, dtype=np.float64))
+        self.values.append(np.asarray(values, dtype=np.float64))
+
     def add_event(self, record: int, ev, wanted=None) -> None:
         records, orders, tag_ids, steps, walls, values = self._one_by_one
         for j, (tag, value, _off, _fmt) in enumerate(ev.scalars):
@@ -149,18 +158,24 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, kee
     return ok, np.concatenate(step_parts), np.concatenate(wall_parts), {j: np.concatenate(v) for j, v in value_parts.items()}
 
 
-def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None, *, wanted=None):
-    """Decode every payload; returns ``(ScalarColumns, generic, errors)``.
+def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, finish=None, *, wanted=None, bulk=None):
+    """Decode every payload; returns ``(ScalarColumns, generic, errors, bulk_columns)``.
 
     *finish*, when given, is called as ``finish(buf, generic)`` once every record
     is decoded and returns ``(generic, errors)``: the step that decodes what
     *decode_event* deferred (histograms, all at once) and drops the records it could not.
 
+    *bulk*, when given, is called as ``bulk(buf, offsets, lengths, wanted)`` on the records no
+    template read (too few of one length, or not pure scalars) before any of them is decoded one by
+    one, and returns a :class:`msnb.events.fastsummaries.SummaryColumns` whose record indices refer to
+    the records given it; what it does not handle is decoded one by one.  *bulk_columns* is that result with its record
+    indices made indices into *offsets* (None without *bulk*, or when every record had a template).
+
     With *wanted* (a set of real tags), only those tags' scalars are collected; records
     matching a template that holds none of them are not read past the match.
 
     *generic* is a list of ``(record_index, DecodedEvent)`` for records not
-    handled by a template (they may carry histograms, images, versions...;
+    handled by a template or by *bulk* (they may carry histograms, images, versions...;
     their scalars are already in the columns);
     *errors* is a list of ``(record_index, DecodeError)``.
     """
@@ -168,26 +183,33 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
     generic: list = []
     errors: list = []
     if offsets.size == 0:
-        return cols, generic, errors
+        return cols, generic, errors, None
     raw = np.frombuffer(buf, dtype=np.uint8)
     window = None
+    leftover: list = []  # records left for *bulk*, then one by one
     uniq, order, bounds = by_length(lengths)
     for g in range(uniq.size):
         n = int(uniq[g])
         remaining = order[bounds[g] : bounds[g + 1]]
         templates = 0
         while remaining.size:
+            if bulk is not None and (remaining.size < MIN_GROUP or templates >= MAX_TEMPLATES):
+                leftover.append(remaining)
+                break
             i0 = int(remaining[0])
             a = int(offsets[i0])
             try:
                 ev = decode_event(buf, a, a + n)
             except (DecodeError, IndexError, ValueError, OverflowError, RecursionError) as exc:
-                errors.append((i0, exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)))
+                errors.append((i0, _as_decode_error(exc)))
                 remaining = remaining[1:]
                 continue
             if remaining.size < MIN_GROUP or templates >= MAX_TEMPLATES or not ev.pure_scalar:
                 generic.append((i0, ev))
                 remaining = remaining[1:]
+                if bulk is not None and remaining.size:  # not a template: the rest of this length goes to bulk with the other leftovers
+                    leftover.append(remaining)
+                    break
                 continue
             if window is None:
                 window = sliding_window_view(raw, n) if raw.size >= n else None
@@ -209,10 +231,28 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
             if matched.size < 2:
                 templates = MAX_TEMPLATES  # layouts vary record to record here: stop trying
             remaining = remaining[~ok]
+    columns = None
+    if leftover:
+        rest = np.sort(np.concatenate(leftover))
+        columns = bulk(buf, offsets[rest], lengths[rest], wanted)
+        ids = np.asarray([cols.tag_id(t) for t in columns.tags], dtype=np.int64)
+        columns.scalar_record = rest[columns.scalar_record]
+        cols.add_points(columns.scalar_record, columns.scalar_order, ids[columns.scalar_tag], columns.scalar_step, columns.scalar_wall, columns.scalar_value)
+        columns.hist_record = rest[columns.hist_record]
+        for i0 in rest[~columns.handled].tolist():
+            a = int(offsets[i0])
+            try:
+                generic.append((i0, decode_event(buf, a, a + int(lengths[i0]))))
+            except (DecodeError, IndexError, ValueError, OverflowError, RecursionError) as exc:
+                errors.append((i0, _as_decode_error(exc)))
     if finish is not None and generic:
         generic, late = finish(buf, generic)
         errors.extend(late)
     for i, ev in generic:
         cols.add_event(i, ev, wanted)
     errors.sort(key=lambda item: item[0])  # in file order, however the records were grouped to decode
-    return cols, generic, errors
+    return cols, generic, errors, columns
+
+
+def _as_decode_error(exc: Exception) -> DecodeError:
+    return exc if isinstance(exc, DecodeError) else DecodeError(str(exc), 0)

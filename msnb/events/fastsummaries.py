@@ -1,0 +1,201 @@
+"""Vectorised decoding of whole MindSpore summary records: envelope, values and histograms, all records at once.
+
+A histogram-heavy summary holds one record per step with a few histograms and scalars in it.  Every such
+record has a length of its own (bucket counts are varints), so the layout templates of
+:mod:`msnb.events.fastscalars` do not apply, and walking each record's envelope field by field in Python
+was most of the time a read took.  Here the three envelope levels (Event, then Summary, then Value) are
+walked in lockstep over every record with :mod:`msnb.events.fasthistograms`' field walker, and the
+histograms found are decoded together into columns (:func:`histogram_columns`).
+
+Only the plain shape SummaryRecord writes is read this way: an Event of exactly a wall time, an optional
+step and one summary; a Summary of values only; a Value of one tag and either one float scalar or one
+histogram.  A record of any other shape (the version record, graphs, images, tensors, a field given twice,
+a histogram the columnar decoder cannot vouch for) is handed back whole to the exact decoder, which reads it
+or reports it as it always did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fasthistograms import HistogramColumns, _walk, histogram_columns
+from .wire import FIXED32, FIXED64, LENGTH, VARINT
+
+
+class SummaryColumns:
+    """What :func:`decode_summaries` read, as columns.
+
+    ``handled[i]`` says record *i* was read here (the others are the exact decoder's).  Scalars and
+    histograms each have ``record`` (index into the records given), ``order`` (the value's position in
+    its record: sorting by both gives file order), ``tag`` (index into ``tags``), ``step`` and ``wall``;
+    scalars have ``value``, histograms ``histograms`` (:class:`HistogramColumns`, one row each).
+    """
+
+    def __init__(self, n: int):
+        self.handled = np.zeros(n, dtype=bool)
+        self.tags: list[str] = []
+        empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.scalar_record = self.scalar_order = self.scalar_tag = self.scalar_step = empty_i
+        self.scalar_wall = self.scalar_value = empty_f
+        self.hist_record = self.hist_order = self.hist_tag = self.hist_step = empty_i
+        self.hist_wall = empty_f
+        self.histograms: HistogramColumns | None = None
+
+
+def _envelopes(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Each record's wall-time offset, step and summary span; ``bad`` where the Event is not the plain shape."""
+    n = starts.size
+    steps, bad = _walk(raw, starts, ends)
+    wall_at = np.full(n, -1, dtype=np.int64)
+    step = np.zeros(n, dtype=np.int64)
+    has_step = np.zeros(n, dtype=bool)
+    sum_a = np.full(n, -1, dtype=np.int64)
+    sum_b = np.full(n, -1, dtype=np.int64)
+    for msg, num, wire, a, b, value in steps:
+        is_wall = (num == 1) & (wire == FIXED64)
+        is_step = (num == 2) & (wire == VARINT)
+        is_sum = (num == 5) & (wire == LENGTH)
+        bad[msg[~(is_wall | is_step | is_sum)]] = True  # a version, a graph, an explain record...: the exact decoder's
+        m = msg[is_wall]
+        bad[m[wall_at[m] >= 0]] = True  # a field given twice: protobuf's last-one-wins is the exact decoder's job
+        wall_at[m] = a[is_wall]
+        m = msg[is_step]
+        bad[m[has_step[m]]] = True
+        has_step[m] = True
+        step[m] = value[is_step].view(np.int64)  # int64 two's complement, as signed64
+        m = msg[is_sum]
+        bad[m[sum_a[m] >= 0]] = True
+        sum_a[m], sum_b[m] = a[is_sum], b[is_sum]
+    bad |= (wall_at < 0) | (sum_a < 0)
+    return wall_at, step, sum_a, sum_b, bad
+
+
+def _values(raw: np.ndarray, records: np.ndarray, sum_a: np.ndarray, sum_b: np.ndarray, bad: np.ndarray):
+    """Every Summary.Value span of *records*, as ``(record, position, a, b)``; marks records whose Summary holds anything else."""
+    steps, walk_bad = _walk(raw, sum_a[records], sum_b[records])
+    bad[records[walk_bad]] = True
+    parts = []
+    for k, (msg, num, wire, a, b, _value) in enumerate(steps):
+        value = (num == 1) & (wire == LENGTH)
+        bad[records[msg[~value]]] = True
+        parts.append((records[msg[value]], np.full(int(value.sum()), k, dtype=np.int64), a[value], b[value]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty
+    return tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+
+
+def _fields_of_values(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
+    """Per value: tag span, scalar offset (-1: none), histogram span (-1: none), and ``bad`` where the value is not the plain shape."""
+    n = a.size
+    steps, bad = _walk(raw, a, b)
+    tag_a = np.full(n, -1, dtype=np.int64)
+    tag_b = np.full(n, -1, dtype=np.int64)
+    scalar_at = np.full(n, -1, dtype=np.int64)
+    hist_a = np.full(n, -1, dtype=np.int64)
+    hist_b = np.full(n, -1, dtype=np.int64)
+    for msg, num, wire, fa, fb, _value in steps:
+        is_tag = (num == 1) & (wire == LENGTH)
+        is_scalar = (num == 3) & (wire == FIXED32)
+        is_hist = (num == 9) & (wire == LENGTH)
+        bad[msg[~(is_tag | is_scalar | is_hist)]] = True
+        for pick, dest_a, dest_b in ((is_tag, tag_a, tag_b), (is_scalar, scalar_at, None), (is_hist, hist_a, hist_b)):
+            m = msg[pick]
+            bad[m[dest_a[m] >= 0]] = True
+            dest_a[m] = fa[pick]
+            if dest_b is not None:
+                dest_b[m] = fb[pick]
+    bad |= tag_a < 0
+    bad |= (scalar_at >= 0) == (hist_a >= 0)  # exactly one of them
+    return tag_a, tag_b, scalar_at, hist_a, hist_b, bad
+
+
+SHORT_TAG = 64  # tags up to this many bytes are told apart as fixed-width rows, all at once
+
+
+def _intern(raw: np.ndarray, tag_a: np.ndarray, tag_b: np.ndarray):
+    """Tag spans to ``(tags, index per span)``: each distinct byte string decoded once, as the exact decoder decodes it.
+
+    Short tags (all of them, in practice) become rows of their length and bytes, zero-padded, told apart by
+    ``np.unique``; a file with a longer tag is interned one span at a time.
+    """
+    if not tag_a.size:
+        return [], np.zeros(0, dtype=np.int64)
+    length = tag_b - tag_a
+    width = int(length.max())
+    if width <= SHORT_TAG:
+        cols = np.arange(max(width, 1))
+        at = np.minimum(tag_a[:, None] + cols, raw.size - 1)
+        rows = np.zeros((tag_a.size, cols.size + 1), dtype=np.uint8)
+        rows[:, 0] = length
+        rows[:, 1:] = np.where(cols < length[:, None], raw[at], 0)
+        _keys, first, index = np.unique(rows.view(f"V{cols.size + 1}").ravel(), return_index=True, return_inverse=True)
+        return [_text(raw, int(tag_a[i]), int(tag_b[i])) for i in first], index.astype(np.int64)
+    ids: dict = {}
+    index = np.empty(tag_a.size, dtype=np.int64)
+    for j, (x, y) in enumerate(zip(tag_a.tolist(), tag_b.tolist())):
+        index[j] = ids.setdefault(raw[x:y].tobytes(), len(ids))
+    return [key.decode("utf-8", errors="replace") for key in ids], index
+
+
+def _text(raw: np.ndarray, a: int, b: int) -> str:
+    return raw[a:b].tobytes().decode("utf-8", errors="replace")  # as wire.text
+
+
+def decode_summaries(buf, offsets: np.ndarray, lengths: np.ndarray, wanted=None) -> SummaryColumns:
+    """Read the records ``buf[offsets[i]:offsets[i] + lengths[i]]`` that have the plain summary shape (see the module).
+
+    Args:
+        buf: the buffer.
+        offsets, lengths: the records' payloads.
+        wanted: real tags to keep, or None for all.  Every histogram of a record is decoded whatever its
+            tag, so a record with a damaged histogram goes to the exact decoder (and is reported) as in a read of every tag.
+
+    Returns:
+        :class:`SummaryColumns`; records not ``handled`` are left to the exact decoder.
+    """
+    n = offsets.size
+    out = SummaryColumns(n)
+    if not n:
+        return out
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if raw.size < 64:  # as histogram_columns: room for its fixed-offset reads
+        raw = np.concatenate([raw, np.zeros(64, dtype=np.uint8)])
+    starts = np.asarray(offsets, dtype=np.int64)
+    ends = starts + np.asarray(lengths, dtype=np.int64)
+    wall_at, step, sum_a, sum_b, bad = _envelopes(raw, starts, ends)
+    v_rec, v_pos, v_a, v_b = _values(raw, np.flatnonzero(~bad), sum_a, sum_b, bad)
+    tag_a, tag_b, scalar_at, hist_a, hist_b, v_bad = _fields_of_values(raw, v_a, v_b)
+    bad[v_rec[v_bad]] = True
+
+    is_hist = hist_a >= 0
+    h = np.flatnonzero(is_hist & ~bad[v_rec])
+    hists = histogram_columns(buf, hist_a[h], hist_b[h])
+    bad[v_rec[h[hists.bad]]] = True  # one histogram it cannot vouch for: the whole record to the exact decoder
+
+    keep = ~bad[v_rec]
+    tags, tag_of = _intern(raw, tag_a[keep], tag_b[keep])
+    tag_ids = np.full(v_rec.size, -1, dtype=np.int64)
+    tag_ids[keep] = tag_of
+    if wanted is not None:
+        keep &= np.isin(tag_ids, [i for i, t in enumerate(tags) if t in wanted])
+    out.handled = ~bad
+    out.tags = tags
+
+    s = np.flatnonzero(keep & ~is_hist)
+    rec = v_rec[s]
+    out.scalar_record, out.scalar_order, out.scalar_tag, out.scalar_step = rec, v_pos[s], tag_ids[s], step[rec]
+    out.scalar_wall = raw[wall_at[rec, None] + np.arange(8)].view("<f8").ravel() if rec.size else np.zeros(0)
+    out.scalar_value = raw[scalar_at[s, None] + np.arange(4)].view("<f4").ravel().astype(np.float64)
+
+    row = np.full(v_rec.size, -1, dtype=np.int64)
+    row[h] = np.arange(h.size)
+    k = np.flatnonzero(keep & is_hist)
+    rec = v_rec[k]
+    out.hist_record, out.hist_order, out.hist_tag, out.hist_step = rec, v_pos[k], tag_ids[k], step[rec]
+    out.hist_wall = raw[wall_at[rec, None] + np.arange(8)].view("<f8").ravel() if rec.size else np.zeros(0)
+    picked = HistogramColumns()
+    for name in (*HistogramColumns.STATS, "left", "right", "counts", "bad"):
+        setattr(picked, name, getattr(hists, name)[row[k]])
+    out.histograms = picked
+    return out

@@ -152,13 +152,14 @@ def _message_major(raw: np.ndarray, runs: list, late: list, h: int):
     return np.bincount(msg, minlength=h), np.concatenate([a for _m, a, _b in parts])[order], np.concatenate([b for _m, _a, b in parts])[order]
 
 
-# A bucket in the usual layout, as it lies in the buffer: 09 <left> 11 <width> 18 <count: one or two bytes>.
+# A bucket in the usual layout, as it lies in the buffer: 09 <left> 11 <width> 18 <count: one or two bytes>,
+# read 22 bytes at a time: ``tail`` holds the count's key, its first two bytes and one byte past (ignored).
 _BUCKET = np.dtype(
     {
-        "names": ["key_left", "left", "key_width", "width", "key_count", "count0", "count1"],
-        "formats": ["u1", "<f8", "u1", "<f8", "u1", "u1", "u1"],
-        "offsets": [0, 1, 9, 10, 18, 19, 20],
-        "itemsize": 21,
+        "names": ["key_left", "left", "key_width", "width", "tail"],
+        "formats": ["u1", "<f8", "u1", "<f8", "<u4"],
+        "offsets": [0, 1, 9, 10, 18],
+        "itemsize": 22,
     }
 )
 
@@ -169,28 +170,29 @@ def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     *b* None means ``a[i] + raw[a[i] - 1]`` (a bucket of a leading run, its one-byte length just before it).
 
     The layout is ``09 <left f64> 11 <width f64> 18 <count varint>`` and nothing else, checked byte
-    for byte.  The first 21 bytes of every bucket are copied out with one gather (a view of the buffer
-    with a 21-byte item at every byte offset) and read as :data:`_BUCKET` records; blocks of
+    for byte.  The first 22 bytes of every bucket are copied out with one gather (a view of the buffer
+    with a 22-byte item at every byte offset) and read as :data:`_BUCKET` records; blocks of
     :data:`BLOCK` buckets at a time keep the scratch memory small.
     """
     n = a.size
     lefts, rights, counts, ok = np.empty(n), np.empty(n), np.empty(n), np.empty(n, dtype=bool)
-    items = np.ndarray(shape=(raw.size - 20,), dtype="V21", buffer=raw, strides=(1,))
+    items = np.ndarray(shape=(raw.size - 21,), dtype="V22", buffer=raw, strides=(1,))
     for lo in range(0, n, BLOCK):
         hi = min(n, lo + BLOCK)
         start = a[lo:hi]
         stop = start + raw[start - 1] if b is None else b[lo:hi]  # b None: buckets of the leading run, one-byte length just before
         size = stop - start
         layout = (size >= 20) & (size <= 29) & (start < items.size)
-        at = np.where(layout, start, 0)  # row 0 (any bytes) where the bucket cannot be read this way
+        at = start if layout.all() else np.where(layout, start, 0)  # row 0 (any bytes) where the bucket cannot be read this way
         bucket = items[at].view(_BUCKET)
-        layout &= (bucket["key_left"] == 0x09) & (bucket["key_width"] == 0x11) & (bucket["key_count"] == 0x18)
-        first, second = bucket["count0"], bucket["count1"]
-        count = (first & 0x7F).astype(np.int64)
-        layout &= (size != 20) | (first < 0x80)
-        two = size == 21  # a two-byte count: low seven bits with the continuation bit, then the rest
-        layout &= ~two | ((first >= 0x80) & (second < 0x80))
-        count |= np.where(two, second, 0).astype(np.int64) << 7
+        tail = bucket["tail"]
+        layout &= (bucket["key_left"] == 0x09) & (bucket["key_width"] == 0x11) & ((tail & 0xFF) == 0x18)
+        # one byte (size 20): no continuation bit; two bytes (size 21): a continuation bit on the first only
+        cont = tail & 0x808000
+        two = size == 21
+        layout &= np.where(two, cont == 0x8000, (cont & 0x8000) == 0) | (size > 21)
+        count = ((tail >> 8) & 0x7F).astype(np.int64)
+        count |= ((tail >> 9) & 0x3F80).astype(np.int64) * two  # the second byte's seven bits, where there is one
         wide = np.flatnonzero(layout & (size > 21))
         if wide.size:
             value, end, vok = read_varints(raw, start[wide] + 19, stop[wide])

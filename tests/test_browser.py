@@ -125,6 +125,10 @@ def lab(tmp_path, jupyter_dirs):
     root = tmp_path / "served"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    # answer JupyterLab's "notified about official Jupyter news?" question up front: unanswered, its toast covers the outputs
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
     port, token = _free_port(), secrets.token_hex(16)
     log = open(tmp_path / "jupyter-lab.log", "wb")
     proc = subprocess.Popen(
@@ -139,6 +143,7 @@ def lab(tmp_path, jupyter_dirs):
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
             "--LabApp.news_url=",
+            f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
             *(["--allow-root"] if os.geteuid() == 0 else []),  # CI containers run as root
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ],

@@ -26,6 +26,7 @@ import pytest
 from msnb import kernel
 
 from .conftest import REPO
+from .test_runs import expected, team  # noqa: F401  (fixtures, used by name)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -144,6 +145,7 @@ def lab(tmp_path, jupyter_dirs):
             f"--ServerApp.root_dir={root}",
             "--LabApp.news_url=",
             f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
+            f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",  # no tabs reopened from another test's session
             *(["--allow-root"] if os.geteuid() == 0 else []),  # CI containers run as root
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ],
@@ -248,3 +250,56 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
     assert len(final["images"]) >= 2 and all(w > 0 and h > 0 for w, h, _ in final["images"])
     for text in final["allText"]:
         assert "Traceback" not in text and "<IPython.core.display" not in text
+
+
+PANEL_PROBE = """
+const area = document.querySelectorAll('.jp-Notebook .jp-Cell')[arguments[0]].querySelector('.jp-OutputArea');
+const panel = area ? area.querySelector('.msnb-runs') : null;
+const rows = panel ? [...panel.querySelectorAll('tbody tr')] : [];
+return {
+  prompt: document.querySelectorAll('.jp-Notebook .jp-Cell')[arguments[0]].querySelector('.jp-InputPrompt').textContent,
+  outputs: area ? area.querySelectorAll('.jp-OutputArea-child').length : 0,
+  rows: rows.map(r => ({
+    run: r.cells[0].textContent, status: r.cells[1].textContent,
+    svg: r.querySelectorAll('svg').length, path: r.querySelectorAll('svg polyline, svg path').length,
+    width: r.querySelector('svg') ? r.querySelector('svg').getBoundingClientRect().width : 0})),
+  head: panel ? panel.querySelector('b').textContent : '',
+  flags: panel ? [...panel.querySelectorAll('li')].map(li => li.textContent) : [],
+  text: area ? area.textContent : ''
+};
+"""
+
+
+def test_runs_panel_in_jupyterlab(lab, browser, tmp_path, team, expected):  # noqa: F811
+    """``%mfmon_runs`` on the team base in JupyterLab: one table, a row per run with its sparkline, failed runs red and flagged."""
+    import nbformat
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"%mfmon_runs {team}")])
+    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
+    nbformat.write(nb, lab["root"] / "panel.ipynb")
+    browser.get(f"{lab['base']}/lab/tree/panel.ipynb?token={lab['token']}")
+    try:
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
+        _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")
+        browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")[0].find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").click()
+        ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()
+        _wait(lambda: "*" in browser.execute_script(PANEL_PROBE, 0)["prompt"], 30, "the cell to start", step=0.05)
+        state = _wait(lambda: (s := browser.execute_script(PANEL_PROBE, 0))["rows"] and "*" not in s["prompt"] and s, 180, "the runs table")
+        browser.save_screenshot(str(shots / "panel.png"))
+    except BaseException:
+        browser.save_screenshot(str(shots / "failure.png"))
+        raise
+
+    assert state["outputs"] == 1, state  # one display, no Out[n] beside it
+    assert "Traceback" not in state["text"] and "<IPython.core.display" not in state["text"]
+    assert sorted(r["run"] for r in state["rows"]) == sorted(expected)
+    for row in state["rows"]:
+        drawn = expected[row["run"]]["last_step"] is not None  # a run with no readable point gets an empty frame
+        assert row["svg"] == 1 and (row["path"] >= 1) is drawn and row["width"] > 0, row  # one sparkline in every row
+        assert ("failed" in row["status"]) is (not expected[row["run"]]["passed"]), row
+    assert any("nan_rank" in f and "FLAG" in f for f in state["flags"]), state["flags"]

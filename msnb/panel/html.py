@@ -30,7 +30,7 @@ def sparkline_svg(values, color: str, *, width: int = SPARK_WIDTH, height: int =
         One ``<svg>`` element.
     """
     ys = [float(v) for v in values if math.isfinite(float(v))]
-    head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img"'
+    head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" style="max-width:none" role="img"'
     if len(ys) < 2:
         mid = height / 2
         return f'{head} aria-label="no loss curve"><line x1="{SPARK_PAD}" y1="{mid}" x2="{width - SPARK_PAD}" y2="{mid}" stroke="#8c959f" stroke-dasharray="3,3"/></svg>'
@@ -51,6 +51,7 @@ def sparkline_svg(values, color: str, *, width: int = SPARK_WIDTH, height: int =
 STATUS_COLORS = {"failed": LIGHTS["red"], "active": "inherit", "idle": "#6e7781"}
 NUMERIC = {"last step", "loss", "smoothed", "size", "age"}
 PAD = "padding:0.1em 0.5em"
+KEEP = ";white-space:nowrap"  # a status, a number, a size or an age on one line in a narrow notebook (runs and flags may wrap)
 
 
 def verdict_title(row) -> str:
@@ -87,11 +88,11 @@ def render_table(table) -> str:
         status = f'{status_light(row.light, verdict_title(row))}<span style="color:{STATUS_COLORS[row.status]};font-weight:bold">{cells[1]}</span>'
         tds = [
             f'<td style="{PAD};text-align:left">{cells[0]}</td>',
-            f'<td style="{PAD};text-align:left">{status}</td>',
+            f'<td style="{PAD}{KEEP};text-align:left">{status}</td>',
             f'<td style="{PAD}">{sparkline_svg(row.curve, color)}</td>',
         ]
         for name, c in zip(COLUMNS[2:], cells[2:]):
-            style = f"{PAD};text-align:right" if name in NUMERIC else f"{PAD};text-align:left"
+            style = f"{PAD};text-align:left" if name == "flags" else f"{PAD}{KEEP};text-align:{'right' if name in NUMERIC else 'left'}"
             if name == "missing" and row.missing_ranks:
                 style += f";color:{LIGHTS['amber']};font-weight:bold"
             tds.append(f'<td style="{style}">{c}</td>')

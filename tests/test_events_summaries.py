@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import msnb
-from msnb.events import fastsummaries
+from msnb.events import fastsummaries, records
 from msnb.events import reader as reader_module
 from msnb.events.discovery import MS_SUMMARY
 
@@ -174,6 +174,10 @@ ODD_SHAPES = {
     "a bucket of another layout": _event(_wall(3.0), _step(9), _summary(_tag(b"w") + b"\x4a\x0d\x0a\x0b\x11" + struct.pack("<d", 1.0) + b"\x18\x01")),
     "a negative histogram count": _event(_wall(3.0), _step(9), _summary(_tag(b"w") + _hist(count=-1), _tag(b"loss") + _scalar(2.0))),
     "a NaN scalar with a payload": _event(_wall(3.0), _step(10), _summary(_tag(b"loss") + b"\x1d" + struct.pack("<I", 0x7FC12345))),
+    "a signalling NaN scalar": _event(_wall(3.0), _step(10), _summary(_tag(b"loss") + b"\x1d" + struct.pack("<I", 0x7F812345))),
+    "a ten-byte step past 64 bits": _event(_wall(3.0), b"\x10" + b"\xff" * 9 + b"\x7f", _summary(_tag(b"w") + _hist(), _tag(b"loss") + _scalar(1.5))),
+    "a histogram count past 64 bits": _event(_wall(3.0), _step(10), _summary(_tag(b"w") + _hist(extra=b"\x10" + b"\xff" * 9 + b"\x7f"))),
+    "300 values in one record": _event(_wall(3.0), _step(12), _summary(*[_tag(b"v%d" % j) + _scalar(j) for j in range(300)], _tag(b"w") + _hist())),
     "a signalling NaN wall time": _event(b"\x09" + struct.pack("<Q", 0x7FF0000000000001), _step(10), _summary(_tag(b"loss") + _scalar(2.0))),
     "a summary cut short": _event(_wall(3.0), _step(11), b"\x2a\x10" + _tag(b"loss")),
 }
@@ -184,6 +188,7 @@ def _write(path: Path, payloads) -> Path:
     return path
 
 
+@pytest.mark.filterwarnings("error")  # no warning on either path: numpy's cast of a signalling NaN included
 @pytest.mark.parametrize("shape", sorted(ODD_SHAPES))
 def test_each_odd_shape_reads_as_the_exact_path_reads_it(shape, tmp_path, bulk_calls):
     path = _write(tmp_path / "events.out.events.summary.1.host_MS", [VERSION, PLAIN, ODD_SHAPES[shape], PLAIN])
@@ -210,6 +215,43 @@ def test_a_damaged_histogram_of_an_unwanted_tag_drops_its_record_as_a_full_read_
     assert [str(p) for p in picked.problems] == [str(p) for p in full.problems] and len(full.problems) == 1
 
 
+def test_ten_byte_varints_past_64_bits_lose_their_high_bits_as_protobuf_does(tmp_path):
+    """A step or a count whose tenth byte carries bits past 63: read modulo 2**64 (protobuf's rule), never an OverflowError."""
+    path = _write(
+        tmp_path / "events.out.events.summary.1.host_MS", [VERSION, ODD_SHAPES["a ten-byte step past 64 bits"], ODD_SHAPES["a histogram count past 64 bits"]]
+    )
+    got = _both_ways(path)
+    assert not got.problems
+    assert got.scalars.step.tolist() == [-1] and got.histograms.nan_count.tolist() == [0, -1]
+
+
+def test_small_chunks_and_the_huge_page_map_read_the_same(hist_files, monkeypatch):  # noqa: F811
+    """Chunks of 4 KB (records carried across them, records longer than one) and every chunk read into the map."""
+    whole = msnb.read(hist_files["path"])
+    monkeypatch.setattr(records, "CHUNK", 4096)
+    monkeypatch.setattr(records, "HUGE_READ", 0)
+    _assert_same(_both_ways(hist_files["path"]), whole)
+
+
+def test_big_chunks_are_read_into_the_map(tmp_path, monkeypatch):
+    """The map is what the scanner gets for a big chunk (bytes otherwise), and tables hold no view of it once read."""
+    seen = []
+    real = records.read_chunk
+
+    def spy(f, n):
+        buf = real(f, n)
+        seen.append(type(buf).__name__)
+        return buf
+
+    monkeypatch.setattr(records, "read_chunk", spy)
+    monkeypatch.setattr(records, "HUGE_READ", 1 << 10)
+    path = _write(tmp_path / "events.out.events.summary.1.host_MS", [VERSION] + [PLAIN] * 200)
+    got = msnb.read(path)
+    assert seen == ["mmap"] and len(got.histograms) == 400
+    for c in ("left", "right", "counts"):
+        assert all(not isinstance(np.asarray(x).base, __import__("mmap").mmap) for x in getattr(got.histograms, c))
+
+
 @st.composite
 def damaged(draw, pool):
     msg = bytearray(draw(st.sampled_from(pool)))
@@ -225,9 +267,9 @@ def test_damaged_records_with_valid_checksums_read_as_the_exact_path_reads_them(
     target = tmp_path / "events.out.events.summary.1.host_MS"
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.lists(damaged(pool), min_size=1, max_size=6), st.sampled_from([None, ["loss"], ["normal", "w"]]))
-    def check(records, tags):
-        _write(target, [VERSION, *records])
+    @given(st.lists(st.tuples(damaged(pool), st.integers(1, 10)), min_size=1, max_size=5), st.sampled_from([None, ["loss"], ["normal", "w"]]))
+    def check(picked, tags):  # repeated records make groups of one length: templates tried, given up, the rest to bulk
+        _write(target, [VERSION, *[p for p, times in picked for _ in range(times)]])
         _both_ways(target, tags=tags)
 
     check()

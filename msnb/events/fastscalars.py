@@ -56,7 +56,8 @@ class ScalarColumns:
         self.tag_ids.append(np.full(n, tag_id, dtype=np.int64))
         self.steps.append(np.asarray(steps, dtype=np.int64))
         self.walls.append(np.asarray(walls, dtype=np.float64))
-        self.values.append(np.asarray(values, dtype=np.float64))
+        with np.errstate(invalid="ignore"):  # a signalling NaN float32 is widened quietly, as struct widens it one by one
+            self.values.append(np.asarray(values, dtype=np.float64))
 
     def add_points(self, record, order, tag_ids, steps, walls, values):
         """Points of many tags at once (*tag_ids* from :meth:`tag_id`, one per point)."""

@@ -17,8 +17,9 @@ or reports it as it always did.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
-from .fasthistograms import HistogramColumns, _walk, histogram_columns
+from .fasthistograms import HistogramColumns, _gather_f64, _walk, histogram_columns
 from .wire import FIXED32, FIXED64, LENGTH, VARINT
 
 
@@ -110,32 +111,46 @@ def _fields_of_values(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     return tag_a, tag_b, scalar_at, hist_a, hist_b, bad
 
 
-SHORT_TAG = 64  # tags up to this many bytes are told apart as fixed-width rows, all at once
+SHORT_TAGS = 64  # distinct tag lengths told apart with numpy; more (a damaged or hostile file) are interned one span at a time
 
 
 def _intern(raw: np.ndarray, tag_a: np.ndarray, tag_b: np.ndarray):
     """Tag spans to ``(tags, index per span)``: each distinct byte string decoded once, as the exact decoder decodes it.
 
-    Short tags (all of them, in practice) become rows of their length and bytes, zero-padded, told apart by
-    ``np.unique``; a file with a longer tag is interned one span at a time.
+    Spans are grouped by length; the spans of one length become rows of exactly their bytes (one gather per
+    byte position, so the scratch is the tags' own bytes), told apart by ``np.unique``.  A buffer with tags of
+    more than :data:`SHORT_TAGS` lengths, or longer than that many bytes, is interned one span at a time.
     """
-    if not tag_a.size:
-        return [], np.zeros(0, dtype=np.int64)
+    n = tag_a.size
+    index = np.empty(n, dtype=np.int64)
+    if not n:
+        return [], index
     length = tag_b - tag_a
-    width = int(length.max())
-    if width <= SHORT_TAG:
-        cols = np.arange(max(width, 1))
-        at = np.minimum(tag_a[:, None] + cols, raw.size - 1)
-        rows = np.zeros((tag_a.size, cols.size + 1), dtype=np.uint8)
-        rows[:, 0] = length
-        rows[:, 1:] = np.where(cols < length[:, None], raw[at], 0)
-        _keys, first, index = np.unique(rows.view(f"V{cols.size + 1}").ravel(), return_index=True, return_inverse=True)
-        return [_text(raw, int(tag_a[i]), int(tag_b[i])) for i in first], index.astype(np.int64)
+    widths = np.unique(length)
+    if widths.size <= SHORT_TAGS and int(widths[-1]) <= SHORT_TAGS:
+        tags: list = []
+        for width in widths.tolist():
+            at = np.flatnonzero(length == width)
+            start = tag_a[at]
+            rows = np.empty((at.size, max(width, 1)), dtype=np.uint8)
+            rows[:, 0] = 0  # the empty tag: one zero byte, the same in every row
+            for j in range(width):
+                rows[:, j] = raw[start + j]
+            _keys, first, inverse = np.unique(rows.view(f"V{rows.shape[1]}").ravel(), return_index=True, return_inverse=True)
+            index[at] = len(tags) + inverse.ravel()
+            tags += [_text(raw, int(start[i]), int(start[i]) + width) for i in first.tolist()]
+        return tags, index
     ids: dict = {}
-    index = np.empty(tag_a.size, dtype=np.int64)
     for j, (x, y) in enumerate(zip(tag_a.tolist(), tag_b.tolist())):
         index[j] = ids.setdefault(raw[x:y].tobytes(), len(ids))
     return [key.decode("utf-8", errors="replace") for key in ids], index
+
+
+def _gather_f32(raw: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Little-endian floats at byte offsets *at* (any alignment), gathered at once: 4 bytes of scratch a value."""
+    if not at.size:
+        return np.zeros(0, dtype=np.float32)
+    return sliding_window_view(raw, 4)[at].view("<f4").ravel()
 
 
 def _text(raw: np.ndarray, a: int, b: int) -> str:
@@ -185,15 +200,16 @@ def decode_summaries(buf, offsets: np.ndarray, lengths: np.ndarray, wanted=None)
     s = np.flatnonzero(keep & ~is_hist)
     rec = v_rec[s]
     out.scalar_record, out.scalar_order, out.scalar_tag, out.scalar_step = rec, v_pos[s], tag_ids[s], step[rec]
-    out.scalar_wall = raw[wall_at[rec, None] + np.arange(8)].view("<f8").ravel() if rec.size else np.zeros(0)
-    out.scalar_value = raw[scalar_at[s, None] + np.arange(4)].view("<f4").ravel().astype(np.float64)
+    out.scalar_wall = _gather_f64(raw, wall_at[rec])
+    with np.errstate(invalid="ignore"):  # a signalling NaN is widened quietly, as struct widens it on the exact path
+        out.scalar_value = _gather_f32(raw, scalar_at[s]).astype(np.float64)
 
     row = np.full(v_rec.size, -1, dtype=np.int64)
     row[h] = np.arange(h.size)
     k = np.flatnonzero(keep & is_hist)
     rec = v_rec[k]
     out.hist_record, out.hist_order, out.hist_tag, out.hist_step = rec, v_pos[k], tag_ids[k], step[rec]
-    out.hist_wall = raw[wall_at[rec, None] + np.arange(8)].view("<f8").ravel() if rec.size else np.zeros(0)
+    out.hist_wall = _gather_f64(raw, wall_at[rec])
     picked = HistogramColumns()
     for name in (*HistogramColumns.STATS, "left", "right", "counts", "bad"):
         setattr(picked, name, getattr(hists, name)[row[k]])

@@ -24,6 +24,9 @@ class DecodeError(ValueError):
         self.offset = offset
 
 
+_MASK64 = (1 << 64) - 1
+
+
 def varint(buf, pos: int, end: int) -> tuple[int, int]:
     """Decode a base-128 varint at *pos*; returns (value, next position)."""
     if pos >= end:
@@ -41,7 +44,7 @@ def varint(buf, pos: int, end: int) -> tuple[int, int]:
         p += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, p
+            return result & _MASK64, p  # a tenth byte past bit 63 is dropped, as protobuf drops it (never an int past 64 bits)
         shift += 7
         if shift > 63:
             raise DecodeError("varint longer than 10 bytes", pos)

@@ -146,6 +146,16 @@ def _intern(raw: np.ndarray, tag_a: np.ndarray, tag_b: np.ndarray):
     return [key.decode("utf-8", errors="replace") for key in ids], index
 
 
+def _compact(views: np.ndarray) -> np.ndarray:
+    """One view per histogram into a new flat array holding only these buckets (an object array, as given)."""
+    if not views.size:
+        return views
+    sizes = np.fromiter((v.size for v in views), dtype=np.int64, count=views.size)
+    flat = np.concatenate(list(views))
+    edges = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    return np.fromiter((flat[lo:hi] for lo, hi in zip(edges[:-1], edges[1:])), dtype=object, count=views.size)
+
+
 def _gather_f32(raw: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Little-endian floats at byte offsets *at* (any alignment), gathered at once: 4 bytes of scratch a value."""
     if not at.size:
@@ -213,5 +223,8 @@ def decode_summaries(buf, offsets: np.ndarray, lengths: np.ndarray, wanted=None)
     picked = HistogramColumns()
     for name in (*HistogramColumns.STATS, "left", "right", "counts", "bad"):
         setattr(picked, name, getattr(hists, name)[row[k]])
+    if 2 * k.size < h.size:  # most histograms were of unwanted tags: keep only the wanted buckets, not views into all of them
+        for name in ("left", "right", "counts"):
+            setattr(picked, name, _compact(getattr(picked, name)))
     out.histograms = picked
     return out

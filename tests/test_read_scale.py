@@ -377,3 +377,37 @@ def test_workers_give_the_one_process_result_bit_for_bit(tmp_path, monkeypatch):
         for c in one.scalars.COLUMNS:
             assert _bits(many.scalars[c]) == _bits(one.scalars[c]), c
         assert int(one.scalars.step.max()) == 2**33 + 199 and "\udcff" in one.scalars.run[0]
+
+
+def test_distinct_objects_of_a_column_are_the_set_of_its_rows():
+    """Grouping rows by the object they hold (tags(), the judge's runs) gives ``set(col.tolist())``, however the column was built."""
+    from msnb.events.tables import distinct, distinct_integers, object_codes
+
+    rng = np.random.default_rng(5)
+    parts = []  # a merged table: each file brings its own str objects for the same tags
+    for _ in range(40):
+        names = np.array(["".join(["lo", "ss"]), "".join(["grad", "-norm"]), "".join(["l", "r"])], dtype=object)
+        parts.append(names[rng.integers(0, 3, 3000)])
+    merged = np.concatenate(parts)
+    columns = [
+        merged,
+        np.full(100_000, "run", dtype=object),  # np.full: a str object per row
+        np.array([1, 1.0, True, "1", None, ("a",), 2.5, 2.5], dtype=object)[rng.integers(0, 8, 70_000)],  # equal across types: the set keeps the first
+        merged[::3],  # not contiguous
+        np.zeros(0, dtype=object),
+        np.array(["only"], dtype=object),
+    ]
+    for col in columns:
+        got = distinct(col)
+        want = set(col.tolist())
+        assert got == want and [type(x) for x in sorted(got, key=repr)] == [type(x) for x in sorted(want, key=repr)]
+        coded = object_codes(col, limit=None)
+        if coded is not None:
+            objects, codes = coded
+            table = np.empty(len(objects), dtype=object)
+            for i, obj in enumerate(objects):
+                table[i] = obj
+            assert all(a is b for a, b in zip(table[codes].tolist(), col.tolist()))
+    assert object_codes(merged, limit=100) is None  # 120 objects
+    for ranks in (np.repeat(np.arange(50), 1000), rng.integers(-1, 9, 5000), np.zeros(0, dtype=np.int64), np.array([2**40, -5, 2**40])):
+        assert np.array_equal(distinct_integers(ranks), np.unique(ranks))

@@ -15,7 +15,6 @@ does (end of file), and on Linux it also asks the kernel to kill it then.
 
 from __future__ import annotations
 
-import ctypes
 import io
 import os
 import pickle
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tables import TABLE_KINDS
+from .tables import MAX_CODES, TABLE_KINDS, object_codes
 
 PARALLEL_BYTES = 48 << 20  # below this many unread bytes, starting processes costs more than it saves
 TASK_BYTES = 24 << 20  # files are handed out in tasks of about this many bytes: the busiest worker finishes last
@@ -96,41 +95,6 @@ def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:
 # 15 bytes a row instead of 39.
 
 TABLE_TYPES = frozenset(TABLE_KINDS.values())
-MAX_CODES = 1024  # an object column repeating more distinct objects than this travels as it is
-_MASK_PASSES = 8  # distinct objects found one comparison pass each, then by sorting (many tags)
-
-
-def _addresses(col: np.ndarray) -> np.ndarray:
-    """The object pointers a C-contiguous object array stores, as integers (no reference is taken or dropped).
-
-    Rows holding the same object have the same address, so grouping by address
-    is exact: every row gets back the very object it held.
-    """
-    return np.ctypeslib.as_array((ctypes.c_size_t * col.size).from_address(col.ctypes.data))
-
-
-def _object_codes(col: np.ndarray):
-    """``(objects, codes)`` with ``objects[codes]`` the rows of *col*, or None where the objects are too many."""
-    n = col.size
-    addr = _addresses(col)
-    codes = np.zeros(n, dtype=np.int64)
-    objects: list = []
-    left = None  # rows not yet coded (None: all of them)
-    for _ in range(_MASK_PASSES):
-        first = 0 if left is None else int(left[0])
-        same = addr == addr[first]
-        codes[same] = len(objects)
-        objects.append(col[first])
-        left = np.flatnonzero(~same) if left is None else left[~same[left]]
-        if not left.size:
-            break
-    if left.size:
-        found, where, inverse = np.unique(addr[left], return_index=True, return_inverse=True)
-        if len(objects) + found.size > min(MAX_CODES, n // 2):
-            return None
-        codes[left] = inverse + len(objects)
-        objects.extend(col[int(left[i])] for i in where)
-    return objects, codes.astype(np.min_scalar_type(max(len(objects) - 1, 0)))
 
 
 def _pack_column(col: np.ndarray):
@@ -140,9 +104,7 @@ def _pack_column(col: np.ndarray):
         return ("raw", col)
     kind = col.dtype.kind
     if kind == "O":
-        if not col.flags.c_contiguous:
-            return ("raw", col)
-        coded = _object_codes(col)
+        coded = object_codes(col, limit=min(MAX_CODES, n // 2))
         if coded is None:
             return ("raw", col)
         objects, codes = coded

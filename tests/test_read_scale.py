@@ -257,3 +257,157 @@ def test_a_failing_worker_raises_with_its_traceback(tb_files):
     with pytest.raises(parallel.WorkerError, match="AttributeError"):
         parallel.poll_states(states, [[0], [1]], 2, final=True)
     assert states[0].results == [] or len(states[0].results) == 1  # whatever finished is kept in order, nothing doubled
+
+
+# ---------------------------------------------------------------- what workers send back
+def _bits(col):
+    """A column's exact contents: its dtype and every byte (or, for objects, every object and its type)."""
+    if col.dtype == object:
+        return col.dtype, [(type(x), x.tobytes() if isinstance(x, np.ndarray) else x) for x in col.tolist()]
+    return col.dtype, col.tobytes()
+
+
+def _round_trip(table):
+    import pickle
+
+    back = pickle.loads(parallel.dumps(table))
+    assert type(back) is type(table)
+    for c in table.COLUMNS:
+        assert _bits(back[c]) == _bits(table[c]), c
+    return back
+
+
+NAN_PAYLOAD = np.array([0x7FF8000000000001], dtype=np.uint64).view(np.float64)[0]  # lost in a float32
+SIGNALLING_NAN = np.array([0x7FF0000000000001], dtype=np.uint64).view(np.float64)[0]
+FLOAT32_NAN = np.array([0x7FC00001], dtype=np.uint32).view(np.float32).astype(np.float64)[0]  # a float32 NaN payload survives
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1.5, -0.0, 0.0, np.inf, -np.inf, np.nan, 0.1],  # 0.1 is no float32: all travel as float64
+        [1.5, -0.0, 0.0, np.inf, -np.inf, np.nan, FLOAT32_NAN],  # all float32: they travel as such
+        [1.5, 2.5, NAN_PAYLOAD],
+        [1.5, 2.5, SIGNALLING_NAN],
+        [-0.0, -0.0, -0.0],
+        [NAN_PAYLOAD] * 3,
+        [1e300, 1e-300, 3.0],  # out of float32's range, and below it
+    ],
+)
+def test_compact_transfer_gives_every_bit_back(values):
+    from msnb.events.tables import ScalarTable
+
+    n = len(values)
+    names = np.array(["loss", "lr", "grad-norm"], dtype=object)
+    for steps in ([1, 2, 3], [2**40, 2**40 + 1, -(2**62)], [np.iinfo(np.int64).max] * 3, [-1, 0, 2**31]):
+        steps = (steps * n)[:n]
+        run = np.empty(n, dtype=object)
+        run.fill("job/\udcff\udcfe")  # a run directory whose name is no UTF-8 (os.fsdecode's surrogates)
+        table = ScalarTable(run=run, rank=np.arange(n) - 1, tag=names[np.arange(n) % 3], step=steps, wall_time=np.full(n, 1.7e9), value=values)
+        _round_trip(table)
+
+
+def test_compact_transfer_of_every_kind_of_column():
+    from msnb.events.tables import HistogramTable, ScalarTable, TextTable
+
+    _round_trip(ScalarTable())  # empty
+    many = np.array([f"tag{i}" for i in range(5000)], dtype=object)  # more distinct objects than codes: sent as they are
+    rng = np.random.default_rng(0)
+    lots = np.array([f"t{i}" for i in range(300)], dtype=object)[rng.integers(0, 300, 20000)]  # a few hundred tags: sorted into codes
+    equal_not_same = np.array(["loss", "".join(["lo", "ss"]), "".join(["l", "oss"])], dtype=object)  # equal strings, distinct objects: each kept
+    mixed = np.array(["a", 1, None, ("x", "y"), b"\xff", 2.5], dtype=object)
+    strided = np.array(["a", "b"] * 10, dtype=object)[::2]  # not contiguous
+    for tag in (many, lots, equal_not_same, mixed, strided):
+        n = len(tag)
+        table = TextTable(run=np.full(n, "r", dtype=object), rank=np.full(n, 3), tag=tag, step=np.arange(n), wall_time=np.arange(n) / 7, text=tag)
+        back = _round_trip(table)
+        if tag is equal_not_same:
+            assert len({id(x) for x in back.tag.tolist()}) == len({id(x) for x in tag.tolist()}) == 3
+    arrays = np.empty(3, dtype=object)
+    for i in range(3):
+        arrays[i] = np.arange(i + 2, dtype=np.float64)
+    shared = np.empty(4, dtype=object)
+    shared.fill(np.array([1.0, np.nan]))  # one array object in every row: sent once, every row still holds an array
+    for counts in (arrays, shared):
+        n = len(counts)
+        h = HistogramTable(
+            run=np.full(n, "r", dtype=object),
+            rank=np.full(n, -1),
+            tag=np.full(n, "h", dtype=object),
+            step=np.arange(n),
+            wall_time=np.zeros(n),
+            min=np.zeros(n),
+            max=np.ones(n),
+            sum=np.ones(n),
+            count=np.full(n, 2**40),
+            nan_count=np.zeros(n, dtype=np.int64),
+            pos_inf_count=np.zeros(n, dtype=np.int64),
+            neg_inf_count=np.zeros(n, dtype=np.int64),
+            left=counts,
+            right=counts,
+            counts=counts,
+        )
+        back = _round_trip(h)
+        assert all(isinstance(x, np.ndarray) for x in back.counts.tolist())
+    assert _round_trip(ScalarTable(run=["a"], rank=[0], tag=["t"], step=[5], wall_time=[1.0], value=[np.nan]))
+
+
+def test_workers_give_the_one_process_result_bit_for_bit(tmp_path, monkeypatch):
+    """Steps past int32, NaN, -0.0 and a run whose name is no UTF-8: read in workers, every byte is the one-process read's."""
+    from msnb.bridges.tfevents import scalar_records
+
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(parallel, "TASK_BYTES", 1)
+    base = os.fsencode(tmp_path) + b"/job\xff"
+    tags = ["loss", "grad-norm", "learning-rate"]
+    for rank in range(3):
+        d = base + b"/rank_%d" % rank
+        os.makedirs(d)
+        steps = np.repeat(np.arange(2**33, 2**33 + 200, dtype=np.int64), len(tags))
+        values = np.float32(np.random.default_rng(rank).normal(size=steps.size)).astype(np.float64)
+        values[::7] = -0.0
+        values[5 + rank :: 11] = np.nan
+        walls = 1.7e9 + np.arange(steps.size) * 0.1
+        with open(d + b"/events.out.tfevents.1.host", "wb") as f:
+            f.write(scalar_records(tags * 200, steps, walls, values))
+    root = tmp_path  # the runs are named from here: job\udcff
+    for want in (None, ["loss", "grad_norm"]):
+        one, many = msnb.read(root, tags=want, workers=1), msnb.read(root, tags=want, workers=3)
+        assert_same(many, one)
+        for c in one.scalars.COLUMNS:
+            assert _bits(many.scalars[c]) == _bits(one.scalars[c]), c
+        assert int(one.scalars.step.max()) == 2**33 + 199 and "\udcff" in one.scalars.run[0]
+
+
+def test_distinct_objects_of_a_column_are_the_set_of_its_rows():
+    """Grouping rows by the object they hold (tags(), the judge's runs) gives ``set(col.tolist())``, however the column was built."""
+    from msnb.events.tables import distinct, distinct_integers, object_codes
+
+    rng = np.random.default_rng(5)
+    parts = []  # a merged table: each file brings its own str objects for the same tags
+    for _ in range(40):
+        names = np.array(["".join(["lo", "ss"]), "".join(["grad", "-norm"]), "".join(["l", "r"])], dtype=object)
+        parts.append(names[rng.integers(0, 3, 3000)])
+    merged = np.concatenate(parts)
+    columns = [
+        merged,
+        np.full(100_000, "run", dtype=object),  # np.full: a str object per row
+        np.array([1, 1.0, True, "1", None, ("a",), 2.5, 2.5], dtype=object)[rng.integers(0, 8, 70_000)],  # equal across types: the set keeps the first
+        merged[::3],  # not contiguous
+        np.zeros(0, dtype=object),
+        np.array(["only"], dtype=object),
+    ]
+    for col in columns:
+        got = distinct(col)
+        want = set(col.tolist())
+        assert got == want and [type(x) for x in sorted(got, key=repr)] == [type(x) for x in sorted(want, key=repr)]
+        coded = object_codes(col, limit=None)
+        if coded is not None:
+            objects, codes = coded
+            table = np.empty(len(objects), dtype=object)
+            for i, obj in enumerate(objects):
+                table[i] = obj
+            assert all(a is b for a, b in zip(table[codes].tolist(), col.tolist()))
+    assert object_codes(merged, limit=100) is None  # 120 objects
+    for ranks in (np.repeat(np.arange(50), 1000), rng.integers(-1, 9, 5000), np.zeros(0, dtype=np.int64), np.array([2**40, -5, 2**40])):
+        assert np.array_equal(distinct_integers(ranks), np.unique(ranks))

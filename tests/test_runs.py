@@ -321,3 +321,17 @@ def test_a_huge_rank_number_in_a_folder_name_lists_a_bounded_gap(tmp_path):
     assert row.missing_ranks == list(range(2, 2 + MISSING_LISTED)) and row.missing_more == 9_000_000_000 - 2 - MISSING_LISTED
     assert row.light == "amber"
     assert f"+{row.missing_more:,} more" in msnb.runs(tmp_path).format_text()
+
+
+def test_a_one_shot_table_equals_a_kept_board_and_a_board_polled_after_it_reads_again(team):
+    """``msnb runs`` hands each reader's rows over (one copy in memory): its rows are the kept board's, and a later poll of such a board reads every run afresh."""
+    kept = RunsBoard(team).poll(final=True)
+    board = RunsBoard(team)
+    once = board.poll(final=True, last=True)
+    assert not board._readers  # nothing kept
+    again = board.poll(final=True)
+    for table in (once, again, msnb.runs(team)):
+        assert [r.as_dict() for r in table.rows] == [r.as_dict() for r in kept.rows]
+        assert [(r.curve, r.smoothed_loss, r.trend, [str(p) for p in r.problems]) for r in table.rows] == [
+            (r.curve, r.smoothed_loss, r.trend, [str(p) for p in r.problems]) for r in kept.rows
+        ]

@@ -10,6 +10,7 @@ import html
 import os
 
 from ..errors import NothingReadable
+from ..events.tables import distinct
 from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run, status_word
 from .rules import DEFAULT_RULES, FAIL, WARN, Rules
@@ -138,11 +139,11 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         problems = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
-    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in sorted(set(scalars.run.tolist()))]
+    names = sorted(distinct(scalars.run))
+    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in names]
     for verdict in runs:
         if not verdict.passed and verdict.tag is not None:
-            in_run = scalars.run == verdict.run
-            started = first_anomaly_check(scalars if in_run.all() else scalars.take(in_run))  # one run: no copy of the table
+            started = first_anomaly_check(scalars if len(names) == 1 else scalars.take(scalars.run == verdict.run))  # one run: no copy of the table
             if started is not None:
                 verdict.checks.append(started)
     judged = [r for r in runs if r.tag is not None]

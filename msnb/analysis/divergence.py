@@ -38,10 +38,13 @@ from .series import align, curves
 def _transform(matrix: np.ndarray):
     """Log of a positive loss (relative noise, shared spikes cancel), else values scaled by their typical size."""
     finite = np.isfinite(matrix)
-    vals = matrix[finite]
-    if vals.size and np.all(vals > 0):
+    if finite.any() and not np.any(finite & ~(matrix > 0)):  # every finite value positive (no copy of them)
+        out = np.where(finite, matrix, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(finite, np.log(np.where(finite, matrix, 1.0)), np.nan), True
+            np.log(out, out=out)
+        out[~finite] = np.nan
+        return out, True
+    vals = matrix[finite]
     scale = float(np.median(np.abs(vals))) if vals.size else 1.0
     return np.where(finite, matrix / (scale or 1.0), np.nan), False
 
@@ -62,8 +65,10 @@ def _noise_scale(e: np.ndarray) -> np.ndarray:
         med = _median(ds, 1, True)
         mad = 1.4826 * _median(np.abs(ds - med), 1, True)
         lim = 10 * np.maximum(mad, 1e-12)
-        d = np.clip(d - med, -lim, lim)
-        sigma = np.sqrt(np.nanmean(d * d, axis=1) / 2.0)
+        d -= med  # in place, as every step below: a (ranks x steps) matrix at a time, not four
+        np.clip(d, -lim, lim, out=d)
+        np.multiply(d, d, out=d)
+        sigma = np.sqrt(np.nanmean(d, axis=1) / 2.0)
     return np.maximum(np.nan_to_num(sigma, nan=0.0), 1e-4)
 
 
@@ -131,17 +136,21 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
     e = _winsorize(e, rules)
     e0 = np.where(valid, e, 0.0)
     sigma = _noise_scale(e)
-    c0 = np.concatenate([np.zeros((rows, 1)), np.cumsum(e0, axis=1)], axis=1)
-    n0 = None if complete else np.concatenate([np.zeros((rows, 1)), np.cumsum(valid, axis=1)], axis=1)
+    del e  # winsorized: only e0 is needed from here on
+    c0 = _cumulative(e0)
+    n0 = None if complete else _cumulative(valid)
     windows = [w for w in rules.divergence_windows if w <= t]
 
     def window_mean(w, cols=slice(None)):
         """Moving mean over *w* steps ending at each column >= w-1 (and how many values it saw)."""
         s = c0[cols, w:] - c0[cols, :-w]
         if n0 is None:
-            return s / w, float(w)
+            s /= w
+            return s, float(w)
         n = n0[cols, w:] - n0[cols, :-w]
-        return np.where(n > 0, s / np.maximum(n, 1), 0.0), n
+        s /= np.maximum(n, 1)
+        s[~(n > 0)] = 0.0
+        return s, n
 
     hit = np.zeros((rows, t), dtype=bool)
     centers = {}
@@ -150,10 +159,21 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
         if center:
             centers[w] = _median_rows(m, every=max(1, w // 4))  # the shared bias moves slowly: a median every w/4 steps is enough
             m = m - centers[w]
-        z = m * (np.sqrt(n) / sigma[:, None])
-        on = (np.abs(z) > rules.divergence_k) & (np.abs(m) > rules.divergence_min_gap)
+        if n0 is None:
+            z = m * (np.sqrt(n) / sigma[:, None])
+        else:
+            z = np.sqrt(n)
+            z /= sigma[:, None]
+            z *= m
+        np.abs(z, out=z)
+        on = z > rules.divergence_k
+        del z
+        np.abs(m, out=m)
+        on &= m > rules.divergence_min_gap
+        del m
         if n0 is not None:
             on &= n >= w / 2
+        del n
         hit[:, w - 1 :] |= on
     crossing = _first_persistent(hit, rules.divergence_patience)
     onset = np.full(rows, -1)
@@ -174,6 +194,14 @@ def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = Fa
                 gap[i], zs[i] = mk, zk
         onset[i] = change_point(e0[i, : end + 1] * ((1.0 if zs[i] >= 0 else -1.0) / sigma[i]))
     return crossing, onset, gap, zs, sigma
+
+
+def _cumulative(a: np.ndarray) -> np.ndarray:
+    """A zero column, then the running sums of each row of *a*, as float64 (written in place: no second matrix)."""
+    out = np.empty((a.shape[0], a.shape[1] + 1))
+    out[:, 0] = 0.0
+    np.cumsum(a, axis=1, out=out[:, 1:])
+    return out
 
 
 def change_point(x: np.ndarray) -> int:
@@ -295,9 +323,11 @@ def divergence_details(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RUL
         if steps.size < rules.divergence_patience + 2:
             continue
         y, logged = _transform(raw)
+        del raw
         ranks = [c.rank for c in cs]
         if len(cs) >= 3:
             e = y - _median_rows(y)
+            y = None  # only two ranks need it again: its memory goes back before the departures are looked for
         else:
             e = (y[1] - y[0])[None, :]
         crossing, onset, gap, z, sigma = departures(e, rules, center=len(cs) >= 3)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
 from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
@@ -112,7 +113,7 @@ def judged_tags(tag: str = "loss") -> list[str]:
     return out
 
 
-def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False) -> RunVerdict:
+def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None) -> RunVerdict:
     """Judge one run of *scalars*.
 
     Args:
@@ -121,13 +122,14 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
         tag: the loss tag or its meaning (``loss`` finds ``loss/auto``, ``lm-loss``...).
         rules: the rules' parameters.
         explicit_tag: the user named the tag (its absence then fails the run instead of warning).
+        seen: where given, receives the loss curves judged (``curves``) and the run's loss
+            (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
 
     Returns:
         The run's verdict.
     """
-    in_run = scalars.run == run
-    mine = scalars if in_run.all() else scalars.take(in_run)
-    ranks = sorted(int(r) for r in np.unique(mine.rank) if r >= 0)
+    mine = scalars if distinct(scalars.run) == {run} else scalars.take(scalars.run == run)  # one run: no copy of the table
+    ranks = sorted(int(r) for r in distinct_integers(mine.rank) if r >= 0)
     verdict = RunVerdict(run, ranks)
     present = set(mine.tags())
     loss_tag = resolve(tag, present)
@@ -152,6 +154,8 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     verdict.checks.append(_steps_check(cs, rules))
     ranked = [c for c in cs if c.rank >= 0]
     steps, values, n_judged = run_loss(cs, rules)
+    if seen is not None:
+        seen.update(curves=cs, loss=(steps, values, n_judged))
     ok = np.isfinite(values)
     what = f" (median of {n_judged} ranks)" if n_judged > 1 else ""
     trend = loss_trend(steps[ok], values[ok], rules=rules)

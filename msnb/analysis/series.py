@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..events.tables import distinct
+
 
 @dataclass
 class Curve:
@@ -85,19 +87,25 @@ def curves(scalars, tag: str, run=None) -> list[Curve]:
     out = []
     if idx.size == 0:
         return out
-    runs = scalars.run[idx]
-    names = sorted(set(runs.tolist()))
-    run_code = np.searchsorted(np.array(names, dtype=object), runs) if len(names) > 1 else np.zeros(idx.size, np.int64)
+    everywhere = distinct(scalars.run)
+    names = sorted(everywhere) if len(everywhere) == 1 else sorted(distinct(runs := scalars.run[idx]))
     ranks = scalars.rank[idx]
-    key = run_code * (int(ranks.max()) + 2) + (ranks + 1)
+    key = ranks + 1
+    if len(names) > 1:
+        run_code = np.searchsorted(np.array(names, dtype=object), runs)
+        key += run_code * (int(ranks.max()) + 2)
+    else:
+        run_code = None  # one run: the rank alone tells the curves apart
     if np.any(key[1:] < key[:-1]):  # files are read grouped by run and rank, so this is rare
         order = np.argsort(key, kind="stable")  # stable: read order kept within each (run, rank)
-        idx, run_code, ranks, key = idx[order], run_code[order], ranks[order], key[order]
-    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
-    for g in np.split(np.arange(idx.size), cuts):
-        rows = idx[g]
+        idx, ranks, key = idx[order], ranks[order], key[order]
+        run_code = None if run_code is None else run_code[order]
+    bounds = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1, [idx.size])).tolist()
+    del key
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        rows = idx[lo:hi]
         s, v, restarts, replaced = resolve_restarts(scalars.step[rows], scalars.value[rows])
-        out.append(Curve(names[int(run_code[g[0]])], int(ranks[g[0]]), tag, s, v, restarts, replaced))
+        out.append(Curve(names[0 if run_code is None else int(run_code[lo])], int(ranks[lo]), tag, s, v, restarts, replaced))
     return out
 
 

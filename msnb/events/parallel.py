@@ -15,6 +15,7 @@ does (end of file), and on Linux it also asks the kernel to kill it then.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import selectors
@@ -22,6 +23,10 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
+
+from .tables import MAX_CODES, TABLE_KINDS, object_codes
 
 PARALLEL_BYTES = 48 << 20  # below this many unread bytes, starting processes costs more than it saves
 TASK_BYTES = 24 << 20  # files are handed out in tasks of about this many bytes: the busiest worker finishes last
@@ -81,8 +86,90 @@ def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:
     return tasks
 
 
+# ---------------------------------------------------------------- compact tables
+# A worker's tables go back as their columns in the fewest bytes that give the very same arrays again: a
+# column of one value as that value, integers in the narrowest type that holds them, float64 as float32 where
+# every bit survives the round trip (tensorboardX's simple_value is a float32), object columns (run, tag) as
+# the few objects they repeat and a code per row.  Pickling an object column costs the worker and the parent
+# a step of the pickle machine per row; the codes cost neither, and the scalars of an overview cross the pipe in
+# 15 bytes a row instead of 39.
+
+TABLE_TYPES = frozenset(TABLE_KINDS.values())
+
+
+def _pack_column(col: np.ndarray):
+    """A column as ``(form, ...)``, the fewest bytes :func:`_unpack_column` turns back into the same array."""
+    n = col.size
+    if n == 0 or col.ndim != 1:
+        return ("raw", col)
+    kind = col.dtype.kind
+    if kind == "O":
+        coded = object_codes(col, limit=min(MAX_CODES, n // 2))
+        if coded is None:
+            return ("raw", col)
+        objects, codes = coded
+        return ("same", objects[0], n, col.dtype) if len(objects) == 1 else ("codes", objects, codes)
+    if kind == "f" and col.dtype.itemsize == 8:
+        bits = col.view(np.uint64)
+        if (bits == bits[0]).all():
+            return ("same", col[:1].copy(), n, col.dtype)
+        with np.errstate(all="ignore"):
+            narrow = col.astype(np.float32)
+        if np.array_equal(narrow.astype(np.float64).view(np.uint64), bits):  # every bit back: NaN payloads, -0.0, inf
+            return ("cast", narrow, col.dtype)
+        return ("raw", col)
+    if kind in "iu":
+        lo, hi = col.min(), col.max()
+        if lo == hi:
+            return ("same", col[:1].copy(), n, col.dtype)
+        narrow = np.result_type(np.min_scalar_type(lo), np.min_scalar_type(hi))
+        if narrow.itemsize < col.dtype.itemsize and np.can_cast(narrow, col.dtype):
+            return ("cast", col.astype(narrow), col.dtype)
+    return ("raw", col)
+
+
+def _unpack_column(packed) -> np.ndarray:
+    form = packed[0]
+    if form == "raw":
+        return packed[1]
+    if form == "cast":
+        return packed[1].astype(packed[2])
+    if form == "same":
+        _, value, n, dtype = packed
+        if dtype.kind == "O":
+            out = np.empty(n, dtype=object)
+            out.fill(value)
+            return out
+        return np.repeat(value.astype(dtype, copy=False), n)
+    _, objects, codes = packed
+    table = np.empty(len(objects), dtype=object)
+    for i, obj in enumerate(objects):  # one by one: an object that is itself a sequence stays one element
+        table[i] = obj
+    return table[codes]
+
+
+def _unpack_table(cls, columns):
+    return cls(**{name: _unpack_column(packed) for name, packed in columns})
+
+
+class _CompactPickler(pickle.Pickler):
+    """Pickles msnb's tables as their packed columns (see :func:`_pack_column`), everything else as pickle does."""
+
+    def reducer_override(self, obj):
+        if type(obj) in TABLE_TYPES and vars(obj).keys() == set(obj.COLUMNS):
+            return _unpack_table, (type(obj), [(name, _pack_column(getattr(obj, name))) for name in obj.COLUMNS])
+        return NotImplemented
+
+
+def dumps(obj) -> bytes:
+    """*obj* pickled with its tables packed; ``pickle.loads`` gives back the same tables."""
+    buf = io.BytesIO()
+    _CompactPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
 def _send(pipe, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    data = dumps(obj)
     pipe.write(_LEN.pack(len(data)))
     pipe.write(data)
     pipe.flush()
@@ -116,8 +203,9 @@ def serve() -> None:
     inp = os.fdopen(os.dup(0), "rb")
     while True:
         msg = _receive(inp)
-        if msg is None:
-            return
+        if msg is None:  # the parent has no more tasks: exit now, without tearing down the heap it already has back
+            out.flush()
+            os._exit(0)
         task, states, final = msg
         try:
             news = [st.poll(final=final) for st in states]
@@ -193,6 +281,7 @@ def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bo
                     news[i] = new
                 if not give(proc):
                     sel.unregister(proc.stdout)
+                    proc.stdin.close()  # no more tasks: it exits while the others finish theirs
                     busy -= 1
     except BaseException:  # a failed worker, Ctrl-C: the others' work is of no use, end them now
         for proc in procs:

@@ -7,11 +7,108 @@ is unknown.  ``to_pandas()`` builds a DataFrame where pandas is installed.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .tags import resolve
 
 NO_RANK = -1
+MAX_CODES = 1024  # distinct objects an object column is coded into at most (see object_codes)
+_BLOCK = 1 << 15  # rows grouped at once: a block of a merged table spans a few files, so holds a few objects
+_MASK_PASSES = 12  # objects of a block found with one comparison pass each, then by sorting the block
+
+
+def _addresses(col: np.ndarray) -> np.ndarray:
+    """The object pointers a C-contiguous object array stores, read as integers (no reference is taken or dropped)."""
+    return np.ctypeslib.as_array((ctypes.c_size_t * col.size).from_address(col.ctypes.data))
+
+
+def _block_groups(addr: np.ndarray, codes: bool):
+    """``(firsts, local)``: the first row of each distinct address of a block in order of appearance, and each row's index into them."""
+    local = np.zeros(addr.size, dtype=np.int64) if codes else None
+    firsts = []
+    left = np.ones(addr.size, dtype=bool)
+    first = 0
+    for _ in range(_MASK_PASSES):
+        same = addr == addr[first]
+        if codes:
+            local[same] = len(firsts)
+        firsts.append(first)
+        left &= ~same
+        first = int(left.argmax())
+        if not left[first]:
+            return np.array(firsts), local
+    _, where, inverse = np.unique(addr, return_index=True, return_inverse=True)  # many objects: sort the block
+    order = np.argsort(where)
+    if codes:
+        position = np.empty_like(order)
+        position[order] = np.arange(order.size)
+        local = position[inverse]
+    return where[order], local
+
+
+def object_codes(col: np.ndarray, *, codes: bool = True, limit: int | None = MAX_CODES):
+    """The distinct objects of an object column and, per row, which one it holds, without a Python step per row.
+
+    Columns such as run and tag hold a few objects over and over; rows holding
+    one object store one address, so grouping rows by address is exact: every
+    row gets back the very object it held.  Blocks of rows are grouped one at
+    a time, so time stays linear and memory small however many files (each
+    with its own objects) a table joins.
+
+    Args:
+        col: a 1-D object array.
+        codes: also return the code of each row (else None in its place).
+        limit: give up (None) past this many distinct objects (None: never).
+
+    Returns:
+        ``(objects, codes)``: the objects in order of first appearance and an unsigned array with
+        ``objects[codes[i]] is col[i]``; or None where *col* is not C-contiguous or holds more than *limit* objects.
+    """
+    n = col.size
+    if not col.flags.c_contiguous:
+        return None
+    addr = _addresses(col)
+    out = np.empty(n, dtype=np.uint16 if limit is not None and limit < 1 << 16 else np.int64) if codes else None
+    seen: dict = {}  # address -> code
+    objects: list = []
+    for lo in range(0, n, _BLOCK):
+        block = addr[lo : lo + _BLOCK]
+        firsts, local = _block_groups(block, codes)
+        lut = np.empty(firsts.size, dtype=np.int64)
+        for j, (f, key) in enumerate(zip(firsts.tolist(), block[firsts].tolist())):
+            code = seen.get(key)
+            if code is None:
+                code = seen[key] = len(objects)
+                objects.append(col[lo + f])
+                if limit is not None and len(objects) > limit:
+                    return None
+            lut[j] = code
+        if codes:
+            out[lo : lo + block.size] = lut[local]
+    if codes and len(objects) <= 256:
+        out = out.astype(np.uint8)
+    return objects, out
+
+
+def distinct(col: np.ndarray) -> set:
+    """``set(col.tolist())`` of an object column (a tag, run or kind column), without a Python object per row.
+
+    Where the rows hold many objects (a column built by ``np.full``, whose every
+    row is an object of its own), grouping them costs more than the set: it is
+    given up past one object in 64 rows and the set is built instead.
+    """
+    grouped = object_codes(col, codes=False, limit=max(1024, col.size // 64)) if col.dtype.kind == "O" and col.ndim == 1 else None
+    return set(grouped[0]) if grouped is not None else set(col.tolist())
+
+
+def distinct_integers(col: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an integer column that comes in long runs of one value (a rank column), in linear time."""
+    if col.size == 0:
+        return np.unique(col)
+    starts = np.flatnonzero(col[1:] != col[:-1]) + 1
+    return np.unique(col[np.concatenate(([0], starts))])  # every value starts a run
 
 
 class Table:
@@ -145,11 +242,11 @@ class ScalarTable(Table):
     _DTYPES = {**_KEY, "value": np.float64}
 
     def tags(self) -> list[str]:
-        return sorted(set(self.tag.tolist()))
+        return sorted(distinct(self.tag))
 
     def resolve_tag(self, tag: str) -> str | None:
         """The real tag this table holds for *tag* (itself, or a spelling of its meaning: ``loss`` -> ``loss/auto``), else None."""
-        return resolve(tag, set(self.tag.tolist()))
+        return resolve(tag, distinct(self.tag))
 
     def series(self, tag: str, *, run=None, rank=None):
         """(steps, values) of one tag, optionally one run and rank, in read order (every record kept).

@@ -51,12 +51,14 @@ class RunsBoard:
         self.polls = 0
         self.changed: list = []  # the runs the last poll read something new from (and judged again)
 
-    def poll(self, *, final: bool = False, now: float | None = None) -> RunsTable:
+    def poll(self, *, final: bool = False, now: float | None = None, last: bool = False) -> RunsTable:
         """Look for new runs, read what each run added, and return the table as it stands.
 
         Args:
             final: a one-shot read: report a partial last record as truncated instead of waiting for the rest.
             now: the time activity is judged at (default: now).
+            last: no poll follows (:func:`runs`): the readers hand their rows over instead of keeping a copy;
+                a later poll would read every run again from the start.
 
         Returns:
             A :class:`~msnb.panel.table.RunsTable`.
@@ -69,8 +71,11 @@ class RunsBoard:
             self._rows.pop(gone, None)
             self._readers.pop(gone, None)
         for run in present:
-            reader, result = _read_run(run, self._readers.get(run.name), tags=self._tags, verify=self.verify, final=final)
-            self._readers[run.name] = reader
+            reader, result = _read_run(run, self._readers.get(run.name), tags=self._tags, verify=self.verify, final=final, last=last)
+            if reader is None:
+                self._readers.pop(run.name, None)
+            else:
+                self._readers[run.name] = reader
             if result is not None:
                 self._rows[run.name] = summarize(run.name, result, tag=self.tag, rules=self.rules)
                 self.changed.append(run.name)
@@ -102,7 +107,7 @@ def runs(
         UsageError: *base* is not a directory.
         NothingReadable: no run under *base*.
     """
-    table = RunsBoard(base, tag=tag, rules=rules or DEFAULT_RULES, active_within=active_within, verify=verify).poll(final=True)
+    table = RunsBoard(base, tag=tag, rules=rules or DEFAULT_RULES, active_within=active_within, verify=verify).poll(final=True, last=True)
     if not table.rows:
         notes = f" ({table.problems[0]})" if table.problems else ""
         raise NothingReadable(f"no runs under {base}: no event files, MindSpore summaries or training logs found{notes}")

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import UsageError
 from ..events.discovery import discover
 from ..events.reader import Follower, ReadResult
+from ..events.tables import distinct
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problem
     return [RunDir(name, root if name == "." else root / name) for name in names]
 
 
-def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True):
+def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True, last: bool = False):
     """The one place a run's files are read: everything the first time, only the new bytes after that.
 
     The reader is a :class:`~msnb.events.Follower` on the run's directory, so
@@ -79,9 +80,11 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
         tags: the scalar tags to keep (None: all).
         verify: check CRCs while reading.
         final: report a partial last record as truncated (a one-shot read) rather than wait for it (a watch).
+        last: no poll follows (``msnb runs``): the reader's rows are handed over, not kept beside the
+            result (one copy of the run's table in memory instead of two), and None is returned for it.
 
     Returns:
-        ``(reader, result)``: the follower to pass next time, and the run's
+        ``(reader, result)``: the follower to pass next time (None after a *last* read), and the run's
         :class:`~msnb.events.ReadResult` so far (its ``run`` column holding the
         run's name), or None when a follower given found nothing new.
     """
@@ -90,9 +93,11 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
         # the run's own files (a run nested below is read by its own reader), only the tags asked for
         # (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
         reader = Follower(run.path, verify=verify, run=".", tags=tags, workers=None)
-    new = reader.poll(final=final)
-    if not (first or not new.empty or new.problems):
-        return reader, None
+    news = reader._poll_files(final)  # what each file added, not joined: the result below has it all
+    if not (first or any(not new.empty or new.problems for new in news)):
+        return (None if last else reader), None
+    if last:
+        return None, _own_rows(reader._drain(), run.name, tags)
     return reader, _own_rows(reader.result, run.name, tags)
 
 
@@ -103,15 +108,17 @@ def _own_rows(result: ReadResult, name: str, tags) -> ReadResult:
         table = getattr(result, kind)
         if not len(table):
             continue
-        keep = table.run == "."
-        if kind == "scalars" and tags is not None:
-            keep &= np.isin(table.tag, list(tags))
-        if not keep.all():
+        keep = None if distinct(table.run) == {"."} else table.run == "."  # the reader reads the run's own files: all of them, as a rule
+        if kind == "scalars" and tags is not None and not distinct(table.tag) <= set(tags):
+            in_tags = np.isin(table.tag, list(tags))
+            keep = in_tags if keep is None else keep & in_tags
+        if keep is not None and not keep.all():
             table = table.take(keep)
         else:
-            table = type(table)(**{c: getattr(table, c) for c in table.COLUMNS})
-        runs = np.empty(len(table), dtype=object)
-        runs[:] = name
-        table.run = runs
+            table = type(table)(**{c: getattr(table, c) for c in table.COLUMNS})  # its own table, sharing the columns
+        if name != ".":
+            runs = np.empty(len(table), dtype=object)
+            runs.fill(name)
+            table.run = runs
         setattr(out, kind, table)
     return out

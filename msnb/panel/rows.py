@@ -17,10 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..analysis.judge import RunVerdict, judge_run, run_loss
+from ..analysis.judge import RunVerdict, judge_run
 from ..analysis.overview import Envelope
 from ..analysis.rules import DEFAULT_RULES, FAIL, WARN, Rules
-from ..analysis.series import curves
 from ..analysis.smoothing import ema
 from ..events.reader import ReadResult
 
@@ -153,14 +152,15 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
         The row, with ``bytes`` and ``last_write`` not yet filled in.
     """
     scalars = result.scalars
-    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss")
+    seen: dict = {}
+    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen)
     ranks = set(verdict.ranks) | {int(f["rank"]) for f in result.files if int(f["rank"]) >= 0}
     missing, missing_more = _gaps(sorted(ranks))
     last_step = last_loss = smoothed = None
     curve: list = []
     if verdict.tag is not None:
-        cs = curves(scalars, verdict.tag)
-        steps, values, _n = run_loss(cs, rules)
+        cs = seen["curves"]  # the very curves judged (the rows are the run's: see collect._own_rows)
+        steps, values, _n = seen["loss"]
         last_step = max((int(c.steps[-1]) for c in cs if c.steps.size), default=None)
         ok = np.isfinite(values)
         if values.size:

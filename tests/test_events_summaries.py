@@ -7,6 +7,7 @@ valid checksums (so the damage reaches the decoders instead of the checksum test
 """
 
 import contextlib
+import mmap
 import struct
 from pathlib import Path
 
@@ -249,7 +250,7 @@ def test_big_chunks_are_read_into_the_map(tmp_path, monkeypatch):
     got = msnb.read(path)
     assert seen == ["mmap"] and len(got.histograms) == 400
     for c in ("left", "right", "counts"):
-        assert all(not isinstance(np.asarray(x).base, __import__("mmap").mmap) for x in getattr(got.histograms, c))
+        assert all(not isinstance(np.asarray(x).base, mmap.mmap) for x in getattr(got.histograms, c))
 
 
 def test_a_read_of_some_tags_keeps_only_their_buckets(hist_files):  # noqa: F811

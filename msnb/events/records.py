@@ -163,7 +163,8 @@ def read_chunk(f, n: int):
     """Up to *n* bytes from *f*'s position, read into an anonymous memory map that asks for huge pages.
 
     Filling a fresh 32 MB ``bytes`` from ``f.read`` takes 8,000 page faults, most of the time a first read
-    of a file costs (measured in a new process: 0.036 s, against 0.012 s into huge pages).  A map reads
+    of a file costs (measured in new processes: 0.024-0.036 s, against 0.010-0.012 s into huge pages; the very
+    first huge page a machine hands out after boot can take longer, while the kernel compacts memory).  A map reads
     like ``bytes`` (slices are bytes, items ints, ``find`` works, numpy views it), so the scanner and the
     decoders take either.  Small reads, systems without ``MADV_HUGEPAGE`` and short reads get plain bytes.
     """

@@ -165,15 +165,7 @@ def test_random_bytes_never_crash_and_agree(messages):
 @given(st.lists(st.tuples(st.floats(allow_nan=True), st.floats(allow_nan=True), st.integers(0, (1 << 70) - 1)), max_size=6), st.integers(0, (1 << 70) - 1))
 def test_hand_encoded_buckets_agree(buckets, count):
     """Counts of every varint width: past int64 (read as negative), and ten-byte ones past 64 bits."""
-
-    def varint(v):
-        out = bytearray()
-        while True:
-            out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
-            v >>= 7
-            if not out[-1] & 0x80:
-                return bytes(out)
-
+    varint = _varint
     body = b""
     for left, width, c in buckets:
         inner = b"\x09" + struct.pack("<d", left) + b"\x11" + struct.pack("<d", width) + b"\x18" + varint(c)

@@ -50,14 +50,9 @@ class ScalarColumns:
         return i
 
     def add_block(self, record, order, tag_id, steps, walls, values):
+        """Points of one tag at one position in their records (a template's matches)."""
         n = len(record)
-        self.record.append(np.asarray(record, dtype=np.int64))
-        self.order.append(np.full(n, order, dtype=np.int64))
-        self.tag_ids.append(np.full(n, tag_id, dtype=np.int64))
-        self.steps.append(np.asarray(steps, dtype=np.int64))
-        self.walls.append(np.asarray(walls, dtype=np.float64))
-        with np.errstate(invalid="ignore"):  # a signalling NaN float32 is widened quietly, as struct widens it one by one
-            self.values.append(np.asarray(values, dtype=np.float64))
+        self.add_points(record, np.full(n, order, dtype=np.int64), np.full(n, tag_id, dtype=np.int64), steps, walls, values)
 
     def add_points(self, record, order, tag_ids, steps, walls, values):
         """Points of many tags at once (*tag_ids* from :meth:`tag_id`, one per point)."""
@@ -66,7 +61,8 @@ class ScalarColumns:
         self.tag_ids.append(np.asarray(tag_ids, dtype=np.int64))
         self.steps.append(np.asarray(steps, dtype=np.int64))
         self.walls.append(np.asarray(walls, dtype=np.float64))
-        self.values.append(np.asarray(values, dtype=np.float64))
+        with np.errstate(invalid="ignore"):  # a signalling NaN float32 is widened quietly, as struct widens it one by one
+            self.values.append(np.asarray(values, dtype=np.float64))
 
     def add_event(self, record: int, ev, wanted=None) -> None:
         records, orders, tag_ids, steps, walls, values = self._one_by_one
@@ -84,12 +80,7 @@ class ScalarColumns:
         """(tags, tag_ids, steps, walls, values) sorted by record, then position in the record."""
         records, orders, tag_ids, steps, walls, values = self._one_by_one
         if records:
-            self.record.append(np.asarray(records, dtype=np.int64))
-            self.order.append(np.asarray(orders, dtype=np.int64))
-            self.tag_ids.append(np.asarray(tag_ids, dtype=np.int64))
-            self.steps.append(np.asarray(steps, dtype=np.int64))
-            self.walls.append(np.asarray(walls, dtype=np.float64))
-            self.values.append(np.asarray(values, dtype=np.float64))
+            self.add_points(records, orders, tag_ids, steps, walls, values)
             self._one_by_one = ([], [], [], [], [], [])
         if not self.record:
             empty_i = np.zeros(0, dtype=np.int64)

@@ -43,32 +43,42 @@ class SummaryColumns:
         self.histograms: HistogramColumns | None = None
 
 
-def _envelopes(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
-    """Each record's wall-time offset, step and summary span; ``bad`` where the Event is not the plain shape."""
+def _fields_once(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, known: dict):
+    """Walk the messages ``raw[starts[i]:ends[i]]``, which may hold only the fields of *known*, each at most once.
+
+    Args:
+        known: ``{(field number, wire type): name}``.
+
+    Returns:
+        ``(at, end, value, bad)``: per name, where each message's field starts and ends (-1: absent) and its
+        varint value as int64 (0: absent or not a varint); *bad* marks messages with any other field or one
+        of these twice (protobuf's last-one-wins is left to the exact decoder) or that do not walk.
+    """
     n = starts.size
     steps, bad = _walk(raw, starts, ends)
-    wall_at = np.full(n, -1, dtype=np.int64)
-    step = np.zeros(n, dtype=np.int64)
-    has_step = np.zeros(n, dtype=bool)
-    sum_a = np.full(n, -1, dtype=np.int64)
-    sum_b = np.full(n, -1, dtype=np.int64)
-    for msg, num, wire, a, b, value in steps:
-        is_wall = (num == 1) & (wire == FIXED64)
-        is_step = (num == 2) & (wire == VARINT)
-        is_sum = (num == 5) & (wire == LENGTH)
-        bad[msg[~(is_wall | is_step | is_sum)]] = True  # a version, a graph, an explain record...: the exact decoder's
-        m = msg[is_wall]
-        bad[m[wall_at[m] >= 0]] = True  # a field given twice: protobuf's last-one-wins is the exact decoder's job
-        wall_at[m] = a[is_wall]
-        m = msg[is_step]
-        bad[m[has_step[m]]] = True
-        has_step[m] = True
-        step[m] = value[is_step].view(np.int64)  # int64 two's complement, as signed64
-        m = msg[is_sum]
-        bad[m[sum_a[m] >= 0]] = True
-        sum_a[m], sum_b[m] = a[is_sum], b[is_sum]
-    bad |= (wall_at < 0) | (sum_a < 0)
-    return wall_at, step, sum_a, sum_b, bad
+    at = {name: np.full(n, -1, dtype=np.int64) for name in known.values()}
+    end = {name: np.full(n, -1, dtype=np.int64) for name in known.values()}
+    value = {name: np.zeros(n, dtype=np.int64) for name in known.values()}
+    for msg, num, wire, a, b, v in steps:
+        seen = np.zeros(msg.size, dtype=bool)
+        for (number, kind), name in known.items():
+            pick = (num == number) & (wire == kind)
+            seen |= pick
+            m = msg[pick]
+            bad[m[at[name][m] >= 0]] = True
+            at[name][m], end[name][m], value[name][m] = a[pick], b[pick], v[pick].view(np.int64)  # int64 two's complement, as signed64
+        bad[msg[~seen]] = True
+    return at, end, value, bad
+
+
+def _envelopes(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Each record's wall-time offset, step and summary span; ``bad`` where the Event is not the plain shape.
+
+    A version, a graph, an explain record... are the exact decoder's.
+    """
+    at, end, value, bad = _fields_once(raw, starts, ends, {(1, FIXED64): "wall", (2, VARINT): "step", (5, LENGTH): "summary"})
+    bad |= (at["wall"] < 0) | (at["summary"] < 0)
+    return at["wall"], value["step"], at["summary"], end["summary"], bad
 
 
 def _values(raw: np.ndarray, records: np.ndarray, sum_a: np.ndarray, sum_b: np.ndarray, bad: np.ndarray):
@@ -88,27 +98,10 @@ def _values(raw: np.ndarray, records: np.ndarray, sum_a: np.ndarray, sum_b: np.n
 
 def _fields_of_values(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     """Per value: tag span, scalar offset (-1: none), histogram span (-1: none), and ``bad`` where the value is not the plain shape."""
-    n = a.size
-    steps, bad = _walk(raw, a, b)
-    tag_a = np.full(n, -1, dtype=np.int64)
-    tag_b = np.full(n, -1, dtype=np.int64)
-    scalar_at = np.full(n, -1, dtype=np.int64)
-    hist_a = np.full(n, -1, dtype=np.int64)
-    hist_b = np.full(n, -1, dtype=np.int64)
-    for msg, num, wire, fa, fb, _value in steps:
-        is_tag = (num == 1) & (wire == LENGTH)
-        is_scalar = (num == 3) & (wire == FIXED32)
-        is_hist = (num == 9) & (wire == LENGTH)
-        bad[msg[~(is_tag | is_scalar | is_hist)]] = True
-        for pick, dest_a, dest_b in ((is_tag, tag_a, tag_b), (is_scalar, scalar_at, None), (is_hist, hist_a, hist_b)):
-            m = msg[pick]
-            bad[m[dest_a[m] >= 0]] = True
-            dest_a[m] = fa[pick]
-            if dest_b is not None:
-                dest_b[m] = fb[pick]
-    bad |= tag_a < 0
-    bad |= (scalar_at >= 0) == (hist_a >= 0)  # exactly one of them
-    return tag_a, tag_b, scalar_at, hist_a, hist_b, bad
+    at, end, _value, bad = _fields_once(raw, a, b, {(1, LENGTH): "tag", (3, FIXED32): "scalar", (9, LENGTH): "hist"})
+    bad |= at["tag"] < 0
+    bad |= (at["scalar"] >= 0) == (at["hist"] >= 0)  # exactly one of them
+    return at["tag"], end["tag"], at["scalar"], at["hist"], end["hist"], bad
 
 
 SHORT_TAGS = 64  # distinct tag lengths told apart with numpy; more (a damaged or hostile file) are interned one span at a time

@@ -547,10 +547,13 @@ class Follower:
         self._reported: set = set()
 
     def poll(self, *, final: bool = False) -> ReadResult:
-        return ReadResult.merge(self._poll_files(final))
+        return ReadResult.merge(self.poll_files(final))
 
-    def _poll_files(self, final: bool) -> list[ReadResult]:
-        """What each file added (one result per file, in order), recorded in this follower."""
+    def poll_files(self, final: bool) -> list[ReadResult]:
+        """What each file added (one result per file, in order, not joined), recorded in this follower.
+
+        For a caller that joins them itself, or wants only :meth:`drain`'s one copy at the end (``msnb.read``, ``msnb runs``).
+        """
         if not self.path.exists():
             new = ReadResult()
             if final:
@@ -604,8 +607,11 @@ class Follower:
             self._cached = merged
         return self._cached
 
-    def _drain(self) -> ReadResult:
-        """Everything read, joined while the per-file parts are freed (a one-shot read needs no second copy)."""
+    def drain(self) -> ReadResult:
+        """Everything read, joined while the per-file parts are freed (a one-shot read needs no second copy).
+
+        The follower keeps no rows afterwards.
+        """
         merged = ReadResult.merge((r for p in self._order for r in self._states[p].results), consume=True)
         for p in self._order:
             self._states[p].results = []
@@ -652,5 +658,5 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
         A :class:`ReadResult`.
     """
     follower = Follower(path, verify=verify, tags=tags, workers=workers)
-    follower._poll_files(final=True)
-    return follower._drain()
+    follower.poll_files(final=True)
+    return follower.drain()

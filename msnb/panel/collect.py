@@ -93,11 +93,11 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
         # the run's own files (a run nested below is read by its own reader), only the tags asked for
         # (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
         reader = Follower(run.path, verify=verify, run=".", tags=tags, workers=None)
-    news = reader._poll_files(final)  # what each file added, not joined: the result below has it all
+    news = reader.poll_files(final)  # what each file added, not joined: the result below has it all
     if not (first or any(not new.empty or new.problems for new in news)):
         return (None if last else reader), None
     if last:
-        return None, _own_rows(reader._drain(), run.name, tags)
+        return None, _own_rows(reader.drain(), run.name, tags)
     return reader, _own_rows(reader.result, run.name, tags)
 
 

@@ -19,7 +19,9 @@ Then, each in a fresh child process, timed from outside:
   ``msnb.panel`` exists, the ``msnb runs --json`` command itself;
 - msnb full read: ``msnb.read(tree, workers=1)``, every tag (the old way);
 - TensorBoard's Rust data server (``--reload once``, with and without ``--checksum``),
-  until it logs the end of its load cycle;
+  until it logs the end of its load cycle: with its default sampling (a random
+  sample of each long series) and keeping every point as msnb does
+  (``--samples-per-plugin scalars=all``);
 - tbparse's SummaryReader (where tbparse is installed).
 
 Memory is the peak of the summed resident set of the child and all its
@@ -271,11 +273,14 @@ def measure_runs_cli(tree: Path, timeout: float) -> dict | None:
     return res
 
 
-def measure_data_server(tree: Path, checksum: bool, timeout: float) -> dict:
+def measure_data_server(tree: Path, checksum: bool, timeout: float, keep_all: bool = False) -> dict:
+    """The Rust data server's one load of *tree*; *keep_all*: every point kept (``--samples-per-plugin scalars=all``), as msnb keeps them."""
     import tensorboard_data_server
 
     cmd = [tensorboard_data_server.server_binary(), "--logdir", str(tree), "--reload", "once", "--port", "0", "-v"]
     cmd.append("--checksum" if checksum else "--no-checksum")
+    if keep_all:
+        cmd.append("--samples-per-plugin=scalars=all")
     return watch(cmd, timeout=timeout, until="Finished load cycle")
 
 
@@ -323,9 +328,11 @@ def bench_tree(ranks: int, steps: int, workers: int, timeout: float, full: bool,
         log(f"{ranks}x{steps}: msnb full read, one process ...")
         rows["msnb.read, all tags, 1 process"] = measure_full(tree, timeout)
     if others:
-        for checksum in (False, True):
-            log(f"{ranks}x{steps}: data server (checksum {checksum}) ...")
-            rows[f"TensorBoard data server{' --checksum' if checksum else ''}"] = measure_data_server(tree, checksum, timeout)
+        for keep_all in (False, True):
+            for checksum in (False, True):
+                log(f"{ranks}x{steps}: data server (checksum {checksum}, every point {keep_all}) ...")
+                name = f"TensorBoard data server{', every point' if keep_all else ''}{' --checksum' if checksum else ''}"
+                rows[name] = measure_data_server(tree, checksum, timeout, keep_all)
         log(f"{ranks}x{steps}: tbparse ...")
         tb = measure_tbparse(tree, timeout, tbparse_ranks)
         rows["tbparse"] = tb if tb is not None else {"error": "tbparse is not installed (pip install tbparse)"}
@@ -393,6 +400,12 @@ def main(argv=None) -> int:
         print("\nTargets")
         print(f"  msnb overview time / floor time: {ov / floor:.2f}  (target <= 0.35)")
         print(f"  msnb overview peak RSS, all processes: {main_rows['msnb overview']['peak_mb']:.0f} MB  (target < 500 MB)")
+        cli, ds = main_rows.get("msnb runs --json", {}), main_rows.get("TensorBoard data server, every point --checksum", {})
+        if cli.get("seconds") and ds.get("seconds"):
+            print(
+                f"  msnb runs --json against the data server keeping every point, both checking CRCs: {cli['seconds'] / ds['seconds']:.2f}x its time,"
+                f" {cli['peak_mb'] / ds['peak_mb']:.2f}x its memory  (hoped for: < 1 and <= 0.5)"
+            )
     if "wide" in results:
         w = results["wide"]["rows"]
         if w["msnb overview"].get("seconds") and ov:

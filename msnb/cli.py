@@ -14,6 +14,7 @@ import sys
 
 from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
+from .heap import keep_scratch_memory
 
 # shared with %mfmon_plot; the number is msnb.analysis.bands.BANDS_ABOVE (a test checks), spelled out so the parser needs no numpy
 BANDS_HELP = "draw each run's ranks as bands (min-max, 10-90 %%, median) with the flagged ranks as lines; default: on for runs of more than 16 ranks"
@@ -436,6 +437,7 @@ def main(argv=None) -> int:
     Any other exception is a bug in msnb and keeps its traceback.
     """
     args = build_parser().parse_args(argv)
+    keep_scratch_memory()  # this process is msnb's own: reading keeps its scratch arrays' pages (see msnb.events.heap)
     try:
         return args.func(args)
     except MsnbError as exc:

@@ -197,6 +197,22 @@ def test_small_trees_are_read_in_process():
     assert [i for t in tasks for i in t] == list(range(10))
 
 
+def test_workers_count_the_cores_others_keep_busy_now(monkeypatch):
+    running = parallel._running_now()
+    assert running is None or running >= 1  # this test's own process is running
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(parallel, "MAX_WORKERS", 64)
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores + 5.0, 0.0, 0.0))
+    monkeypatch.setattr(parallel, "_running_now", lambda: 1)  # the last minute was busy (a job that just ended), now only we run
+    assert parallel.default_workers() == cores
+    monkeypatch.setattr(parallel, "_running_now", lambda: cores + 5)  # others still run
+    assert parallel.default_workers() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a burst that the last minute did not see: not counted
+    assert parallel.default_workers() == cores
+    monkeypatch.setattr(parallel, "_running_now", lambda: None)  # no /proc
+    assert parallel.default_workers() == cores
+
+
 def test_a_follower_with_workers_matches_one_without(everything, tmp_path, monkeypatch):
     """Polls with data appended between them: the worker-read follower stays equal to the plain one."""
     monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)

@@ -92,3 +92,20 @@ def test_a_long_regular_file_is_walked_ahead_and_agrees(monkeypatch):
     monkeypatch.setattr(records, "_run_ahead", real)
     _same_scan(fast, _scan_one_by_one(monkeypatch, buf))
     assert fast.offsets.size == len(rows) and not fast.problems
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_rows_of_words_hold_each_record_at_its_lead(data):
+    """Records before, after or at both ends of a short buffer: row bytes [lead, lead + n) are the record, whichever way it was gathered."""
+    from msnb.events import rowwords
+
+    raw = np.frombuffer(data.draw(st.binary(min_size=1, max_size=120)), dtype=np.uint8)
+    n = data.draw(st.integers(1, raw.size))
+    starts = np.array(data.draw(st.lists(st.integers(0, raw.size - n), min_size=1, max_size=12)), dtype=np.int64)
+    rows, lead = rowwords.gather_rows(raw, starts, n)
+    assert rows.dtype == np.uint64 and rows.shape == (starts.size, rowwords.row_width(n) // 8)
+    got = rows.view(np.uint8)[:, lead : lead + n]
+    assert [bytes(r) for r in got] == [raw[s : s + n].tobytes() for s in starts.tolist()]
+    want = rowwords.placed(raw[starts[0] : starts[0] + n], n, lead).view(np.uint8)
+    assert bytes(want[lead : lead + n]) == bytes(got[0]) and not want[:lead].any() and not want[lead + n :].any()

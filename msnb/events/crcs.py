@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from crc32c import crc32c
 
+from .rowwords import gather_rows, placed
+
 _POLY = np.uint32(0x82F63B78)  # CRC-32C (Castagnoli), reflected
 MAX_LENGTH = 1024  # longer records: one crc32c call each (they are few, and their tables would be many)
 MIN_GROUP = 16  # fewer records of a length than this: one call each
@@ -63,16 +65,16 @@ def crc_equal_length(raw: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
     s0 = int(starts[0])
     ref = raw[s0 : s0 + n]
     ref_crc = np.uint32(crc32c(ref.tobytes()))
-    window = np.lib.stride_tricks.sliding_window_view(raw, n)
     tables = _tables(n)  # (n, 256): row c is the table of the byte at column c
     rows = max(1, ROW_BYTES // n)
     for lo in range(0, m, rows):
-        diff = window[starts[lo : lo + rows]] ^ ref
-        varying = np.flatnonzero(np.bitwise_or.reduce(diff, axis=0))
+        words, lead = gather_rows(raw, starts[lo : lo + rows], n)  # each record as 64-bit words: a copy and an XOR a word
+        diff = words ^ placed(ref, n, lead)
+        varying = np.flatnonzero(np.bitwise_or.reduce(diff, axis=0).view(np.uint8)[lead : lead + n])
         if varying.size == 0:
             out[lo : lo + rows] = ref_crc
             continue
-        columns = np.ascontiguousarray(diff[:, varying].T)  # one row per varying byte position: look-ups read it in order
+        columns = np.ascontiguousarray(diff.view(np.uint8)[:, varying + lead].T)  # one row per varying byte position: look-ups read it in order
         acc = np.full(diff.shape[0], ref_crc, dtype=np.uint32)
         for row, c in zip(columns, varying.tolist()):
             acc ^= tables[c].take(row)

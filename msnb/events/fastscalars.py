@@ -18,9 +18,9 @@ other tags and nothing else; it is matched but none of its values is read.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from .crcs import by_length
+from .rowwords import gather_rows, placed
 from .wire import DecodeError
 
 MIN_GROUP = 8  # fewer records than this of one length: decode them one by one
@@ -97,7 +97,7 @@ class ScalarColumns:
         )
 
 
-def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, keep=None):
+def _match(raw, starts: np.ndarray, n: int, template_start: int, ev, keep=None):
     """Which rows share *ev*'s layout, and their (steps, walls, [values...]).
 
     *keep* lists the positions in ``ev.scalars`` whose values are wanted (default all);
@@ -112,15 +112,20 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, kee
         variable[s : s + k] = True
     for _tag, _value, off, fmt in ev.scalars:
         variable[off : off + (4 if fmt == "f4" else 8)] = True
-    fixed = ~variable
+    fixed = np.where(variable, 0, 0xFF).astype(np.uint8)
     template = raw[template_start : template_start + n]
 
     rows = max(1, ROW_BYTES // max(n, 1))
     ok_parts, step_parts, wall_parts = [], [], []
     value_parts = {j: [] for j in keep}
     for lo in range(0, starts.size, rows):
-        m = window[starts[lo : lo + rows]]
-        ok = ~((m != template) & fixed).any(axis=1)
+        words, lead = gather_rows(raw, starts[lo : lo + rows], n)  # compared a word at a time, on the fixed bytes only
+        want, mask = placed(template, n, lead), placed(fixed, n, lead)
+        differ = np.zeros(words.shape[0], dtype=np.uint64)
+        for j in np.flatnonzero(mask).tolist():
+            differ |= (words[:, j] ^ want[j]) & mask[j]
+        ok = differ == 0
+        m = words.view(np.uint8)[:, lead : lead + n]
         if ev.step_span is not None:
             s, k = ev.step_span
             sb = m[:, s : s + k]
@@ -130,7 +135,7 @@ def _match(window, raw, starts: np.ndarray, n: int, template_start: int, ev, kee
         ok_parts.append(ok)
         if not keep:
             continue
-        mk = m[ok]
+        mk = m if ok.all() else m[ok]
         if ev.step_span is not None:
             s, k = ev.step_span
             acc = np.zeros(mk.shape[0], dtype=np.uint64)
@@ -177,7 +182,6 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
     if offsets.size == 0:
         return cols, generic, errors, None
     raw = np.frombuffer(buf, dtype=np.uint8)
-    window = None
     leftover: list = []  # records left for *bulk*, then one by one
     uniq, order, bounds = by_length(lengths)
     for g in range(uniq.size):
@@ -203,15 +207,9 @@ def decode_records(buf, offsets: np.ndarray, lengths: np.ndarray, decode_event, 
                     leftover.append(remaining)
                     break
                 continue
-            if window is None:
-                window = sliding_window_view(raw, n) if raw.size >= n else None
-                window_n = n
-            elif window_n != n:
-                window = sliding_window_view(raw, n)
-                window_n = n
             starts = offsets[remaining]
             keep = [j for j, s in enumerate(ev.scalars) if wanted is None or s[0] in wanted]
-            ok, steps, walls, values = _match(window, raw, starts, n, a, ev, keep)
+            ok, steps, walls, values = _match(raw, starts, n, a, ev, keep)
             templates += 1
             if not ok[0]:  # cannot happen for a well-formed template; never loop on it
                 generic.append((i0, ev))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..heap import keep_scratch_memory
 from .tables import MAX_CODES, TABLE_KINDS, object_codes
 
 PARALLEL_BYTES = 48 << 20  # below this many unread bytes, starting processes costs more than it saves
@@ -43,7 +44,9 @@ def default_workers() -> int:
 
     On a shared machine (a login node, a notebook server) the load average
     counts the cores others keep busy; workers started on those would only
-    queue behind them and add their own start-up, so they are left out.
+    queue behind them and add their own start-up, so they are left out.  The
+    load average trails by a minute (a job that just ended still counts), so a
+    core counts as busy only where the processes running right now say so too.
     Returns 1 where no Python can be started.
     """
     if not sys.executable:
@@ -53,10 +56,25 @@ def default_workers() -> int:
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     try:
-        busy = max(0, int(os.getloadavg()[0]) - 1)  # this process is one of the running ones
+        busy = int(os.getloadavg()[0]) - 1  # this process is one of the running ones
     except OSError:
         busy = 0
-    return max(1, min(cores - busy, MAX_WORKERS))
+    running = _running_now()
+    if running is not None:
+        busy = min(busy, running - 1)
+    return max(1, min(cores - max(0, busy), MAX_WORKERS))
+
+
+def _running_now() -> int | None:
+    """Processes running or ready to run at this moment (this one included), from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:
@@ -198,6 +216,7 @@ def _die_with_parent() -> None:
 def serve() -> None:
     """A worker's loop: read ``(task, states, final)``, poll each state, send ``(task, states, news)`` back."""
     _die_with_parent()
+    keep_scratch_memory()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed goes to stderr, never into the pickles
     inp = os.fdopen(os.dup(0), "rb")

@@ -11,6 +11,7 @@ import ctypes
 
 import numpy as np
 
+from ..heap import give_back_freed_memory
 from .tags import resolve
 
 NO_RANK = -1
@@ -195,34 +196,10 @@ class Table:
                 for t in tables:
                     setattr(t, c, None)
                 if columns[c].nbytes >= TRIM_BYTES:
-                    _give_back_freed_memory()
+                    give_back_freed_memory()
         return cls(**columns)
 
 
-def _give_back_freed_memory() -> None:
-    """Return the heap pages just freed to the system (glibc keeps them otherwise), so joining many small parts
-    into one table needs the table and one column more, not the parts and the table."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def _malloc_trim():
-    global _TRIM
-    if _TRIM is False:
-        import ctypes
-        import sys
-
-        _TRIM = None
-        if sys.platform.startswith("linux"):
-            try:
-                _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-            except (OSError, AttributeError):  # not glibc (musl...): nothing to give back this way
-                _TRIM = None
-    return _TRIM
-
-
-_TRIM = False  # not looked up yet
 TRIM_BYTES = 8 << 20  # joins of smaller columns leave too little freed to be worth a walk of the heap
 
 

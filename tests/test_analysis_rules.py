@@ -194,3 +194,33 @@ def test_defaults_are_documented():
     doc = Rules.__doc__
     for name in DEFAULT_RULES.as_dict():
         assert f"``{name}``" in doc, name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.integers(1, 12),
+    cols=st.sampled_from([1, 2, 3, 7, 128, 601, 700]),  # numpy.nanmedian changes method at 600 values along the axis
+    fill=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]),
+    infs=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    axis=st.sampled_from([0, 1]),
+    keepdims=st.booleans(),
+)
+def test_nan_median_is_numpy_nanmedian(rows, cols, fill, infs, seed, axis, keepdims):
+    import warnings
+
+    from msnb.analysis.medians import nan_median
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(rows, cols)).round(rng.integers(0, 3))  # ties, and whole rows of equal values
+    a[rng.random(a.shape) < fill] = np.nan  # all-NaN rows too
+    if infs:
+        a[rng.random(a.shape) < 0.1] = np.inf
+        a[rng.random(a.shape) < 0.1] = -np.inf
+    a = a if axis == 1 else a.T.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.nanmedian(a, axis=axis, keepdims=keepdims)
+    got = nan_median(a, axis, keepdims)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)  # NaN where numpy gives NaN, every other value equal

@@ -20,7 +20,7 @@ from tensorboardX import SummaryWriter
 
 import msnb
 from msnb.events import parallel
-from msnb.events.reader import Follower, ReadResult
+from msnb.events.reader import FileState, Follower, ReadResult
 from msnb.events.tags import spellings
 
 from .writers.framing import payloads
@@ -269,10 +269,44 @@ def test_a_failing_worker_raises_with_its_traceback(tb_files):
     from msnb.events.reader import FileState
 
     states = [FileState(src) for src in discover(tb_files)]
-    states[1].source = None  # a state no reader would build: polling it fails inside the worker
+    states[0].source = None  # a state no reader would build; the first task goes to the worker, where polling it fails
     with pytest.raises(parallel.WorkerError, match="AttributeError"):
         parallel.poll_states(states, [[0], [1]], 2, final=True)
-    assert states[0].results == [] or len(states[0].results) == 1  # whatever finished is kept in order, nothing doubled
+    assert states[1].results == [] or len(states[1].results) == 1  # whatever finished is kept in order, nothing doubled
+    assert not _children_reading()
+
+
+def test_a_failure_in_this_process_share_raises_as_itself_and_ends_the_workers(tb_files):
+    from msnb.events.discovery import discover
+    from msnb.events.reader import FileState
+
+    states = [FileState(src) for src in discover(tb_files)]
+    states[-1].source = None  # the last task is this process's own: the error of a one-process read, not a WorkerError
+    tasks = [[i] for i in range(len(states))]
+    with pytest.raises(AttributeError):
+        parallel.poll_states(states, tasks, 2, final=True)
+    assert not _children_reading()
+
+
+def test_this_process_reads_beside_its_workers(everything, monkeypatch):
+    """With N workers asked for, N - 1 processes are started: this one reads too, with the same result."""
+    monkeypatch.setattr(parallel, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(parallel, "TASK_BYTES", 1)
+    started, real_start = [], parallel._start
+    monkeypatch.setattr(parallel, "_start", lambda n: started.append(n) or real_start(n))
+    read_here, real_poll = [], FileState.poll
+    monkeypatch.setattr(FileState, "poll", lambda self, **kw: read_here.append(self.source.path) or real_poll(self, **kw))
+    many = msnb.read(everything, workers=3)
+    assert started == [2] and read_here  # two workers, and files read in this process too
+    monkeypatch.setattr(FileState, "poll", real_poll)
+    assert_same(many, msnb.read(everything, workers=1))
+
+
+def _children_reading() -> list:
+    """This process's children still running a reading worker (zombies not counted)."""
+    import psutil
+
+    return [c for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE and "parallel import serve" in " ".join(c.cmdline())]
 
 
 # ---------------------------------------------------------------- what workers send back

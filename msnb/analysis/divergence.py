@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from .medians import nan_median
 from .rules import DEFAULT_RULES, RankFlag, Rules
 from .series import align, curves
 
@@ -107,12 +108,8 @@ def _sample(a: np.ndarray, most: int = 4096) -> np.ndarray:
 
 
 def _median(a: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
-    """np.median along *axis*, NaN ignored; the NaN-aware (slow) path only when there are NaNs."""
-    if np.isfinite(a).all():
-        return np.median(a, axis=axis, keepdims=keepdims)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(a, axis=axis, keepdims=keepdims)
+    """np.median along *axis*, NaN ignored (see :func:`msnb.analysis.medians.nan_median`)."""
+    return nan_median(a, axis, keepdims)
 
 
 def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = False):

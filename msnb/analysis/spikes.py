@@ -9,10 +9,10 @@ space, so one rank's noise does not make a spike and a shared one counts once.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
+from .medians import nan_median
 from .rules import DEFAULT_RULES, RankFlag, Rules
 
 
@@ -59,12 +59,7 @@ def unrecovered_spikes(steps, values, rules: Rules = DEFAULT_RULES):
 
 def run_curve(matrix: np.ndarray) -> np.ndarray:
     """The run's loss at each common step: the median over ranks (a rank's NaN ignored)."""
-    a = np.ascontiguousarray(np.where(np.isfinite(matrix), matrix, np.nan).T)
-    if np.isfinite(a).all():
-        return np.median(a, axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(a, axis=1)
+    return nan_median(np.ascontiguousarray(np.where(np.isfinite(matrix), matrix, np.nan).T), axis=1)
 
 
 def spike_flag(run: str, tag: str, steps, values, rules: Rules = DEFAULT_RULES) -> RankFlag | None:

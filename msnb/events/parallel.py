@@ -22,6 +22,7 @@ import selectors
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -245,69 +246,51 @@ def _start(n: int) -> list[subprocess.Popen]:
 
 
 def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bool) -> list:
-    """Poll ``states[i]`` for every i in *tasks*, in worker processes.
+    """Poll ``states[i]`` for every i in *tasks*, here and in ``workers - 1`` worker processes.
 
+    This process reads tasks too, as one of the *workers*: it has msnb imported
+    already (a worker spends its first third of a second importing it) and what
+    it reads is not sent through a pipe.  A thread of its own hands out tasks and
+    receives results, so a worker never waits for this process to finish a file.
     Each state travels without the results of earlier polls (they stay here)
     and comes back advanced; it replaces the one in *states*.
 
     Args:
         states: the :class:`~msnb.events.reader.FileState` of every file, in file order.
         tasks: lists of indices into *states* (see :func:`plan`).
-        workers: processes to start (at most one per task).
+        workers: processes reading, this one included (at most one per task).
         final: passed to each state's ``poll``.
 
     Returns:
         The new :class:`~msnb.events.reader.ReadResult` of each polled state, in the order of *tasks*' indices.
 
     Raises:
-        WorkerError: a worker crashed or raised (with its traceback).
+        WorkerError: a worker crashed or raised (with its traceback); what this process reads raises as it would
+        in a one-process read.
     """
-    procs = _start(min(workers, len(tasks)))
-    earlier = {}
-    news: dict = {}
-    todo = list(range(len(tasks)))[::-1]
-    sel = selectors.DefaultSelector()
+    exchange = _Exchange(states, tasks, final)
+    procs = _start(max(0, min(workers, len(tasks)) - 1))
+    thread = None
     try:
-
-        def give(proc) -> bool:
-            if not todo:
-                return False
-            t = todo.pop()
-            batch = []
-            for i in tasks[t]:
-                earlier[i] = states[i].results
-                states[i].results = []
-                batch.append(states[i])
-            _send(proc.stdin, (t, batch, final))
-            return True
-
-        for proc in procs:
-            if give(proc):
-                sel.register(proc.stdout, selectors.EVENT_READ, proc)
-        busy = len(sel.get_map())
-        while busy:
-            for key, _ in sel.select():
-                proc = key.data
-                msg = _receive(proc.stdout)
-                if msg is None:
-                    raise WorkerError(f"a reading worker ended unexpectedly (exit status {proc.wait()})")
-                t, back, polled = msg
-                if back is None:
-                    raise WorkerError(f"a reading worker failed:\n{polled}")
-                for i, st, new in zip(tasks[t], back, polled):
-                    st.results = earlier.pop(i) + st.results
-                    states[i] = st
-                    news[i] = new
-                if not give(proc):
-                    sel.unregister(proc.stdout)
-                    proc.stdin.close()  # no more tasks: it exits while the others finish theirs
-                    busy -= 1
+        for proc in procs:  # every worker's first task, before this process takes any: each has work from the start
+            exchange.give(proc)
+        if procs:
+            thread = threading.Thread(target=exchange.serve, args=(procs,), name="msnb-read-workers", daemon=True)
+            thread.start()
+        while (t := exchange.claim()) is not None:  # this process's share, read the one-process way
+            exchange.news.update((i, states[i].poll(final=final)) for i in tasks[t])
+        while thread is not None and thread.is_alive():
+            thread.join(0.1)  # in short waits: Ctrl-C still reaches this thread
+        if exchange.failure is not None:
+            raise exchange.failure
     except BaseException:  # a failed worker, Ctrl-C: the others' work is of no use, end them now
+        exchange.stop = True
         for proc in procs:
             proc.kill()
         raise
     finally:
-        sel.close()
+        if thread is not None:
+            thread.join()
         for proc in procs:
             try:
                 proc.stdin.close()
@@ -320,6 +303,63 @@ def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bo
                 proc.kill()
                 proc.wait()
             proc.stdout.close()
-        for i, results in earlier.items():  # a failed task: its states keep what they had
+        for i, results in exchange.earlier.items():  # a failed task: its states keep what they had
             states[i].results = results + states[i].results
-    return [news[i] for t in tasks for i in t]
+    return [exchange.news[i] for t in tasks for i in t]
+
+
+class _Exchange:
+    """The tasks of one :func:`poll_states`: claimed one at a time by this process or given to a worker."""
+
+    def __init__(self, states: list, tasks: list[list[int]], final: bool):
+        self.states, self.tasks, self.final = states, tasks, final
+        self.todo = list(range(len(tasks)))[::-1]
+        self.lock = threading.Lock()
+        self.earlier: dict = {}  # results of earlier polls of the states out with a worker
+        self.news: dict = {}
+        self.failure: BaseException | None = None
+        self.stop = False
+
+    def claim(self) -> int | None:
+        with self.lock:
+            return self.todo.pop() if self.todo and not self.stop and self.failure is None else None
+
+    def give(self, proc) -> bool:
+        t = self.claim()
+        if t is None:
+            return False
+        batch = []
+        for i in self.tasks[t]:
+            self.earlier[i] = self.states[i].results
+            self.states[i].results = []
+            batch.append(self.states[i])
+        _send(proc.stdin, (t, batch, self.final))
+        return True
+
+    def serve(self, procs: list) -> None:
+        """The thread's loop: take each worker's result, give it the next task, until none is left."""
+        sel = selectors.DefaultSelector()
+        try:
+            for proc in procs:
+                sel.register(proc.stdout, selectors.EVENT_READ, proc)
+            while sel.get_map() and not self.stop:
+                for key, _ in sel.select(timeout=0.5):
+                    proc = key.data
+                    msg = _receive(proc.stdout)
+                    if msg is None:
+                        raise WorkerError(f"a reading worker ended unexpectedly (exit status {proc.wait()})")
+                    t, back, polled = msg
+                    if back is None:
+                        raise WorkerError(f"a reading worker failed:\n{polled}")
+                    for i, st, new in zip(self.tasks[t], back, polled):
+                        st.results = self.earlier.pop(i) + st.results
+                        self.states[i] = st
+                        self.news[i] = new
+                    if not self.give(proc):
+                        sel.unregister(proc.stdout)
+                        proc.stdin.close()  # no more tasks: it exits while the others finish theirs
+        except BaseException as exc:  # handed to the caller's thread, which raises it
+            if not self.stop:
+                self.failure = exc
+        finally:
+            sel.close()

@@ -528,7 +528,7 @@ class Follower:
             see :func:`msnb.events.tags.spellings`); None reads all.  Records of other tags are
             framed and checked but not decoded where the layout proves which tag they hold.
             Lineage records, which have no tag, are always kept.
-        workers: processes a poll with much to read may use (None: the idle cores, capped);
+        workers: processes a poll with much to read may use, this one included (None: the idle cores, capped);
             the result is the same as with 1.
     """
 
@@ -651,8 +651,9 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
         verify: check both checksums of every record.
         tags: read only these tags (real tags or meanings, e.g. ``["loss", "lr"]``); None reads all.
             The result is the full read's with other tags' rows left out.
-        workers: processes to read files in (None: the idle cores (cores less the load average), at most 8; 1: this
-            process only).  Small trees are read here whatever it says; the result is the same.
+        workers: processes to read files in, this one included (it reads beside ``workers - 1`` worker processes;
+            None: the idle cores, at most 8; 1: this process only).  Small trees are read here whatever it says;
+            the result is the same.
 
     Returns:
         A :class:`ReadResult`.

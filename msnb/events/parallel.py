@@ -272,10 +272,12 @@ def poll_states(states: list, tasks: list[list[int]], workers: int, *, final: bo
     procs = _start(max(0, min(workers, len(tasks)) - 1))
     thread = None
     try:
-        for proc in procs:  # every worker's first task, before this process takes any: each has work from the start
-            exchange.give(proc)
-        if procs:
-            thread = threading.Thread(target=exchange.serve, args=(procs,), name="msnb-read-workers", daemon=True)
+        busy = [proc for proc in procs if exchange.give(proc)]  # every worker's first task, before this process takes any
+        for proc in procs:
+            if proc not in busy:  # (none: there are fewer workers than tasks) no task: it exits now
+                proc.stdin.close()
+        if busy:
+            thread = threading.Thread(target=exchange.serve, args=(busy,), name="msnb-read-workers", daemon=True)
             thread.start()
         while (t := exchange.claim()) is not None:  # this process's share, read the one-process way
             exchange.news.update((i, states[i].poll(final=final)) for i in tasks[t])

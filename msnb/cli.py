@@ -437,7 +437,7 @@ def main(argv=None) -> int:
     Any other exception is a bug in msnb and keeps its traceback.
     """
     args = build_parser().parse_args(argv)
-    keep_scratch_memory()  # this process is msnb's own: reading keeps its scratch arrays' pages (see msnb.events.heap)
+    keep_scratch_memory()  # this process is msnb's own: reading keeps its scratch arrays' pages (see msnb.heap)
     try:
         return args.func(args)
     except MsnbError as exc:

@@ -63,8 +63,8 @@ def _noise_scale(e: np.ndarray) -> np.ndarray:
         warnings.simplefilter("ignore", RuntimeWarning)
         d = np.diff(e, axis=1)
         ds = _sample(d)
-        med = _median(ds, 1, True)
-        mad = 1.4826 * _median(np.abs(ds - med), 1, True)
+        med = nan_median(ds, 1, True)
+        mad = 1.4826 * nan_median(np.abs(ds - med), 1, True)
         lim = 10 * np.maximum(mad, 1e-12)
         d -= med  # in place, as every step below: a (ranks x steps) matrix at a time, not four
         np.clip(d, -lim, lim, out=d)
@@ -78,8 +78,8 @@ def _winsorize(e: np.ndarray, rules: Rules) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         es = _sample(e)
-        med = _median(es, 1, True)
-        mad = 1.4826 * _median(np.abs(es - med), 1, True)
+        med = nan_median(es, 1, True)
+        mad = 1.4826 * nan_median(np.abs(es - med), 1, True)
     lim = np.maximum(5 * np.nan_to_num(mad, nan=0.0), 3 * rules.divergence_min_gap)
     return np.clip(e, -lim, lim)
 
@@ -97,19 +97,14 @@ def _first_persistent(hit: np.ndarray, patience: int) -> np.ndarray:
 def _median_rows(a: np.ndarray, every: int = 1) -> np.ndarray:
     """Median over rows per column; with *every* > 1 computed on every n-th column and interpolated (for slow-moving medians)."""
     if every <= 1 or a.shape[1] <= 4 * every:
-        return _median(np.ascontiguousarray(a.T), axis=1)
+        return nan_median(np.ascontiguousarray(a.T), axis=1)
     cols = np.arange(0, a.shape[1], every)
-    return np.interp(np.arange(a.shape[1]), cols, _median(np.ascontiguousarray(a[:, cols].T), axis=1))
+    return np.interp(np.arange(a.shape[1]), cols, nan_median(np.ascontiguousarray(a[:, cols].T), axis=1))
 
 
 def _sample(a: np.ndarray, most: int = 4096) -> np.ndarray:
     """At most *most* evenly spaced columns of *a*: robust scales do not need every point."""
     return a if a.shape[1] <= most else a[:, :: -(-a.shape[1] // most)]
-
-
-def _median(a: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
-    """np.median along *axis*, NaN ignored (see :func:`msnb.analysis.medians.nan_median`)."""
-    return nan_median(a, axis, keepdims)
 
 
 def departures(e: np.ndarray, rules: Rules = DEFAULT_RULES, *, center: bool = False):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .crcs import by_length
-from .rowwords import gather_rows, placed
+from .rowwords import equal_under_mask, gather_rows, placed
 from .wire import DecodeError
 
 MIN_GROUP = 8  # fewer records than this of one length: decode them one by one
@@ -120,11 +120,7 @@ def _match(raw, starts: np.ndarray, n: int, template_start: int, ev, keep=None):
     value_parts = {j: [] for j in keep}
     for lo in range(0, starts.size, rows):
         words, lead = gather_rows(raw, starts[lo : lo + rows], n)  # compared a word at a time, on the fixed bytes only
-        want, mask = placed(template, n, lead), placed(fixed, n, lead)
-        differ = np.zeros(words.shape[0], dtype=np.uint64)
-        for j in np.flatnonzero(mask).tolist():
-            differ |= (words[:, j] ^ want[j]) & mask[j]
-        ok = differ == 0
+        ok = equal_under_mask(words, placed(template, n, lead), placed(fixed, n, lead))
         m = words.view(np.uint8)[:, lead : lead + n]
         if ev.step_span is not None:
             s, k = ev.step_span

@@ -32,7 +32,7 @@ from crc32c import crc32c
 
 from .crcs import crc_many
 from .problems import Problem, ProblemKind
-from .rowwords import gather_rows, placed
+from .rowwords import equal_under_mask, gather_rows, placed
 
 MASK_DELTA = 0xA282EAD8
 HEADER = 12  # u64 length + u32 crc
@@ -243,13 +243,9 @@ def _run_ahead(buf, raw: np.ndarray, pos: int, end: int, pattern: list, periods:
     within = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     starts = (pos + np.arange(periods, dtype=np.int64)[:, None] * period + within[None, :]).ravel()
     rows, lead = gather_rows(raw, starts, HEADER)  # each guessed header as two 64-bit words, compared a word at a time
-    rows = rows.reshape(periods, len(pattern), rows.shape[1])
-    good = np.ones((periods, len(pattern)), dtype=bool)
+    heads = np.stack([placed(np.frombuffer(_header_bytes(n), dtype=np.uint8), HEADER, lead) for n in pattern])  # one per pattern position
     mask = placed(np.full(HEADER, 0xFF, dtype=np.uint8), HEADER, lead)
-    heads = np.stack([placed(np.frombuffer(_header_bytes(n), dtype=np.uint8), HEADER, lead) for n in pattern])
-    for j in range(rows.shape[2]):
-        good &= (rows[:, :, j] & mask[j]) == heads[:, j]
-    good = good.ravel()
+    good = equal_under_mask(rows.reshape(periods, len(pattern), rows.shape[1]), heads, mask).ravel()
     k = starts.size if good.all() else int(np.argmin(good))
     if k == 0:
         return None, None, pos

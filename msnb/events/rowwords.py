@@ -59,3 +59,15 @@ def placed(values: np.ndarray, n: int, lead: int) -> np.ndarray:
     row = np.zeros(row_width(n), dtype=np.uint8)
     row[lead : lead + n] = values
     return row.view(np.uint64)
+
+
+def equal_under_mask(rows: np.ndarray, want: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Which rows equal *want* on the bytes *mask* keeps (all words rows of :func:`gather_rows`, :func:`placed`).
+
+    *want* broadcasts against *rows* (one row for all, or one per position of a pattern); words the mask
+    leaves out entirely are never read.
+    """
+    differ = np.zeros(rows.shape[:-1], dtype=np.uint64)
+    for j in np.flatnonzero(mask).tolist():
+        differ |= (rows[..., j] ^ want[..., j]) & mask[j]
+    return differ == 0

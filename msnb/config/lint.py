@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from ..findings import INFO, WARNING, Finding
 from .loader import LoadedConfig
 from .monitor_schema import MonitorSettings, monitor_settings
+from .run_config import is_mindformers_run
 
 __all__ = ["Finding", "lint", "is_distributed", "sink_size"]
 
@@ -226,7 +227,9 @@ def lint(
     callbacks = data.get("callbacks") or []
     types = [c.get("type") for c in callbacks if isinstance(c, dict)]
     printers = sorted(set(t for t in types if isinstance(t, str)) & _PRINTERS)
-    if s.keep_default_callbacks and printers:
+    # keep_default_callbacks is msnb's key: a mindformers run config's callbacks are mindformers' own, unless the user set it
+    msnb_callbacks = not is_mindformers_run(data) or "keep_default_callbacks" in s.present
+    if s.keep_default_callbacks and printers and msnb_callbacks:
         out.append(
             Finding(
                 "duplicate-printing",

@@ -19,6 +19,10 @@ from ..errors import SmokeError
 from .device import DEVICES
 
 DEFAULT_OUT = "msnb_smoke.png"
+BUILTIN_STEPS = 200
+MINDFORMERS_STEPS = 40  # a mindformers model compiles for ~10 s on CPU, then steps in tens of ms with every monitor on
+SHRINK_CHOICES = ("auto", "always", "never")
+DATA_CHOICES = ("auto", "config", "synthetic")
 LIMITS = {"steps": 1_000_000, "batch_size": 65_536, "workers": 64, "collect_freq": 1_000_000, "sink_size": 1_000_000}  # a smoke run is short and small
 
 
@@ -31,8 +35,8 @@ class SmokeOptions:
     """Everything a smoke run is told; ``run_smoke(**fields)`` and both front ends build one of these."""
 
     config: str | os.PathLike | None = None
-    steps: int = 200
-    batch_size: int = 32
+    steps: int | None = None  # 200 for the built-in model, MINDFORMERS_STEPS for a mindformers config
+    batch_size: int | None = None  # 32 for the built-in model; 2 for a shrunk mindformers model, else the config's
     lr: float | None = None
     collect_freq: int | None = None
     device: str | None = None
@@ -42,10 +46,12 @@ class SmokeOptions:
     live: bool = True
     code: str | None = None
     module: str | None = None
-    mode: str = "pynative"
+    mode: str | None = None  # pynative for the built-in model; a mindformers config's own context.mode
     timeout: float | None = None
     sink_size: int | None = None
     out: str | os.PathLike | None = None
+    shrink: str = "auto"
+    data: str = "auto"
 
     def validate(self) -> None:
         """Refuse options no run could honour, before anything is started or created.
@@ -55,14 +61,18 @@ class SmokeOptions:
         """
         for name, limit in LIMITS.items():
             value = getattr(self, name)
-            if value is None and name in ("collect_freq", "sink_size"):
+            if value is None and name in ("collect_freq", "sink_size", "steps", "batch_size"):
                 continue
             if not _whole(value) or not 1 <= value <= limit:
                 raise SmokeError(f"--{name.replace('_', '-')} must be a whole number of 1 or more, at most {limit:,} (got {value!r})")
         if self.timeout is not None and not (isinstance(self.timeout, numbers.Real) and math.isfinite(self.timeout) and self.timeout > 0):
             raise SmokeError(f"--timeout must be a number of seconds above 0 (got {self.timeout!r})")
-        if self.mode not in ("pynative", "graph"):
+        if self.mode not in (None, "pynative", "graph"):
             raise SmokeError(f"--mode must be pynative or graph (got {self.mode!r})")
+        if self.shrink not in SHRINK_CHOICES:
+            raise SmokeError(f"--shrink must be one of {', '.join(SHRINK_CHOICES)} (got {self.shrink!r})")
+        if self.data not in DATA_CHOICES:
+            raise SmokeError(f"--data must be one of {', '.join(DATA_CHOICES)} (got {self.data!r})")
         if self.code is not None and self.module is not None:
             raise SmokeError("give the model as the cell's code or as --module, not both")
         if self.lr is not None and not isinstance(self.lr, numbers.Real):
@@ -130,10 +140,16 @@ class Option:
 
 
 SMOKE_OPTIONS: tuple[Option, ...] = (
-    Option(("config",), "a YAML whose monitor_config to test (default: none, msnb's own settings)", nargs="?", metavar="CONFIG"),
-    Option(("--steps",), "training steps to run", type=int, default=200),
-    Option(("--batch-size",), "batch size of the built-in model", type=int, default=32),
-    Option(("--lr",), "learning rate of the built-in model (default: 0.05)", type=float),
+    Option(
+        ("config",),
+        "a mindformers run YAML, whose own model is trained through mindformers' Trainer with its callbacks; or a YAML whose "
+        "monitor_config to test on the built-in model (default: none, msnb's own settings)",
+        nargs="?",
+        metavar="CONFIG",
+    ),
+    Option(("--steps",), f"training steps to run (default: {BUILTIN_STEPS}; {MINDFORMERS_STEPS} for a mindformers model)", type=int),
+    Option(("--batch-size",), "batch size (default: 32 for the built-in model; 2 for a shrunk mindformers model, else the config's)", type=int),
+    Option(("--lr",), "learning rate (default: 0.05 for the built-in model; 5e-3 for a shrunk mindformers model, else the config's)", type=float),
     Option(("--collect-freq",), "SummaryCollector's collect_freq (default: the config's, else 5)", type=int),
     Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
     Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun", type=int, default=1),
@@ -141,7 +157,23 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(("--keep",), "keep the temporary directory after a pass (it is always kept after a failure)", action="store_true"),
     Option(("--no-live",), "no live view while it runs", action="store_true"),
     Option(("--module",), "a .py file (relative to the current directory) or an importable module defining net, loss_fn, optimizer, dataset (or build())"),
-    Option(("--mode",), "MindSpore's execution mode", default="pynative", choices=("pynative", "graph")),
+    Option(
+        ("--mode",),
+        "MindSpore's execution mode (default: pynative for the built-in model; a mindformers config's own context.mode)",
+        choices=("pynative", "graph"),
+    ),
+    Option(
+        ("--shrink",),
+        "a mindformers model's size: auto (shrunk on CPU and GPU, and on Ascend when it would not fit one card), always, or never",
+        default="auto",
+        choices=SHRINK_CHOICES,
+    ),
+    Option(
+        ("--data",),
+        "a mindformers model's data: auto (the config's dataset when its files exist here, else synthetic token ids), config, or synthetic",
+        default="auto",
+        choices=DATA_CHOICES,
+    ),
     Option(("--timeout",), "stop the training after this many seconds (default: no limit)", type=float),
     Option(("--sink-size",), "rehearse dataset_sink_mode=True with this sink_size (default: sink mode off)", type=int, metavar="N"),
     Option(("--out",), "also save the final figure to this PNG/SVG file", where="magic", metavar="FILE"),

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +47,9 @@ from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
-from .options import SmokeOptions
+from .mindformers_judging import judge_mindformers_smoke, log_scalars
+from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers
+from .options import BUILTIN_STEPS, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
@@ -193,6 +195,7 @@ class Prepared:
     module_path: str | None  # where a module *name* is imported from (the caller's cwd)
     msrun: str | None
     summary: Path | None  # the user's --summary-dir, resolved
+    plan: ModelPlan | None = None  # a mindformers config's own model, when the YAML is a mindformers run config
 
 
 def prepare(options: SmokeOptions) -> Prepared:
@@ -209,6 +212,10 @@ def prepare(options: SmokeOptions) -> Prepared:
         ConfigError: a config that cannot be loaded.
     """
     options.validate()
+    loaded_first = load_config(options.config) if options.config is not None else None
+    if loaded_first is not None and is_mindformers_run(loaded_first.data):
+        return _prepare_mindformers(options, loaded_first)
+    options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
     msrun = None
     if options.workers > 1:
         msrun = find_msrun()
@@ -230,6 +237,56 @@ def prepare(options: SmokeOptions) -> Prepared:
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
     device, reason, usable = device_status(options.device)
     return Prepared(options, device, reason, usable, loaded, monitor, findings, module, module_path, msrun, summary)
+
+
+def _mindformers_mode(loaded, options: SmokeOptions) -> str:
+    if options.mode is not None:
+        return options.mode
+    mode = loaded.get("context.mode", 0)
+    return "pynative" if str(mode).strip().lower() in ("1", "pynative", "pynative_mode") else "graph"
+
+
+def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
+    """A mindformers run YAML: its own model, through mindformers' Trainer, checked and planned before anything starts."""
+    where = loaded.path
+    if options.code is not None or options.module is not None:
+        raise SmokeError(
+            f"{where} is a mindformers run config, which trains its own model; give the model as the YAML, or as code/--module with a YAML of monitor_config only"
+        )
+    if options.workers > 1:
+        raise SmokeError(
+            f"--workers {options.workers} with a mindformers config: mindformers' distributed launch needs a communication backend "
+            "(HCCL on Ascend) that the CPU backend lacks; run the multi-rank rehearsal on Ascend with msrun, or use --workers 1 here"
+        )
+    version = installed_mindformers()
+    if version is None:
+        raise SmokeError(
+            f"{where} is a mindformers run config, and mindformers is not installed here: pip install 'msnb[mindformers]' (mindformers=={PINNED_MINDFORMERS}.0)"
+        )
+    device, reason, usable = device_status(options.device)
+    if device == "CPU" and not (version == PINNED_MINDFORMERS or version.startswith(PINNED_MINDFORMERS + ".")):
+        raise SmokeError(
+            f"mindformers {version} is installed; msnb's CPU rehearsal (the Ascend-only kernels it replaces) is written for mindformers "
+            f"{PINNED_MINDFORMERS}: run the smoke on Ascend, or install mindformers=={PINNED_MINDFORMERS}.0"
+        )
+    mode = _mindformers_mode(loaded, options)
+    options = replace(options, steps=options.steps or MINDFORMERS_STEPS, mode=mode)
+    plan = plan_mindformers(
+        loaded,
+        device=device,
+        shrink=options.shrink,
+        steps=options.steps,
+        batch_size=options.batch_size,
+        lr=options.lr,
+        mode=mode,
+        data=options.data,
+        sink_size=options.sink_size,
+    )
+    options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
+    monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
+    findings = lint(loaded, steps=options.steps, distributed=False, protobuf_major=installed_major("protobuf"))
+    summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
+    return Prepared(options, device, reason, usable, loaded, {}, findings, None, None, None, summary, plan)
 
 
 @dataclass
@@ -272,6 +329,27 @@ def _spec(prepared: Prepared, workdir: Path, summary: Path, code_path: Path | No
     }
 
 
+def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
+    """Write the child's mindformers config (every output inside *workdir*) and return the child's spec."""
+    o, plan = prepared.options, prepared.plan
+    config = child_config(plan, workdir, summary)
+    (workdir / "run.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    collect = next((int(cb.get("collect_freq") or 1) for cb in config.get("callbacks") or [] if isinstance(cb, dict) and cb.get("type") == "SummaryMonitor"), 1)
+    return {
+        "mindformers_model": plan.family,
+        "legacy": plan.legacy,
+        "steps": int(o.steps),
+        "device": prepared.device,
+        "mode": o.mode,
+        "config": str(workdir / "run.yaml"),
+        "workdir": str(workdir),
+        "collect_freq": collect,
+        "data": plan.data,
+        "columns": plan.columns,
+        "seed": 0,
+    }
+
+
 def launch(prepared: Prepared) -> Launched:
     """Make the scratch directory, write the child's spec and start the guard.
 
@@ -287,13 +365,16 @@ def launch(prepared: Prepared) -> Launched:
     try:
         summary = prepared.summary or workdir / "summary"
         summary.mkdir(parents=True, exist_ok=True, mode=0o700)
-        monitor = {"monitor_config": {**prepared.monitor["monitor_config"], "summary_dir": str(summary)}}
-        (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
-        code_path = None
-        if o.code is not None:
-            code_path = workdir / "user_code.py"
-            code_path.write_text(o.code)
-        spec = _spec(prepared, workdir, summary, code_path, monitor["monitor_config"]["collect_freq"])
+        if prepared.plan is not None:
+            spec = _mindformers_spec(prepared, workdir, summary)
+        else:
+            monitor = {"monitor_config": {**prepared.monitor["monitor_config"], "summary_dir": str(summary)}}
+            (workdir / "monitor.yaml").write_text(yaml.safe_dump(monitor, sort_keys=False))
+            code_path = None
+            if o.code is not None:
+                code_path = workdir / "user_code.py"
+                code_path.write_text(o.code)
+            spec = _spec(prepared, workdir, summary, code_path, monitor["monitor_config"]["collect_freq"])
         (workdir / "spec.json").write_text(json.dumps(spec))
 
         env = dict(os.environ)
@@ -302,7 +383,10 @@ def launch(prepared: Prepared) -> Launched:
         env["PYTHONUNBUFFERED"] = "1"
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
-        if o.workers == 1:
+        if prepared.plan is not None:
+            command = [sys.executable, "-m", "msnb.smoke.mindformers_worker", str(workdir / "spec.json")]
+            stop = signal.SIGTERM
+        elif o.workers == 1:
             command = [sys.executable, "-m", "msnb.smoke.worker", str(workdir / "spec.json")]
             stop = signal.SIGTERM
         else:
@@ -392,6 +476,12 @@ class Watched:
     extra_checks: list = field(default_factory=list)
 
 
+def _live_source(prepared: Prepared):
+    """What the live view draws: for a mindformers model, MFLossMonitor's lines as they are written (the other
+    writers repeat the same loss); otherwise everything read."""
+    return (lambda scalars: scalars) if prepared.plan is None else log_scalars
+
+
 def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
     """Follow the run until it ends, is interrupted, times out or a stop signal arrives; then stop every process of it.
 
@@ -406,6 +496,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     """
     o = launched.prepared.options
     follower = Follower(launched.workdir)
+    live_scalars = _live_source(launched.prepared)
     out = Watched(None)
     compiling_said = False
     try:
@@ -417,7 +508,9 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
                 out.first_live_wall = time.time()
             if view is not None:
                 if len(new.scalars):
-                    view.update(follower.result.scalars, step=int(np.max(follower.result.scalars.step)))
+                    shown = live_scalars(follower.result.scalars)
+                    if len(shown):
+                        view.update(shown, step=int(np.max(shown.step)))
                 elif out.first_live_wall is None and not compiling_said and any(launched.workdir.glob("step_times*.csv")):
                     view.update(status="waiting for the first step (compiling)...", force=True)
                     compiling_said = True
@@ -508,6 +601,36 @@ def check_sink(sink_size: int | None, device: str, mode: str, times: dict) -> li
     return [Check("sink_mode", WARN, f"sink mode not rehearsed: {why}; dataset_sink_mode=True, sink_size={sink_size} was accepted but {seen}")]
 
 
+def _read_json(path: Path) -> dict | None:
+    """A small JSON file the child wrote (None when absent or not JSON: the child may have died before writing it)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class MindformersRun:
+    """Everything the verdict of a mindformers smoke run is made from (see :func:`msnb.smoke.mindformers_judging.judge_mindformers_smoke`)."""
+
+    plan: ModelPlan
+    outcome: ProcessOutcome
+    everything: object  # what the Follower read in the scratch directory: logs, TensorBoard files, summaries
+    summary_read: object  # the summary directory read on its own
+    times: dict
+    device_usable: bool
+    device_reason: str
+    findings: list
+    workdir: Path
+    summary: Path
+    collect_freq: int
+    stopped_by: str | None
+    rehearsal: dict | None
+    failure: str | None
+
+
 def judge(launched: Launched, watched: Watched) -> SmokeResult:
     """Read what the run left on disk, judge it, draw the figures; remove the scratch directory when it is not needed.
 
@@ -529,20 +652,40 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
     elapsed = time.monotonic() - launched.started
     outcome = ProcessOutcome(watched.returncode, watched.interrupted, watched.timed_out, elapsed, log_tail)
 
-    checks = judge_smoke(
-        outcome,
-        summary_read,
-        watched.everything,
-        times,
-        launched.spec,
-        prepared.device,
-        prepared.device_reason,
-        prepared.findings,
-        summary,
-        o.workers,
-        device_usable=prepared.device_usable,
-        stopped_by=watched.stopped_by,
-    )
+    if prepared.plan is not None:
+        checks = judge_mindformers_smoke(
+            MindformersRun(
+                plan=prepared.plan,
+                outcome=outcome,
+                everything=watched.everything,
+                summary_read=summary_read,
+                times=times,
+                device_usable=prepared.device_usable,
+                device_reason=prepared.device_reason,
+                findings=prepared.findings,
+                workdir=workdir,
+                summary=summary,
+                collect_freq=int(launched.spec.get("collect_freq") or 1),
+                stopped_by=watched.stopped_by,
+                rehearsal=_read_json(workdir / "rehearsal.json"),
+                failure=_tail(workdir / "failure.txt", 1) or None,
+            )
+        )
+    else:
+        checks = judge_smoke(
+            outcome,
+            summary_read,
+            watched.everything,
+            times,
+            launched.spec,
+            prepared.device,
+            prepared.device_reason,
+            prepared.findings,
+            summary,
+            o.workers,
+            device_usable=prepared.device_usable,
+            stopped_by=watched.stopped_by,
+        )
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
     passed = not any(c.status == FAIL for c in checks)

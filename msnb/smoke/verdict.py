@@ -109,7 +109,9 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
                 f"one step in {collect_freq} collects, so monitoring costs {overhead:.1%} of step time"
             )
             if builtin_model:
-                out.append(Check(f"monitor_overhead{label}", PASS, detail + " (built-in model: reported, not judged; a real model's steps cost more)"))
+                out.append(
+                    Check(f"monitor_overhead{label}", PASS, detail + " (a smoke-sized model: reported, not judged; a full-size model's steps cost more)")
+                )
             else:
                 out.append(Check(f"monitor_overhead{label}", PASS if overhead < 0.05 else WARN, detail + ("" if overhead < 0.05 else ": raise collect_freq")))
         elif label == "" or rank == min(times):
@@ -132,5 +134,5 @@ def check_disk(summary_bytes: int, trained_steps: int, median_ms: float | None, 
         f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day"
     )
     if builtin_model:
-        return Check("disk_per_day", PASS, detail + " (built-in model: a real model's slower steps write less a day)")
+        return Check("disk_per_day", PASS, detail + " (a smoke-sized model: a full-size model's slower steps write less a day)")
     return Check("disk_per_day", PASS if gb < 20 else WARN, detail if gb < 20 else detail + ": raise collect_freq")

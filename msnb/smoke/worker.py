@@ -17,7 +17,6 @@ import os
 import runpy
 import signal
 import sys
-import time
 
 
 def _user_model(spec: dict):
@@ -57,9 +56,9 @@ def main(spec_path: str) -> int:
         spec = json.load(f)
     import mindspore as ms
     from mindspore.train import Model
-    from mindspore.train.callback import Callback
 
     from ..monitor import build_monitor_callbacks, current_rank
+    from .step_callbacks import StepTimer, StopAt
 
     ms.set_context(mode=ms.GRAPH_MODE if spec.get("mode") == "graph" else ms.PYNATIVE_MODE)
     ms.set_device(spec["device"])
@@ -86,36 +85,11 @@ def main(spec_path: str) -> int:
 
     times_path = os.path.join(spec["workdir"], "step_times.csv" if world == 1 else f"step_times_rank{rank}.csv")
 
-    class StepTimer(Callback):
-        """Per-step wall time, and whether SummaryCollector collected at that step (its overhead)."""
-
-        def __init__(self):
-            self.out = open(times_path, "w", buffering=1)
-            self.out.write("step,ms,collected,wall\n")
-            self.t0 = None
-
-        def on_train_step_begin(self, run_context):
-            self.t0 = time.perf_counter()
-
-        def on_train_step_end(self, run_context):
-            step = run_context.original_args().cur_step_num
-            ms_ = (time.perf_counter() - self.t0) * 1000 if self.t0 else float("nan")
-            collected = int(step == 1 or step % collect_freq == 0)
-            self.out.write(f"{step},{ms_:.3f},{collected},{time.time():.6f}\n")
-
-        def on_train_end(self, run_context):
-            self.out.close()
-
-    class StopAt(Callback):
-        def on_train_step_end(self, run_context):
-            if run_context.original_args().cur_step_num >= steps:
-                run_context.request_stop()
-
     sink_size = spec.get("sink_size")
     size = dataset.get_dataset_size()
     per_epoch = sink_size or size
     epochs = max(1, math.ceil(steps / per_epoch)) if per_epoch else 1
-    callbacks = [StepTimer()] + build_monitor_callbacks(spec["config"]) + [StopAt()]
+    callbacks = [StepTimer(times_path, collect_freq)] + build_monitor_callbacks(spec["config"]) + [StopAt(steps)]
     if sink_size:
         # MindSpore trains without sink mode on CPU and in PyNative mode (it says so at INFO level); the verdict reports it
         model.train(epochs, dataset, callbacks=callbacks, dataset_sink_mode=True, sink_size=int(sink_size))

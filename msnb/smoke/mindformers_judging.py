@@ -1,0 +1,232 @@
+"""The verdict of a smoke run of a mindformers config: what ran, what each callback wrote, and the usual judge over it.
+
+Read from the scratch directory after the child ended, never from the
+child's opinion of itself: MFLossMonitor's lines in ``output/log/rank_N/info.log``,
+the TensorBoard files under ``output/tensorboard/rank_N``, TrainingStateMonitor's
+per-parameter tags (in both), SummaryMonitor's summary files and
+CheckpointMonitor's checkpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
+
+# what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
+FORMAT_TAGS = {
+    "optimizer_state_format": ("adam_m_norm/", "adam_v_norm/"),
+    "weight_state_format": ("weight_norm",),
+    "device_local_loss_format": ("device_accum_local_",),
+    "local_loss_format": ("local_",),
+    "local_norm_format": ("local_norm/",),
+    "device_local_norm_format": ("device_local_norm",),
+    "max_attention_logit_format": ("max_attention_logit/",),
+}
+CHECKPOINT_SUFFIXES = (".ckpt", ".safetensors")
+
+
+def _runs(scalars, prefix: str):
+    runs = sorted({r for r in set(scalars.run.tolist()) if r == prefix or r.startswith(prefix + "/")})
+    return scalars.where(run=runs) if runs else scalars.take(np.zeros(len(scalars), dtype=bool))
+
+
+def log_scalars(scalars):
+    """The rows of *scalars* read from mindformers' log files (``output/log/...``): MFLossMonitor's and TrainingStateMonitor's lines."""
+    return _runs(scalars, "output/log")
+
+
+def tensorboard_scalars(scalars):
+    """The rows of *scalars* read from the TensorBoard files mindformers wrote (``output/tensorboard/rank_N``)."""
+    return _runs(scalars, "output/tensorboard")
+
+
+def _has(tags: set, prefix: str) -> int:
+    return sum(1 for t in tags if t == prefix or t.startswith(prefix))
+
+
+def _state_monitor(formats: dict, log_tags: set, tb_tags: set, tensorboard: bool) -> tuple[str, list]:
+    """What TrainingStateMonitor wrote of each format it was asked for, and what is missing."""
+    said, missing = [], []
+    for key, where in formats.items():
+        prefixes = FORMAT_TAGS.get(key)
+        if prefixes is None:
+            continue
+        places = [w for w in (where if isinstance(where, list) else [where]) if w in ("log", "tensorboard")]
+        for place in places:
+            if place == "tensorboard" and not tensorboard:
+                missing.append(f"{key} asks for tensorboard but the config has no tensorboard section")
+                continue
+            tags = log_tags if place == "log" else tb_tags
+            found = sum(_has(tags, p) for p in prefixes)
+            if found:
+                said.append(f"{key} -> {found} {place} tag(s) ({', '.join(p.rstrip('/') for p in prefixes)})")
+            else:
+                missing.append(f"{key} wrote nothing to the {place}")
+    return "; ".join(said), missing
+
+
+def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path, trained: int) -> Check:
+    """The ``callbacks`` check: each callback the config runs, and what it wrote (or that it wrote nothing)."""
+    logs = log_scalars(everything.scalars)
+    tb = tensorboard_scalars(everything.scalars)
+    log_tags, tb_tags = set(logs.tags()), set(tb.tags())
+    lines, missing = [], []
+    for name in plan.callbacks:
+        if name == "MFLossMonitor":
+            n = int(np.count_nonzero(logs.tag == "loss"))
+            present = [t for t in ("loss", "lr", "global_norm") if t in log_tags]
+            if n:
+                lines.append(f"MFLossMonitor: {n} lines with {', '.join(present)}")
+                if "global_norm" not in log_tags or "lr" not in log_tags:
+                    missing.append("MFLossMonitor's lines carry no " + " or ".join(t for t in ("lr", "global_norm") if t not in log_tags))
+            else:
+                missing.append("MFLossMonitor wrote no loss line to output/log")
+        elif name == "TrainingStateMonitor":
+            said, lacking = _state_monitor(plan.monitor_formats, log_tags, tb_tags, plan.tensorboard)
+            lines.append("TrainingStateMonitor: " + (said or "no format asked for (monitor_config turns none on)"))
+            missing += lacking
+        elif name == "SummaryMonitor":
+            files = [f for f in summary_read.files if f["kind"] == "ms_summary"]
+            bad = [p for p in summary_read.problems if p.severity != "info"]
+            if not files:
+                missing.append(f"SummaryMonitor wrote no summary file under {summary}")
+            elif bad:
+                missing.append(f"SummaryMonitor's summaries have {len(bad)} problem(s): {bad[0]}")
+            else:
+                records = sum(f["records"] for f in files)
+                tags = sorted(set(summary_read.scalars.tags()))
+                hist = len(set(summary_read.histograms.tag.tolist())) if len(summary_read.histograms) else 0
+                lines.append(
+                    f"SummaryMonitor: {len(files)} summary file(s), {records} records, CRC-clean ({', '.join(tags[:4]) or 'no scalars'}; {hist} histogram tag(s))"
+                )
+        elif name == "CheckpointMonitor":
+            ckpts = sorted(p for p in (workdir / "output" / "checkpoint").rglob("*") if p.is_file() and p.suffix in CHECKPOINT_SUFFIXES)
+            if ckpts:
+                lines.append(f"CheckpointMonitor: {len(ckpts)} checkpoint(s) ({ckpts[-1].name})")
+            elif trained:
+                missing.append(f"CheckpointMonitor saved no checkpoint in {trained} steps")
+        else:
+            lines.append(f"{name}: ran (msnb does not read what it writes)")
+    if plan.tensorboard:
+        ranks = sorted(set(tb.rank.tolist()))
+        if ranks:
+            per_rank = ", ".join(f"rank {r}: {len(set(tb.where(rank=r).tags()))} scalar tags" for r in ranks)
+            lines.append(f"TensorBoard: {per_rank}" + ("" if "loss" in tb_tags else " (no loss tag)"))
+            if "loss" not in tb_tags:
+                missing.append("the TensorBoard files hold no loss")
+        else:
+            missing.append("the config's tensorboard section wrote no readable event file under output/tensorboard")
+    if not lines and not missing:
+        return Check("callbacks", WARN, "the config runs none of the callbacks that write what a run is judged on (MFLossMonitor, TensorBoard, ...)")
+    if missing:
+        return Check("callbacks", FAIL if trained else WARN, "missing: " + "; ".join(missing) + (" | wrote: " + "; ".join(lines) if lines else ""))
+    return Check("callbacks", PASS, "; ".join(lines))
+
+
+def _process(outcome, trained: int, stopped_by: str | None, failure: str | None) -> Check:
+    if stopped_by is not None:
+        return Check("process", FAIL, f"stopped by {stopped_by} after {trained} steps; the training was stopped")
+    if outcome.interrupted:
+        return Check("process", FAIL, f"interrupted by the user after {trained} steps; the training was stopped")
+    if outcome.timed_out:
+        return Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({trained} steps): stopped by --timeout")
+    if outcome.returncode != 0:
+        last = failure or (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output")
+        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {trained} steps: {last}")
+    return Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)")
+
+
+def _lr_cause(everything) -> str:
+    """A learning rate of zero throughout, named as the likely reason a loss did not fall."""
+    lr = log_scalars(everything.scalars).where(tag="lr")
+    if len(lr) and np.all(np.asarray(lr.value, float) == 0):
+        return " (the learning rate is 0 at every logged step: the weights cannot move)"
+    return ""
+
+
+def judge_mindformers_smoke(ctx) -> list:
+    """Every check of a mindformers smoke run.
+
+    Args:
+        ctx: a :class:`~msnb.smoke.runner.Judged` bundle: the plan, the process outcome, the tables read, the step
+            times, the device, the lint findings, the rehearsal the child reported and its failure line.
+
+    Returns:
+        The checks, in the order they are shown.
+    """
+    plan = ctx.plan
+    trained = max((int(t[0].max()) for t in ctx.times.values() if t[0].size), default=0)
+    checks = [Check("device", PASS if ctx.device_usable else FAIL, ctx.device_reason)]
+    checks.append(Check("model", PASS, plan.describe()))
+    if ctx.rehearsal:
+        checks.append(
+            Check(
+                "cpu_rehearsal",
+                PASS,
+                f"on CPU, in the training process only (mindformers {ctx.rehearsal.get('mindformers', '?')}): "
+                + "; ".join(ctx.rehearsal.get("replaced") or ["nothing replaced"]),
+            )
+        )
+    if plan.changes:
+        checks.append(Check("config_changes", PASS, "; ".join(plan.changes)))
+    checks.append(Check("data", PASS, plan.data_note))
+    if plan.tensordump_off:
+        checks.append(
+            Check(
+                "tensordump_metrics",
+                WARN,
+                f"monitor_config.{', monitor_config.'.join(plan.tensordump_off)} turned off here: they rely on TensorDump, which has no CPU kernel "
+                "(they will run on Ascend); what does work on CPU: "
+                "monitor_config.device_local_loss_format (per-device loss) or runner_wrapper.local_norm: True (per-parameter norms in the log)",
+            )
+        )
+    stopped = ctx.outcome.interrupted or ctx.outcome.timed_out or ctx.stopped_by is not None
+    checks.append(_process(ctx.outcome, trained, ctx.stopped_by, ctx.failure))
+    checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
+    tag, steps, values, nonfinite = loss_series(ctx.summary_read, _LogsAndBoard(ctx.everything), 0)
+    if tag is None:
+        if ctx.outcome.returncode == 0 or trained:
+            checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
+    else:
+        loss_checks = check_loss(steps, values, "", nonfinite)
+        for c in loss_checks:
+            if c.name == "loss_falling" and c.status == FAIL:
+                c.detail += _lr_cause(ctx.everything)
+        checks.extend(loss_checks)
+    if stopped:
+        checks = [c for c in checks if not (c.name == "loss_falling" and c.status == FAIL and trained < 5)]
+    checks.extend(check_step_time({r: t[:3] for r, t in ctx.times.items()}, ctx.collect_freq, builtin_model=plan.shrunk))
+    medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in ctx.times.values() if t[1].size > 5]
+    written = [
+        p
+        for root in (ctx.workdir / "output" / "tensorboard", ctx.workdir / "output" / "log", ctx.summary)
+        if root.exists()
+        for p in root.rglob("*")
+        if p.is_file()
+    ]
+    size = sum(p.stat().st_size for p in written)
+    checks.append(check_disk(size, trained, float(np.median(medians)) if medians else None, builtin_model=plan.shrunk))
+    warnings = [f for f in ctx.findings if f.severity in ("warning", "error")]
+    if warnings:
+        checks.append(Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings)))
+    else:
+        checks.append(Check("config_lint", PASS, "no findings in the monitoring settings"))
+    return checks
+
+
+class _LogsAndBoard:
+    """One source of the per-step loss besides the summary: MFLossMonitor's log lines, else the TensorBoard files.
+
+    The two record the same steps; judged together, every step would look
+    written twice (a restart), so the log is taken when it has the loss.
+    """
+
+    def __init__(self, everything):
+        logs = log_scalars(everything.scalars)
+        self.scalars = logs if "loss" in set(logs.tags()) else tensorboard_scalars(everything.scalars)
+
+
+__all__ = ["judge_mindformers_smoke", "check_callbacks", "log_scalars", "tensorboard_scalars", "FORMAT_TAGS"]

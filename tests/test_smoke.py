@@ -159,20 +159,21 @@ def test_kernel_survives_a_crashing_child(jupyter_dirs):
         assert any(m["msg_type"] == "stream" and "42" in m["content"]["text"] for m in outputs)
 
 
-def test_a_mindformers_yaml_is_tested_on_the_builtin_network_and_says_so(tmp_path):
+def test_a_mindformers_yaml_is_planned_as_its_own_model_with_its_lint_findings(tmp_path):
+    """Nothing is trained here (tests/test_smoke_mindformers.py trains): the plan and the real config's lint."""
+    from msnb.smoke.options import SmokeOptions
+    from msnb.smoke.runner import prepare
+
     from .test_config import MINDFORMERS_YAML
 
     config = tmp_path / "llama2_7b.yaml"
     config.write_text(MINDFORMERS_YAML)
-    result = run_smoke(config, live=False, steps=40, device="CPU")
-    model = result.check("model")
-    assert model.status == "warn" and "LlamaForCausalLM" in model.detail and "built-in network" in model.detail
-    assert result.check("process").status == "pass"
-    # the YAML's lint findings reach the verdict (8 data-parallel devices, MFLossMonitor listed beside default printing)
-    assert "duplicate" in result.check("config_lint").detail.lower() or "printed twice" in result.check("config_lint").detail
-    import shutil
-
-    shutil.rmtree(result.workdir, ignore_errors=True)
+    prepared = prepare(SmokeOptions(config=config, device="CPU", live=False))
+    assert prepared.plan is not None and prepared.plan.family == "LlamaForCausalLM" and prepared.plan.legacy
+    assert prepared.options.steps == 40 and prepared.options.mode == "graph"  # the config's context.mode 0
+    # the real config's settings are linted: 8 data-parallel devices
+    assert "summary-dir-per-rank" in {f.rule for f in prepared.findings}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llama2_7b.yaml"]  # prepare creates nothing
 
 
 def test_module_file_from_the_cli(tmp_path, run_msnb):

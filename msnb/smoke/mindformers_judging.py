@@ -193,7 +193,7 @@ def judge_mindformers_smoke(ctx) -> list:
     else:
         loss_checks = check_loss(steps, values, "", nonfinite)
         for c in loss_checks:
-            if c.name == "loss_falling" and c.status == FAIL:
+            if c.name == "loss_falling" and c.status != PASS:
                 c.detail += _lr_cause(ctx.everything)
         checks.extend(loss_checks)
     if stopped:

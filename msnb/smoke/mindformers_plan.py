@@ -149,8 +149,20 @@ def _first(node: dict, names) -> str | None:
     return next((n for n in names if n in node), None)
 
 
+# where a legacy config class keeps a dimension the YAML may leave to the class's default (a 7B default is no smoke)
+_LEGACY_DEFAULT_KEYS = {
+    "LlamaConfig": {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads", "vocab": "vocab_size", "seq": "seq_length"},
+    "ChatGLM2Config": {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_attention_heads", "vocab": "padded_vocab_size", "seq": "seq_length",
+                       "ffn": "ffn_hidden_size", "head_dim": "kv_channels"},
+}  # fmt: skip
+
+
 def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict, dict]:
     before, after = {}, {}
+    for dim, key in _LEGACY_DEFAULT_KEYS.get(mc.get("type"), {}).items():
+        if _first(mc, _DIMENSIONS[dim]) is None and not (dim == "vocab" and keep_vocab):
+            mc[key] = SMALL[dim]
+            before[dim], after[dim] = "its class default", SMALL[dim]
     for dim, names in _DIMENSIONS.items():
         key = _first(mc, names)
         if key is None:
@@ -306,7 +318,8 @@ def plan_mindformers(
     runner["sink_mode"] = bool(sink_size)
     if sink_size:
         runner["sink_size"] = int(sink_size)
-    runner["gradient_accumulation_steps"] = runner.get("gradient_accumulation_steps") or 1
+    if (runner.get("gradient_accumulation_steps") or 1) != 1:
+        _set(runner, "gradient_accumulation_steps", 1, changes, "one step per batch", "runner_config")
     # one device: every parallel degree 1, no communication
     _set(cfg, "use_parallel", False, changes, "one device", "")
     pc = cfg.setdefault("parallel_config", {})
@@ -343,13 +356,14 @@ def plan_mindformers(
                 mc[key] = "float32"
         if any(k in mc for k in _DTYPE_KEYS):
             changes.append(f"model.model_config dtypes: float32 on {device} (bfloat16/float16 kernels are Ascend's)")
+        llama = legacy and (mc.get("type") == "LlamaConfig" or _model_family(cfg).lower().startswith("llama"))
         for key, value, why in (
             ("use_flash_attention", False, "flash attention is an Ascend kernel"),
             ("fused_rms_norm", False, "the fused RmsNorm is an Ascend kernel"),
         ):
-            if key in mc:
+            if key in mc or llama:  # LlamaConfig's defaults are the fused kernels
                 _set(mc, key, value, changes, why, "model.model_config")
-        if legacy and "use_rope_slice" in mc or legacy and _model_family(cfg).lower().startswith("llama"):
+        if llama or legacy and "use_rope_slice" in mc:
             _set(mc, "use_rope_slice", True, changes, "the default rotate_half uses a broadcast BatchMatMul the CPU backend rejects", "model.model_config")
         if device == "CPU":
             _moe_dense(mc, changes)

@@ -284,7 +284,7 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
     )
     options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
     monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
-    findings = lint(loaded, steps=options.steps, distributed=False, protobuf_major=installed_major("protobuf"))
+    findings = lint(loaded, steps=options.steps, protobuf_major=installed_major("protobuf"))  # the real run's settings, distributed or not
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
     return Prepared(options, device, reason, usable, loaded, {}, findings, None, None, None, summary, plan)
 

@@ -1,0 +1,274 @@
+"""Smoke runs of mindformers run YAMLs: the config's own model, shrunk, trained by mindformers' real Trainer on CPU.
+
+One new-architecture run (mindformers' shipped Qwen3 pretrain config with monitoring added) is shared by several
+asserts; a legacy LLaMA config runs once through the CLI and once with a learning rate of 0.
+"""
+
+import importlib.util
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from msnb.config import load_config
+from msnb.errors import SmokeError
+from msnb.smoke import run_smoke
+from msnb.smoke.mindformers_plan import CPU_WRAPPER, child_config, plan_mindformers
+
+pytest.importorskip("mindspore")
+MF_SPEC = importlib.util.find_spec("mindformers")  # located, not imported (importing writes ./output)
+if MF_SPEC is None:
+    pytest.skip("mindformers is not installed (pip install 'msnb[mindformers]')", allow_module_level=True)
+SHIPPED = Path(MF_SPEC.origin).parent.parent / "configs"
+QWEN3 = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
+
+# what a user adds to a shipped config to watch a run: the callbacks, TrainingStateMonitor's formats, TensorBoard
+MONITORING = textwrap.dedent("""\
+    callbacks:
+      - type: MFLossMonitor
+        per_print_times: 1
+      - type: SummaryMonitor
+        summary_dir: ./summary
+        collect_freq: 5
+        collect_specified_data: {collect_landscape: null}
+      - type: CheckpointMonitor
+        prefix: qwen3
+        save_checkpoint_steps: 10
+        keep_checkpoint_max: 1
+        integrated_save: False
+        async_save: False
+        checkpoint_format: safetensors
+    monitor_config:
+      monitor_on: True
+      dump_path: './dump'
+      target: ['.*']
+      invert: False
+      step_interval: 1
+      local_norm_format: ['log', 'tensorboard']
+      device_local_loss_format: ['log', 'tensorboard']
+      optimizer_state_format: ['log', 'tensorboard']
+      weight_state_format: ['log', 'tensorboard']
+    tensorboard:
+      tensorboard_dir: ./tensorboard
+      tensorboard_queue_size: 10
+      log_loss_scale_to_tensorboard: True
+      log_timers_to_tensorboard: True
+""")
+
+LEGACY_LLAMA = textwrap.dedent("""\
+    seed: 0
+    run_mode: train
+    output_dir: ./output
+    use_legacy: True
+    use_parallel: True
+    trainer: {type: CausalLanguageModelingTrainer, model_name: llama2_7b}
+    runner_config: {epochs: 2, batch_size: 4, sink_mode: False, gradient_accumulation_steps: 1}
+    runner_wrapper: {type: MFTrainOneStepCell, scale_sense: 1.0, use_clip_grad: True}
+    optimizer: {type: AdamW, betas: [0.9, 0.95], eps: 1.e-8, weight_decay: 0.0}
+    lr_schedule: {type: CosineWithWarmUpLR, learning_rate: 3.e-4, lr_end: 1.e-6, warmup_ratio: 0.0, total_steps: -1}
+    context: {mode: 0, device_target: Ascend, max_device_memory: 58GB}
+    parallel: {parallel_mode: 1, full_batch: True}
+    parallel_config: {data_parallel: 8, model_parallel: 1, pipeline_stage: 1, micro_batch_num: 1}
+    train_dataset: &train_dataset
+      data_loader: {type: MindDataset, dataset_dir: /data/wiki4096/wiki4096.mindrecord, shuffle: True}
+      input_columns: [input_ids]
+      batch_size: 4
+    train_dataset_task: {type: CausalLanguageModelDataset, dataset_config: *train_dataset}
+    model:
+      model_config: {type: LlamaConfig, seq_length: 4096, hidden_size: 4096, num_layers: 32, num_heads: 32, vocab_size: 32000,
+                     compute_dtype: float16, param_init_type: float32}
+      arch: {type: LlamaForCausalLM}
+    callbacks:
+      - {type: MFLossMonitor, per_print_times: 1}
+      - {type: CheckpointMonitor, prefix: llama2_7b, save_checkpoint_steps: 100, integrated_save: False}
+    monitor_config: {monitor_on: True, dump_path: '', step_interval: 1, weight_state_format: ['log']}
+""")
+
+
+def _qwen3_yaml(tmp: Path) -> Path:
+    path = tmp / "qwen3_watch.yaml"
+    path.write_text(f"base_config: {QWEN3}\n" + MONITORING)
+    return path
+
+
+def statuses(result):
+    return {c.name: c.status for c in result.checks}
+
+
+# ---- the plan: plain Python over the YAML, no training ----------------------------------------------------------
+
+
+def test_the_plan_shrinks_the_shipped_qwen3_and_keeps_every_output_in_the_scratch_directory(tmp_path):
+    plan = plan_mindformers(load_config(_qwen3_yaml(tmp_path)), device="CPU", steps=20)
+    assert plan.describe() == "Qwen3ForCausalLM (mcore) from qwen3_watch.yaml, shrunk from 64 layers x 5120 hidden to 2 x 64, through mindformers' Trainer"
+    mc = plan.config["model"]["model_config"]
+    assert (mc["num_hidden_layers"], mc["hidden_size"], mc["num_attention_heads"], mc["num_key_value_heads"], mc["head_dim"]) == (2, 64, 2, 2, 32)
+    assert (mc["intermediate_size"], mc["vocab_size"], mc["seq_length"]) == (128, 256, 32) and mc["max_position_embeddings"] >= 32
+    assert mc["compute_dtype"] == "float32" and mc["offset"] == 0
+    assert plan.config["parallel_config"]["model_parallel"] == plan.config["parallel_config"]["pipeline_stage"] == 1
+    assert plan.config["use_parallel"] is False and plan.config["context"]["device_target"] == "CPU"
+    assert plan.config["runner_wrapper"]["type"] == CPU_WRAPPER
+    assert plan.tensordump_off == ["local_norm_format"] and plan.config["monitor_config"]["dump_path"] == ""
+    assert plan.callbacks == ["MFLossMonitor", "SummaryMonitor", "CheckpointMonitor", "TrainingStateMonitor"]
+    assert plan.data == "synthetic" and plan.columns == ["input_ids", "labels", "loss_mask", "position_ids"]
+    work, summary = tmp_path / "work", tmp_path / "work" / "summary"
+    cfg = child_config(plan, work, summary)
+    assert cfg["output_dir"] == str(work / "output") and cfg["tensorboard"]["tensorboard_dir"] == str(work / "output" / "tensorboard")
+    assert next(c for c in cfg["callbacks"] if c["type"] == "SummaryMonitor")["summary_dir"] == str(summary)
+    assert cfg["parallel"]["strategy_ckpt_config"]["save_file"].startswith(str(work))
+    assert yaml.safe_load(yaml.safe_dump(cfg)) == cfg  # what the child loads
+
+
+def test_msnb_keys_leave_the_monitor_config_mindformers_gets(tmp_path):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(f"base_config: {QWEN3}\nmonitor_config: {{monitor_on: True, collect_freq: 5, weight_state_format: ['log']}}\n")
+    plan = plan_mindformers(load_config(path), device="CPU", steps=5)
+    assert "collect_freq" not in plan.config["monitor_config"]  # mindformers raises KeyError on keys it does not know
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ("run_mode: predict\n", "run_mode is 'predict'"),
+        ("model:\n  model_config:\n    num_experts: 8\n", "MoE model cannot be rehearsed on the CPU backend"),
+    ],
+)
+def test_a_config_no_smoke_can_train_is_refused_in_one_line_before_anything_starts(tmp_path, run_msnb, extra, words):
+    path = tmp_path / "cannot.yaml"
+    path.write_text(f"base_config: {QWEN3}\n{extra}")
+    proc = run_msnb("smoke", path, "--no-live", check=2, cwd=tmp_path, timeout=120)
+    assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "output").exists()
+
+
+def test_data_config_names_the_missing_file_and_the_yaml(tmp_path):
+    path = tmp_path / "llama.yaml"
+    path.write_text(LEGACY_LLAMA)
+    with pytest.raises(SmokeError, match=r"llama\.yaml.*--data config.*dataset_dir /data/wiki4096/wiki4096\.mindrecord does not exist"):
+        run_smoke(path, live=False, data="config")
+
+
+def test_another_mindformers_release_is_named_instead_of_a_deep_traceback(tmp_path, monkeypatch):
+    from msnb.smoke import runner
+
+    monkeypatch.setattr(runner, "installed_mindformers", lambda: "2.1.0")
+    path = tmp_path / "llama.yaml"
+    path.write_text(LEGACY_LLAMA)
+    with pytest.raises(SmokeError, match=r"mindformers 2\.1\.0 is installed; msnb's CPU rehearsal .* written for mindformers 1\.9"):
+        run_smoke(path, live=False, device="CPU")
+
+
+# ---- real trainings through mindformers' Trainer ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def qwen3_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("qwen3")
+    result = run_smoke(_qwen3_yaml(tmp), live=False, steps=20, keep=True)
+    yield result, tmp
+    shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def test_shipped_qwen3_trains_through_the_trainer_and_passes(qwen3_run):
+    result, _ = qwen3_run
+    got = statuses(result)
+    assert result.passed, result.format_text()
+    assert result.steps_trained == 20
+    assert "Qwen3ForCausalLM (mcore)" in result.check("model").detail and "shrunk from 64 layers x 5120 hidden" in result.check("model").detail
+    rehearsal = result.check("cpu_rehearsal").detail
+    assert all(w in rehearsal for w in ("RmsNorm", "FlashAttentionScore", "Outer", "Gather", CPU_WRAPPER))
+    assert got["tensordump_metrics"] == "warn" and "local_norm_format" in result.check("tensordump_metrics").detail
+    assert "device_local_loss_format" in result.check("tensordump_metrics").detail  # the substitute that works on CPU
+    assert "synthetic token ids" in result.check("data").detail
+    assert got["finite"] == got["loss_falling"] == got["process"] == "pass"
+
+
+def test_each_callback_wrote_what_the_verdict_says(qwen3_run):
+    result, _ = qwen3_run
+    detail = result.check("callbacks").detail
+    assert result.check("callbacks").status == "pass", detail
+    assert "MFLossMonitor: 20 lines with loss, lr, global_norm" in detail
+    for words in (
+        "optimizer_state_format ->",
+        "weight_state_format ->",
+        "device_local_loss_format ->",
+        "SummaryMonitor: 1 summary file",
+        "CheckpointMonitor: 1 checkpoint",
+    ):
+        assert words in detail
+    work = Path(result.workdir)
+    info = (work / "output" / "log" / "rank_0" / "info.log").read_text()
+    assert info.count("loss: [") + info.count("loss:[") >= 20 and "adam_m_norm/" in info
+    assert list((work / "output" / "checkpoint").rglob("*.safetensors"))
+    assert list(Path(result.summary_dir).glob("*_MS"))
+
+
+def test_tensorboard_files_read_the_same_with_tensorboards_own_reader(qwen3_run):
+    """An independent oracle: TensorBoard's EventAccumulator sees the per-parameter tags msnb judged."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result, _ = qwen3_run
+    rank0 = Path(result.workdir) / "output" / "tensorboard" / "rank_0"
+    acc = EventAccumulator(str(rank0), size_guidance={"scalars": 0})
+    acc.Reload()
+    theirs = set(acc.Tags()["scalars"])
+    assert {"loss", "learning-rate", "grad-norm", "weight_norm"} <= theirs and any(t.startswith("adam_m_norm/") for t in theirs)
+    ours = set(result.tables.scalars.where(run="output/tensorboard").tags())
+    assert theirs <= ours
+    assert [e.value for e in acc.Scalars("loss")] == pytest.approx(result.tables.scalars.where(run="output/tensorboard").series("loss")[1].tolist())
+
+
+def test_msnb_health_reads_the_real_training_state_monitor_output(qwen3_run):
+    import msnb
+
+    result, _ = qwen3_run
+    report = msnb.health(Path(result.workdir) / "output" / "tensorboard")
+    assert report.tags_scanned >= 30 and report.series_scanned >= 30  # the per-parameter adam_m/adam_v norms
+    assert not report.anomalous, report.as_dict()
+
+
+def test_nothing_is_written_outside_the_scratch_directory(qwen3_run):
+    _, tmp = qwen3_run
+    assert sorted(p.name for p in tmp.iterdir()) == ["qwen3_watch.yaml"]
+    assert not Path("output").exists() or not any(Path("output").rglob("*qwen3*"))
+
+
+def test_legacy_llama_from_the_cli(tmp_path, run_msnb):
+    path = tmp_path / "llama2_7b.yaml"
+    path.write_text(LEGACY_LLAMA)
+    proc = run_msnb("smoke", path, "--steps", "20", "--json", "--out", tmp_path / "l.png", cwd=tmp_path, check=0, timeout=400)
+    verdict = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in verdict["checks"]}
+    assert verdict["passed"] and verdict["steps_trained"] == 20
+    assert checks["model"]["detail"].startswith("LlamaForCausalLM (legacy) from llama2_7b.yaml, shrunk from 32 layers x 4096 hidden to 2 x 64")
+    assert "MFLossMonitor: 20 lines" in checks["callbacks"]["detail"] and "weight_state_format -> 1 log tag" in checks["callbacks"]["detail"]
+    assert "dataset is not on this machine" in checks["data"]["detail"]
+    assert verdict["summary_dir"] is None and (tmp_path / "l.png").exists()
+    assert not (tmp_path / "output").exists()
+
+
+def test_a_learning_rate_of_zero_fails_loss_falling_and_says_why(tmp_path):
+    path = tmp_path / "llama.yaml"
+    path.write_text(LEGACY_LLAMA)
+    result = run_smoke(path, live=False, steps=20, lr=0.0)
+    falling = result.check("loss_falling")
+    assert not result.passed and falling.status == "fail", result.format_text()
+    assert "learning rate is 0" in falling.detail
+    assert "lr_schedule.learning_rate: 0.0003 -> 0.0 (--lr)" in result.check("config_changes").detail
+    shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def test_a_model_that_cannot_be_built_fails_with_one_line_and_the_log_kept(tmp_path, run_msnb):
+    path = tmp_path / "broken.yaml"
+    path.write_text(LEGACY_LLAMA.replace("arch: {type: LlamaForCausalLM}", "arch: {type: NoSuchModelForCausalLM}"))
+    proc = run_msnb("smoke", path, "--json", "--steps", "5", cwd=tmp_path, check=1, timeout=300)
+    verdict = json.loads(proc.stdout)
+    process = next(c for c in verdict["checks"] if c["name"] == "process")
+    assert process["status"] == "fail" and "NoSuchModelForCausalLM" in process["detail"] and "\n" not in process["detail"]
+    assert verdict["summary_dir"] is not None  # kept after a failure, with the log
+    work = Path(verdict["summary_dir"]).parent
+    assert "Traceback" in (work / "train.log").read_text()
+    shutil.rmtree(work, ignore_errors=True)

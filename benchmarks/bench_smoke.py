@@ -6,6 +6,11 @@
    built-in model on the CPU default, MindSpore's import included). Target: < 30 s.
 2. Delay from the child's first step to the first point the live view shows.
    Target: < 5 s.
+1b. Start to verdict of a smoke run of mindformers' shipped Qwen3 pretrain config with monitoring added
+   (shrunk, through mindformers' Trainer with MFLossMonitor, SummaryMonitor, CheckpointMonitor,
+   TrainingStateMonitor and TensorBoard; 40 steps), split into what mindformers itself spends (from the
+   child's start to its last step: import, build, compile, train) and what msnb adds around it (plan,
+   start, reading and judging every callback's output).  Target: < 60 s.
 3. Step-time overhead of monitoring callbacks, each variant in its own
    process (rounds interleaved), median step time after warm-up: bare
    training; SummaryCollector every 10 steps with and without msnb's own
@@ -89,6 +94,55 @@ def median_after_warmup(ms: list, skip: int) -> float:
     return statistics.median(ms[skip:])
 
 
+QWEN3_MONITORING = """\
+callbacks:
+  - {type: MFLossMonitor, per_print_times: 1}
+  - {type: SummaryMonitor, summary_dir: ./summary, collect_freq: 5, collect_specified_data: {collect_landscape: null}}
+  - {type: CheckpointMonitor, prefix: qwen3, save_checkpoint_steps: 10, keep_checkpoint_max: 1, checkpoint_format: safetensors}
+monitor_config: {monitor_on: True, dump_path: '', target: ['.*'], step_interval: 1,
+                 optimizer_state_format: ['log', 'tensorboard'], weight_state_format: ['log', 'tensorboard']}
+tensorboard: {tensorboard_dir: ./tensorboard, tensorboard_queue_size: 10}
+"""
+
+
+def bench_mindformers(repeat: int) -> int:
+    """Time to verdict of the shipped Qwen3 config's smoke, and how much of it is mindformers' own work."""
+    import importlib.util
+    from pathlib import Path
+
+    from msnb.smoke import run_smoke
+
+    spec = importlib.util.find_spec("mindformers")
+    if spec is None:
+        print("\nmindformers smoke: skipped (mindformers is not installed)")
+        return 0
+    shipped = Path(spec.origin).parent.parent / "configs" / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
+    totals, children, firsts = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "qwen3_watch.yaml"
+        config.write_text(f"base_config: {shipped}\n" + QWEN3_MONITORING)
+        for _ in range(repeat):
+            t0, wall0 = time.monotonic(), time.time()
+            result = run_smoke(config, live=False, keep=True)
+            totals.append(time.monotonic() - t0)
+            if not result.passed:
+                print(result.format_text())
+                return 1
+            rows = [line.split(",") for line in (Path(result.workdir) / "step_times.csv").read_text().splitlines()[1:]]
+            last_wall = float(rows[-1][3])
+            children.append(last_wall - wall0)  # from the start of run_smoke to the last step: mindformers' import, build, compile and training
+            firsts.append(float(rows[0][1]) / 1000)
+            import shutil
+
+            shutil.rmtree(result.workdir, ignore_errors=True)
+    med, child = statistics.median(totals), statistics.median(children)
+    print(f"\nmindformers smoke: shipped Qwen3 pretrain config, shrunk, 40 steps, all callbacks, CPU ({repeat} runs)")
+    print(f"  start to verdict: median {med:.1f} s (min {min(totals):.1f}, max {max(totals):.1f}); target < 60 s")
+    print(f"  of which up to the last training step: median {child:.1f} s (first step, compiling: {statistics.median(firsts):.1f} s)")
+    print(f"  msnb's share (planning, start, reading and judging the callbacks' files, figures): {med - child:.1f} s = {(med - child) / med:.0%}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="default smoke runs to time")
@@ -97,6 +151,8 @@ def main(argv=None) -> int:
         "--mode", choices=["pynative", "graph"], default="pynative", help="the smoke run's default; graph mode's 1 ms toy steps are the worst case"
     )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each overhead variant")
+    parser.add_argument("--mindformers-repeat", type=int, default=2, help="mindformers Qwen3 smoke runs to time")
+    parser.add_argument("--no-mindformers", dest="mindformers", action="store_false", help="skip the mindformers smoke timing")
     args = parser.parse_args(argv)
 
     from msnb.smoke import run_smoke
@@ -115,6 +171,10 @@ def main(argv=None) -> int:
     good = [d for d in delays if d is not None]
     if good:
         print(f"  first step to first live point: median {statistics.median(good):.2f} s (max {max(good):.2f}); target < 5 s")
+
+    if args.mindformers:
+        if bench_mindformers(args.mindformers_repeat):
+            return 1
 
     variants = ("bare", "collector10", "collector10_msnb", "msnb_full", "collector_freq1")
     runs: dict = {v: [] for v in variants}

@@ -49,7 +49,7 @@ def _fused_rms_norm() -> str | None:
     if norm is None or not hasattr(norm, "FusedRMSNorm"):
         return None
     norm.FusedRMSNorm = norm.RMSNorm
-    return "fused RmsNorm -> RMSNorm (the new-architecture layer specs hard-code the fused kernel; fused_norm is ignored)"
+    return "fused RmsNorm -> RMSNorm (the new-architecture layer specs hard-code the fused kernel, whatever fused_norm says)"
 
 
 def _outer() -> str | None:

@@ -323,10 +323,16 @@ def plan_mindformers(
     # one device: every parallel degree 1, no communication
     _set(cfg, "use_parallel", False, changes, "one device", "")
     pc = cfg.setdefault("parallel_config", {})
-    for key in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel", "expert_model_parallel", "micro_batch_num", "vocab_emb_dp"):
-        if key in pc and key != "vocab_emb_dp":
+    degrees = []
+    for key in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel", "expert_model_parallel", "micro_batch_num"):
+        if key in pc and pc[key] != 1:
+            degrees.append(f"{key} {pc[key]} -> 1")
             pc[key] = 1
+    if pc.get("use_seq_parallel"):
+        degrees.append("use_seq_parallel off")
     pc["use_seq_parallel"] = False
+    if degrees:
+        changes.append(f"parallel_config: {', '.join(degrees)} (one device)")
     par = cfg.setdefault("parallel", {})
     par["parallel_mode"] = 0
     par["enable_alltoall"] = False
@@ -371,7 +377,7 @@ def plan_mindformers(
     sched = cfg.get("lr_schedule") if isinstance(cfg.get("lr_schedule"), dict) else None
     use_lr = lr if lr is not None else (5e-3 if do_shrink else None)
     if sched is not None and use_lr is not None:
-        _set(sched, "learning_rate", float(use_lr), changes, "--lr" if lr is not None else "a shrunk model's learning rate (set with --lr)", "lr_schedule")
+        _set(sched, "learning_rate", float(use_lr), changes, "--lr" if lr is not None else "a shrunk model's learning rate; --lr sets another", "lr_schedule")
         for key in ("lr_end", "min_lr", "end_learning_rate"):
             if isinstance(sched.get(key), (int, float)) and sched[key] > use_lr:
                 sched[key] = float(use_lr)

@@ -49,7 +49,9 @@ def _manifest_files() -> list:
 
 ENTRIES = _manifest_files()
 PARAMS = [pytest.param(e, id=e[2]) for e in ENTRIES] or [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"peer corpus not found at {CORPUS} (other projects' files, kept outside the repository; set MSNB_PEER_CORPUS)"))
+    pytest.param(
+        None, marks=pytest.mark.skip(reason=f"peer corpus not found at {CORPUS} (other projects' files, kept outside the repository; set MSNB_PEER_CORPUS)")
+    )
 ]
 
 
@@ -236,7 +238,9 @@ def _check_log(rel: str, result) -> None:
         assert values.tolist() == [float(v) for _, _, v in printed]
         assert sc.tags() == ["loss"]
         return
-    expected_tags = {"loss", "step_time_ms", "lr", "loss_scale", "global_norm", "grad_norm", "model-flops-throughput-per-npu", "load_balancing_loss"} & set(want)
+    expected_tags = {"loss", "step_time_ms", "lr", "loss_scale", "global_norm", "grad_norm", "model-flops-throughput-per-npu", "load_balancing_loss"} & set(
+        want
+    )
     assert set(sc.tags()) == expected_tags
     for tag in expected_tags:
         steps, values = sc.series(tag)
@@ -307,7 +311,7 @@ def _check_mindspore_ut(rel: str, result) -> None:
         got = list(result.tensors.rows())
         assert len(got) == len(fed) == 792
         for r, (tag, step, dtype, dims, values) in zip(got, fed):
-            assert (r["tag"], r["step"], tuple(r["dims"])) == (tag, step, tuple(dims))
+            assert (r["tag"], r["step"], r["dtype"], tuple(r["dims"])) == (tag, step, dtype, tuple(dims))
             np.testing.assert_array_equal(np.ravel(r["values"]).astype(np.float64), values)
     else:
         rows = list(result.histograms.rows())
@@ -351,8 +355,7 @@ def test_peer_file(entry):
         unchecked = msnb.read(path, verify=False, workers=1)
         assert unchecked.problems == []
         assert [(r["tag"], r["step"], r["wall_time"], r["value"]) for r in unchecked.scalars.rows()] == [
-            ("tag_name", step, 1576335527.6856437, value)
-            for step, value in ((1, 0.20900745689868927), (3, 0.2605031728744507), (5, 0.9734034538269043))
+            ("tag_name", step, 1576335527.6856437, value) for step, value in ((1, 0.20900745689868927), (3, 0.2605031728744507), (5, 0.9734034538269043))
         ]
     elif rel.startswith("mindinsight/generated/"):
         _check_generated(rel, result)

@@ -277,7 +277,6 @@ class HistogramTable(Table):
         "neg_inf_count": np.int64,
     }
 
-
     def estimated_sum(self) -> tuple[np.ndarray, np.ndarray]:
         """Each row's sum: the recorded one, or where none was recorded the bucket estimate (midpoint x count).
 

@@ -300,3 +300,5 @@ def test_zero_statistics_are_zero_and_absent_ones_unknown_on_every_path(tmp_path
     assert len(dead_rows) == 40 and (dead_rows.min == 0.0).all() and (dead_rows.max == 0.0).all() and (dead_rows.sum == 0.0).all()
     nan_rows = got.histograms.where(tag="nan")
     assert np.isnan(nan_rows.min).all() and np.isnan(nan_rows.max).all() and np.isnan(nan_rows.sum).all() and (nan_rows.nan_count == 3).all()
+    sums, estimated = got.histograms.estimated_sum()
+    assert not estimated.any() and (sums[got.histograms.tag == "dead"] == 0.0).all() and np.isnan(sums[got.histograms.tag == "nan"]).all()

@@ -280,11 +280,14 @@ class HistogramTable(Table):
     def estimated_sum(self) -> tuple[np.ndarray, np.ndarray]:
         """Each row's sum: the recorded one, or where none was recorded the bucket estimate (midpoint x count).
 
+        A row with no finite value (all NaN or infinite) has no sum to estimate: it stays NaN.
+
         Returns:
             ``(sums, estimated)``: float64 sums, and a bool array, True where the sum is an estimate.
         """
         sums = np.array(self.sum, dtype=np.float64, copy=True)
-        estimated = np.isnan(sums) & (self.count > 0)
+        finite = self.count - self.nan_count - self.pos_inf_count - self.neg_inf_count
+        estimated = np.isnan(sums) & (finite > 0)
         for i in np.flatnonzero(estimated).tolist():
             left, right, counts = (np.asarray(x, dtype=np.float64) for x in (self.left[i], self.right[i], self.counts[i]))
             sums[i] = float(((left + right) / 2 * counts).sum())

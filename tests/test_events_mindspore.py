@@ -1,5 +1,6 @@
 """msnb reads MindSpore's own summaries value for value, as MindSpore's summary_pb2 decodes them."""
 
+import contextlib
 import hashlib
 import json
 import math
@@ -175,3 +176,77 @@ def test_read_does_not_need_mindspore(ms_files):
     )
     out = subprocess.run([sys.executable, "-c", code, str(ms_files)], capture_output=True, text=True, check=True).stdout.split()
     assert int(out[0]) > 0 and out[1] == "0"
+
+
+# ------------------------------------------------------------------ files as other tools name and frame them
+
+
+def _same_rows(a, b) -> None:
+    for kind in ("scalars", "histograms"):
+        x, y = getattr(a, kind), getattr(b, kind)
+        assert len(x) == len(y) > 0, kind
+        for c in ("tag", "step", "wall_time"):
+            assert getattr(x, c).tolist() == getattr(y, c).tolist()
+    np.testing.assert_array_equal(a.scalars.value, b.scalars.value)
+
+
+def test_mindinsight_style_names_are_found_in_a_walk_and_read(ms_files, tmp_path):
+    """MindInsight takes any name ending in summary.<digits> (its tests write summary.01); so does msnb's walk."""
+    original = next((ms_files / "record").glob("*_MS"))
+    want = msnb.read(original)
+    for name in ("summary.01", "train.summary.1700000000", "hellosummary.98786"):
+        run = tmp_path / name.replace(".", "_")
+        run.mkdir()
+        (run / name).write_bytes(original.read_bytes())
+        got = msnb.read(tmp_path, workers=1).scalars.where(run=run.name)
+        assert len(got) == len(want.scalars), name
+    (tmp_path / "notes_summary.2024.csv").write_text("not a summary\n")
+    assert all(not f["path"].endswith(".csv") for f in msnb.read(tmp_path).files)
+
+
+def test_records_without_checksums_are_named_as_such_and_read_unchecked(ms_files, tmp_path):
+    """MindInsight's tests zero both checksums of every record: verify=True reads nothing and says why; verify=False reads every record."""
+    original = next((ms_files / "record").glob("*_MS"))
+    data = bytearray(original.read_bytes())
+    pos = 0
+    while pos + 12 <= len(data):
+        n = int.from_bytes(data[pos : pos + 8], "little")
+        data[pos + 8 : pos + 12] = bytes(4)
+        data[pos + 12 + n : pos + 16 + n] = bytes(4)
+        pos += 16 + n
+    zeroed = tmp_path / "summary.01"
+    zeroed.write_bytes(bytes(data))
+    checked = msnb.read(zeroed)
+    assert checked.empty and checked.problems[-1].kind == "foreign" and "verify=False" in checked.problems[-1].message
+    unchecked = msnb.read(zeroed, verify=False)
+    assert unchecked.problems == []
+    _same_rows(unchecked, msnb.read(original))
+    renamed = tmp_path / "unknown_name.bin"  # a name msnb does not know: the framing alone says what it is
+    renamed.write_bytes(bytes(data))
+    _same_rows(msnb.read(renamed, verify=False), msnb.read(original))
+
+
+def test_lineage_converted_to_tensorboard_reads_back_as_hyper_parameters(ms, ms_files, tmp_path):
+    """msnb convert writes train lineage and user-defined info as hparams: reading the result gives them back, as TensorBoard reads them."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from msnb.bridges.tensorboard import convert
+
+    convert(ms_files / "collector", tmp_path / "tb")
+    back = msnb.read(tmp_path / "tb")
+    (row,) = back.lineage.where(kind="hparams").rows()
+    train = next(ms.lineage.where(run="collector", kind="train").rows())["fields"]
+    assert row["fields"]["optimizer"] == train["optimizer"] and row["fields"]["batch_size"] == float(train["batch_size"])
+    assert {k: row["fields"][k] for k in ("team", "seed", "ratio")} == {"team": "msnb", "seed": 7.0, "ratio": 0.5}
+    contents = []
+    for path in (tmp_path / "tb").rglob("events.out.tfevents.*"):
+        acc = event_accumulator.EventAccumulator(str(path))
+        acc.Reload()
+        with contextlib.suppress(KeyError):  # a file with no hparams summary
+            contents.append(acc.PluginTagToContent("hparams")["_hparams_/session_start_info"])
+    (content,) = contents
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    assert {k: getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()} == row["fields"]
+    (end,) = back.lineage.where(kind="hparams_end").fields.tolist()
+    assert end["status"] == "success" and end["end_time_secs"] == row["wall_time"]

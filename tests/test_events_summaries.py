@@ -283,3 +283,22 @@ def test_damaged_records_with_valid_checksums_read_as_the_exact_path_reads_them(
         _both_ways(target, tags=tags)
 
     check()
+
+
+def test_zero_statistics_are_zero_and_absent_ones_unknown_on_every_path(tmp_path, bulk_calls):
+    """MindSpore's Histogram is proto2: a min, max or sum of 0 is written and reads 0 on the bulk and the exact path alike;
+    one left out (MindSpore writes none when nothing is finite) stays unknown, NaN.  (TensorBoard's proto3 HistogramProto
+    differs: there an absent field is 0; see test_events_tensorboard.)"""
+    zeros = b"".join(tag + struct.pack("<d", 0.0) for tag in (b"\x29", b"\x31", b"\x39"))  # max 5, min 6, sum 7
+    dead = b"\x4a" + _varint(len(_bucket(0.0, 0.0, 64)) + 2 + len(zeros)) + _bucket(0.0, 0.0, 64) + b"\x40\x40" + zeros
+    unknown = b"\x4a" + _varint(2 + 2) + b"\x10\x03" + b"\x40\x03"  # three NaNs: no bucket, no min/max/sum
+    records = [_event(_wall(2.0 + i), _step(i), _summary(_tag(b"dead") + dead, _tag(b"nan") + unknown, _tag(b"loss") + _scalar(0.5))) for i in range(40)]
+    path = _write(tmp_path / "events.out.events.summary.1.host_MS", [VERSION, *records])
+    got = _both_ways(path)
+    assert bulk_calls["handled"] >= 39  # all but the one record tried as a template went the bulk way
+    dead_rows = got.histograms.where(tag="dead")
+    assert len(dead_rows) == 40 and (dead_rows.min == 0.0).all() and (dead_rows.max == 0.0).all() and (dead_rows.sum == 0.0).all()
+    nan_rows = got.histograms.where(tag="nan")
+    assert np.isnan(nan_rows.min).all() and np.isnan(nan_rows.max).all() and np.isnan(nan_rows.sum).all() and (nan_rows.nan_count == 3).all()
+    sums, estimated = got.histograms.estimated_sum()
+    assert not estimated.any() and (sums[got.histograms.tag == "dead"] == 0.0).all() and np.isnan(sums[got.histograms.tag == "nan"]).all()

@@ -59,6 +59,15 @@ class Text:
 
 
 @dataclass
+class Lineage:
+    """Run metadata found in an event file (TensorBoard's hparams plugin), as a ``LineageTable`` row: its kind and fields."""
+
+    KIND = "lineage"
+    kind: str
+    fields: dict
+
+
+@dataclass
 class Landscape:
     """A loss landscape, kept as a marker with its size: msnb does not tabulate it."""
 
@@ -104,11 +113,12 @@ class DecodedEvent:
     vectorised decoder in :mod:`msnb.events.fastscalars` read every record that
     shares this one's layout without decoding it.  ``others`` holds
     ``(tag, record)`` for the rest, *record* one of :class:`Histogram`,
-    :class:`Tensor`, :class:`Image`, :class:`Text` or :class:`Landscape`
-    (its ``KIND`` names the table it goes to).
+    :class:`Tensor`, :class:`Image`, :class:`Text`, :class:`Lineage` or :class:`Landscape`
+    (its ``KIND`` names the table it goes to).  ``notes`` holds ``(tag, message)`` for
+    values the decoder recognised but does not tabulate: the reader reports them.
     """
 
-    __slots__ = ("wall_time", "step", "wall_offset", "step_span", "version", "graph_bytes", "scalars", "others", "extra_fields")
+    __slots__ = ("wall_time", "step", "wall_offset", "step_span", "version", "graph_bytes", "scalars", "others", "extra_fields", "notes")
 
     def __init__(self):
         self.wall_time = float("nan")
@@ -120,6 +130,7 @@ class DecodedEvent:
         self.scalars = []
         self.others = []
         self.extra_fields = False  # fields this reader does not interpret
+        self.notes = []  # (tag, message): values recognised but not read
 
     @property
     def pure_scalar(self) -> bool:
@@ -127,6 +138,7 @@ class DecodedEvent:
         return (
             bool(self.scalars)
             and not self.others
+            and not self.notes
             and self.version is None
             and self.graph_bytes is None
             and not self.extra_fields

@@ -22,6 +22,9 @@ MS_SUMMARY, MS_LINEAGE, TFEVENTS, LOG = "ms_summary", "ms_lineage", "tfevents", 
 
 # <prefix>.out.events.summary.<unix_ts>[.<device_id>].<host><suffix>
 _MS_NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(?:(\d+)\.)?(.+)$")
+# MindInsight's watcher takes any name holding "summary.<digits>" (its tests write summary.01, test.summary.1700000000);
+# msnb takes those whose name ends so (a name such as notes_summary.2024.csv is no summary)
+_MI_NAME = re.compile(r"summary\.(\d{1,19})(_lineage)?$")
 _TF_NAME = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
 _RANK_NAME = re.compile(r"(?:rank|device|worker)[_-]?(\d+)(?:\.log)?", re.IGNORECASE)
 _INT64_MAX = (1 << 63) - 1
@@ -84,6 +87,9 @@ def classify(name: str) -> str | None:
         return MS_LINEAGE if name.endswith("_lineage") else MS_SUMMARY
     if name.endswith(".log"):
         return LOG
+    m = _MI_NAME.search(name)
+    if m:
+        return MS_LINEAGE if m.group(2) else MS_SUMMARY
     return None
 
 
@@ -99,7 +105,7 @@ class Source:
 
 
 def _timestamp(name: str, kind: str) -> float:
-    m = (_TF_NAME if kind == TFEVENTS else _MS_NAME).search(name)
+    m = (_TF_NAME if kind == TFEVENTS else _MS_NAME).search(name) or (None if kind == TFEVENTS else _MI_NAME.search(name))
     if m:
         try:
             return float(m.group(1))
@@ -228,12 +234,34 @@ def _framed(sc) -> bool:
     return bool(sc.offsets.size or sc.need)
 
 
+def chained(head: bytes) -> bool:
+    """Records whose lengths chain from byte 0 to the end of *head* (or past it), the first an Event (wall_time first), checksums unchecked.
+
+    A writer that leaves its checksums out (MindInsight's tests zero them) still frames its records:
+    such a file is an event file with failing checksums (reported when read with ``verify=True``,
+    read with ``verify=False``), not a text log.  Text cannot pass: eight printable bytes read as a
+    length far beyond any record.
+    """
+    from .records import HEADER, scan
+
+    sc = scan(head, verify=False, final=False)
+    return (
+        bool(sc.offsets.size)
+        and int(sc.offsets[0]) == HEADER
+        and head[HEADER] == 0x09
+        and not sc.problems
+        and sc.damage is None
+        and (sc.end == len(head) or sc.need > 0)
+    )
+
+
 def sniff(path: Path) -> str | None:
     """Kind of a file given explicitly under a name msnb does not know.
 
     An event file is recognised by its framing: any intact record (both
     checksums holding) in the first MiB, so one whose first header is
-    damaged still reads as events, not as a text log.
+    damaged still reads as events, not as a text log; or records that chain
+    from the first byte with their checksums left out (:func:`chained`).
     """
     try:
         with open(path, "rb") as f:
@@ -242,7 +270,7 @@ def sniff(path: Path) -> str | None:
         return None
     from .records import scan
 
-    if len(head) >= 16 and _framed(scan(head, final=False)):
+    if len(head) >= 16 and (_framed(scan(head, final=False)) or chained(head)):
         return TFEVENTS if b"brain.Event" in head else MS_SUMMARY
     return LOG
 

@@ -13,6 +13,10 @@ Nothing is guessed: a histogram this path cannot vouch for (a multi-byte key,
 a bucket of another layout, a varint past 64 bits, anything out of bounds, a
 count out of range) is handed back to the exact field-by-field decoder, which
 decodes it or raises the same :class:`DecodeError` it always did.
+
+These are MindSpore's proto2 histograms: a statistic left out is unknown (NaN), as in
+:func:`msnb.events.mindspore_proto.decode_histogram`.  TensorBoard's proto3 HistogramProto,
+where a left-out statistic is 0, never comes here (:mod:`msnb.events.tensorboard_proto`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,41 @@
-"""Scalars from training logs: MindSpore's LossMonitor and TimeMonitor, mindformers' MFLossMonitor.
+"""Scalars from training logs: MindSpore's LossMonitor and TimeMonitor, mindformers' MFLossMonitor and its dynamic-graph trainer.
 
 Lines look like::
 
-    epoch: 1 step: 16, loss is 14.0172                                      (LossMonitor)
+    epoch: 1 step: 16, loss is 14.0172                                      (LossMonitor; NAN, INF print as such)
     ValueError: In epoch: 1 step: 3, loss is NAN or INF, training ...       (LossMonitor stopping a run: a NaN point)
     Train epoch time: 3078.914 ms, per step time: 48.108 ms                (TimeMonitor)
     2024-05-01 12:00:00,123 - mindformers[...] - INFO - { Epoch:[  1/  2], step:[    5/  100],
         loss:[2.345678/2.456789], per_step_time: 123ms, lr: 0.0001, overflow cond: False,
-        loss_scale: 1.0, global_norm: [1.23]                                (MFLossMonitor, one line)
+        loss_scale: 1.0, global_norm: [1.23], train_throughput_per_npu: 170.738T
+                                                                            (MFLossMonitor, one line)
       4.0% |██      | 12.34567 samples/s/p  0:10:00 }                      (its progress line)
+    { step:[    1/   10], loss:  11.813965, per_step_time:  13570ms, lr: 1.000000e-05,
+        grad_norm:  13.831877, throughput:   1.36T }                         (mindformers' dynamic-graph trainer,
+                                                                             ``mindformers/pynative/callback/loss_callback.py``)
 
-Steps become global steps: mindformers prints the steps per epoch; for
-LossMonitor the epoch's length comes from TimeMonitor's epoch/step time ratio
-when present, else from the last step seen in the epoch.  Scalars are named
-``loss``, ``lr``, ``step_time_ms``, ``loss_scale``, ``global_norm`` and ``throughput``.
+Steps become global steps: mindformers prints the steps per epoch (its
+dynamic-graph trainer the global step itself); for LossMonitor the epoch's
+length comes from TimeMonitor's epoch/step time ratio when present, else from
+the last step seen in the epoch.  Scalars are named ``loss``, ``lr``,
+``step_time_ms``, ``loss_scale``, ``global_norm`` (MFLossMonitor) or
+``grad_norm`` (the dynamic-graph trainer, as printed), ``throughput``
+(samples/s per device, from the progress line), the separate losses as printed
+(``lm_loss``, ``load_balancing_loss``, ``mtp_loss``, ``indexer_loss``), and
+``model-flops-throughput-per-npu`` for the TFLOPS per device printed with a
+``T`` (``train_throughput_per_npu``; the dynamic-graph trainer's
+``throughput``): the tag mindformers gives that value in TensorBoard.
+
+A field that is there but is not one number (``global_norm: [1 31049]``, a
+tensor's repr) is not guessed at: it is left out and reported
+(:meth:`LogParser.take_declined`).
 
 Parsing is linear in the line length: the number pattern has one way to match
 each string (no nested or adjacent unbounded repeats over the same
 characters), every pattern is anchored on a literal found first with
-``str.find``, and a line is parsed by its first :data:`MAX_LINE` characters.
+``str.find``, and a line is parsed by its first :data:`MAX_LINE` characters
+(1 MiB: the one limit for every log line, TrainingStateMonitor's long
+``max_attention_logit`` lists included; a longer line is reported).
 Counters wider than int64 (a corrupted step) are ignored, never an overflow.
 """
 
@@ -30,10 +47,10 @@ import time
 
 from . import training_state
 
-# one way to match any number: digits, then an optional fraction, then an optional exponent
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|inf|Inf)"
+# one way to match any number: digits, then an optional fraction, then an optional exponent; or NaN/Inf in any case
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
 _INT = r"(\d{1,19})"  # wider counters are no counters: the pattern then fails at once
-MAX_LINE = 16_384  # characters of one line that are parsed; monitor lines are a few hundred
+MAX_LINE = training_state.MAX_LINE  # characters of one line that are parsed (1 MiB), for every kind of line
 _INT64_MAX = (1 << 63) - 1
 # mindformers' console format starts with the time, its file format with "[INFO] "
 _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[,.](\d{1,6}))?")
@@ -41,12 +58,27 @@ _MF = re.compile(
     r"\{ ?Epoch:\[ *" + _INT + r"/ *" + _INT + r"\],\s*step:\[ *" + _INT + r"/ *" + _INT + r"\],\s*"
     r"loss:\s*(?:\[\s*(?P<loss>" + _NUM + r")\s*/\s*(?P<avg>" + _NUM + r")\s*\]|(?P<sinkloss>" + _NUM + r"))"
 )
+# the dynamic-graph trainer: "{ step:[%5d/%5d], loss: %10.6f, per_step_time: %6dms, ..." (no epoch: the global step)
+_PYNATIVE = re.compile(r"\{ step:\[ *" + _INT + r"/ *" + _INT + r"\], *loss: *(?P<loss>" + _NUM + r")")
+_NUMBER = re.compile(_NUM)
+# printed field -> tag; read after the loss, each found by its name (MFLossMonitor, the dynamic-graph trainer)
+_SEPARATE_LOSSES = {name: name for name in ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss")}
 _MF_FIELDS = {
-    "step_time_ms": re.compile(r"per_step_time:\s*(" + _NUM + r")\s*ms"),
-    "lr": re.compile(r"\blr: *(?:\[ *)?(" + _NUM + r")"),
-    "loss_scale": re.compile(r"loss_scale: *(?:\[ *)?(" + _NUM + r")"),
-    "global_norm": re.compile(r"global_norm: *(?:\[ *)?(" + _NUM + r")"),
+    **_SEPARATE_LOSSES,
+    "per_step_time": "step_time_ms",
+    "lr": "lr",
+    "loss_scale": "loss_scale",
+    "global_norm": "global_norm",
+    "train_throughput_per_npu": "model-flops-throughput-per-npu",
 }
+_PYNATIVE_FIELDS = {
+    **_SEPARATE_LOSSES,
+    "per_step_time": "step_time_ms",
+    "lr": "lr",
+    "grad_norm": "grad_norm",
+    "throughput": "model-flops-throughput-per-npu",
+}
+_MAX_BRACKET = 256  # characters between a field's [ and ] (a one-number list is a few dozen)
 # matched backwards from the literal: the number just before " samples/s/p"
 _MF_PROGRESS = re.compile(r"(" + _NUM + r") {0,8}$")
 _LOSS_MONITOR = re.compile(r"epoch: *" + _INT + r" +step: *" + _INT + r", *loss is *(" + _NUM + r")")
@@ -73,6 +105,40 @@ def _at_literal(pattern: re.Pattern, line: str, literal: str):
             return m
         at = line.find(literal, at + len(literal))
     return None
+
+
+def _field(line: str, name: str, start: int):
+    """The value printed after ``name:`` (or ``name`` and a space) from *start* on: ``(value, None)``, ``(None, text)`` when it is no single number, or None when absent.
+
+    The name must start a word (``lr`` is not the end of ``per_step_lr``).  A bracketed value
+    (numpy's ``[1.23]``) must hold exactly one number: ``[1 31049]`` is declined, never read as 1.
+    """
+    at = line.find(name, start)
+    n = len(name)
+    while at >= 0:
+        before = line[at - 1] if at > 0 else " "
+        after = line[at + n : at + n + 1]
+        if not (before.isalnum() or before == "_") and after in (":", " "):
+            break
+        at = line.find(name, at + n)
+    if at < 0:
+        return None
+    p = at + n + (after == ":")
+    end = min(len(line), p + 64)
+    while p < end and line[p] == " ":
+        p += 1
+    if line.startswith("[", p):
+        close = line.find("]", p, p + _MAX_BRACKET)
+        if close < 0:
+            return None, line[p : p + 32] + "..."
+        parts = line[p + 1 : close].replace(",", " ").split()
+        m = _NUMBER.fullmatch(parts[0]) if len(parts) == 1 else None
+        return (_float(m.group(0)), None) if m else (None, line[p : close + 1])
+    m = _NUMBER.match(line, p)
+    if m is None:
+        stop = line.find(",", p, p + 32)
+        return None, line[p : stop if stop >= 0 else p + 32]
+    return _float(m.group(0)), None
 
 
 def _float(text: str) -> float:
@@ -108,6 +174,7 @@ class LogParser:
         self.last_global = None
         self.lines = 0
         self.matched = 0
+        self.declined: dict = {}  # field -> [lines, first line number, first text]: fields that were no single number
 
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:
@@ -124,6 +191,31 @@ class LogParser:
         self.last_step_in_epoch = max(self.last_step_in_epoch, step)
         gstep = self.offset + step
         return gstep if gstep <= _INT64_MAX else None
+
+    def _fields(self, line: str, start: int, names: dict, gstep: int, wall: float, points: list) -> None:
+        """The named fields after *start*, as points; a field that is no single number is declined."""
+        for name, tag in names.items():
+            found = _field(line, name, start)
+            if found is None:
+                continue
+            value, text = found
+            if text is None:
+                points.append((tag, gstep, wall, value))
+            else:
+                seen = self.declined.get(name)
+                if seen is None:
+                    self.declined[name] = [1, self.lines, text]
+                else:
+                    seen[0] += 1
+
+    def take_declined(self) -> list[str]:
+        """One sentence per field that was printed but not as one number since the last call (then forgotten)."""
+        out = [
+            f"field {name!r} is not one number on {count} line(s) (first on line {first}: {text!r}); not read"
+            for name, (count, first, text) in self.declined.items()
+        ]
+        self.declined = {}
+        return out
 
     def feed(self, lines) -> list:
         """Points of the given lines, in order.
@@ -147,6 +239,18 @@ class LogParser:
                 continue
             if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
                 continue
+            at = line.find("{ step:[")
+            m = _PYNATIVE.match(line, at) if at >= 0 else None
+            if m:
+                gstep, per_run = int(m.group(1)), int(m.group(2))
+                if gstep > _INT64_MAX or per_run > _INT64_MAX:
+                    continue
+                wall = _wall_time(line)
+                points.append(("loss", gstep, wall, _float(m.group("loss"))))
+                self._fields(line, m.end(), _PYNATIVE_FIELDS, gstep, wall, points)
+                self.last_global = (gstep, wall)
+                self.matched += 1
+                continue
             at = line.find("Epoch:[")
             m = None
             if at >= 1:
@@ -159,10 +263,7 @@ class LogParser:
                 wall = _wall_time(line)
                 loss = m.group("loss") if m.group("loss") is not None else m.group("sinkloss")
                 points.append(("loss", gstep, wall, _float(loss)))
-                for tag, rx in _MF_FIELDS.items():
-                    fm = rx.search(line, m.end())
-                    if fm:
-                        points.append((tag, gstep, wall, _float(fm.group(1))))
+                self._fields(line, m.end(), _MF_FIELDS, gstep, wall, points)
                 self.last_global = (gstep, wall)
                 self.matched += 1
                 continue

@@ -193,7 +193,11 @@ def decode_tensor(buf, a: int, b: int) -> Tensor:
 
 
 def decode_histogram(buf, a: int, b: int) -> Histogram:
-    """Summary.Histogram: buckets of (left, width, count) plus min/max/sum/count and NaN/Inf counts."""
+    """Summary.Histogram: buckets of (left, width, count) plus min/max/sum/count and NaN/Inf counts.
+
+    proto2: a min, max or sum of 0 is written, and one left out is unknown (MindSpore writes none when no value
+    is finite), hence NaN; unlike TensorBoard's proto3 HistogramProto (:mod:`tensorboard_proto`), where absent is 0.
+    """
     left: list = []
     width: list = []
     counts: list = []

@@ -40,6 +40,12 @@ class ProblemKind(StrEnum):
     - ``replaced``: a followed file was rewritten, recreated or truncated; its earlier rows were dropped and it was read again.
     - ``loop``: a directory symlink leads back to a directory already walked; it was not followed again.
     - ``line``: a log line longer than the parser reads; only its start was parsed.
+
+    About values:
+
+    - ``not_read``: a value msnb recognised and did not read: one it has no table for (audio, a
+      ``custom_scalars`` layout), or a logged field that is not one number (``global_norm: [1 31049]``).
+      Reported once per tag (or field) and file, with the first place it was seen; never guessed at.
     """
 
     TRUNCATED = "truncated"
@@ -54,6 +60,7 @@ class ProblemKind(StrEnum):
     REPLACED = "replaced"
     LOOP = "loop"
     LINE = "line"
+    NOT_READ = "not_read"
 
 
 SKIPPED_KINDS = frozenset({ProblemKind.TRUNCATED, ProblemKind.CRC, ProblemKind.TORN, ProblemKind.HEADER, ProblemKind.DECODE})

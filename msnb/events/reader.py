@@ -20,7 +20,7 @@ import numpy as np
 
 from . import mindspore_proto, records, tensorboard_proto
 from .decoded import Landscape
-from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, TFEVENTS, Source, discover
+from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .logs import LogParser
@@ -37,6 +37,7 @@ _BULK = {MS_SUMMARY: decode_summaries}  # whole records without a template (hist
 _DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
 LOG_CHUNK = 8 << 20  # bytes of a log read at once
 FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
+_KEY_COLUMNS = ("run", "rank", "tag", "step", "wall_time")  # set by the reader; the record gives the other columns
 
 
 @dataclass
@@ -178,6 +179,7 @@ class FileState:
         self.tail = b""  # the bytes just before self.pos as last read
         self.last_key = None  # (size, mtime_ns) when last polled: unchanged means nothing to read, not even a damaged tail
         self.long_line = False  # inside a log line longer than a chunk: skip to its end
+        self.noted: set = set()  # (tag, message) of values not read, already reported for this file
 
     def info(self) -> dict:
         s = self.source
@@ -281,7 +283,11 @@ class FileState:
         if size == 0:
             out.problems.append(Problem(path, 0, ProblemKind.EMPTY, "zero-length event file: nothing was ever written to it"))
         elif self.records == 0:
-            out.problems.append(Problem(path, 0, ProblemKind.FOREIGN, "no intact record found: not an event file, or damaged throughout", "error"))
+            if self.verify and _chained_file(path):
+                what = "no record's checksums hold, yet its records chain: written without checksums (MindInsight's tests zero them); read it with verify=False"
+            else:
+                what = "no intact record found: not an event file, or damaged throughout"
+            out.problems.append(Problem(path, 0, ProblemKind.FOREIGN, what, "error"))
 
     # -------------------------------------------------------------- events
     def _read_events(self, f, size: int, final: bool, out: ReadResult) -> None:
@@ -359,8 +365,10 @@ class FileState:
                 self.version = ev.version
             if ev.graph_bytes is not None and (wanted is None or "" in wanted):
                 markers.append(("", ev.step, ev.wall_time, "graph", ev.graph_bytes))
+            for tag, message in ev.notes:
+                self._note(out, tag, message, base + int(offsets[i]) - HEADER)
             for tag, record in ev.others:
-                if wanted is not None and tag not in wanted:
+                if wanted is not None and tag not in wanted and record.KIND != "lineage":  # lineage has no tag: always kept
                     continue
                 if isinstance(record, Landscape):
                     markers.append((tag, ev.step, ev.wall_time, "loss_landscape", record.bytes))
@@ -373,7 +381,9 @@ class FileState:
             table_cls = TABLE_KINDS[kind]
             tags_, steps_, walls_, found = zip(*rows)
             cols_ = {"tag": list(tags_), "step": list(steps_), "wall_time": list(walls_)}
-            for c in table_cls.COLUMNS[5:]:
+            for c in table_cls.COLUMNS:
+                if c in _KEY_COLUMNS:
+                    continue
                 cols_[c] = list(map(attrgetter(c), found))  # one column at a time: thousands of rows cost a C loop each
             m = len(rows)
             cols_["run"] = _full(m, src.run)
@@ -400,6 +410,14 @@ class FileState:
                     bytes=[x[4] for x in markers],
                 ),
             )
+
+    def _note(self, out: ReadResult, tag: str, message: str, offset: int | None) -> None:
+        """A value recognised and not read: reported once per tag and kind of value in this file, where it was first seen."""
+        if (tag, message) in self.noted:
+            return
+        self.noted.add((tag, message))
+        what = f"tag {tag!r}: " if tag else ""
+        out.problems.append(Problem(self.source.path, offset, ProblemKind.NOT_READ, f"{what}{message} (reported once per tag)", "info"))
 
     def _settle_flavor(self, buf, base: int, o: int, n: int, out: ReadResult) -> None:
         """The first record names the writer: trust it over the file name.
@@ -473,6 +491,8 @@ class FileState:
                     "info",
                 )
             )
+        for message in self.parser.take_declined():
+            out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
         self.records += len(points)
         cols.add(points)
 
@@ -618,6 +638,16 @@ class Follower:
         merged.problems = list(self._problems)
         merged.files = [self._states[p].info() for p in self._order]
         return merged
+
+
+def _chained_file(path: str) -> bool:
+    """Do the file's first records chain with their checksums left unchecked (:func:`msnb.events.discovery.chained`)?"""
+    try:
+        with open(path, "rb", opener=_open_nonblocking) as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return len(head) >= 16 and chained(head)
 
 
 def _open_nonblocking(path, flags):

@@ -242,7 +242,12 @@ class ScalarTable(Table):
 
 
 class HistogramTable(Table):
-    """One row per histogram: summary statistics plus bucket edges and counts (arrays)."""
+    """One row per histogram: summary statistics plus bucket edges and counts (arrays).
+
+    ``min``, ``max`` and ``sum`` are what the file holds.  ``sum`` is NaN where the
+    writer recorded none (TF2's ``tf.summary.histogram`` keeps only buckets):
+    :meth:`estimated_sum` fills those rows from the buckets, as an estimate.
+    """
 
     COLUMNS = (
         "run",
@@ -271,6 +276,22 @@ class HistogramTable(Table):
         "pos_inf_count": np.int64,
         "neg_inf_count": np.int64,
     }
+
+    def estimated_sum(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's sum: the recorded one, or where none was recorded the bucket estimate (midpoint x count).
+
+        A row with no finite value (all NaN or infinite) has no sum to estimate: it stays NaN.
+
+        Returns:
+            ``(sums, estimated)``: float64 sums, and a bool array, True where the sum is an estimate.
+        """
+        sums = np.array(self.sum, dtype=np.float64, copy=True)
+        finite = self.count - self.nan_count - self.pos_inf_count - self.neg_inf_count
+        estimated = np.isnan(sums) & (finite > 0)
+        for i in np.flatnonzero(estimated).tolist():
+            left, right, counts = (np.asarray(x, dtype=np.float64) for x in (self.left[i], self.right[i], self.counts[i]))
+            sums[i] = float(((left + right) / 2 * counts).sum())
+        return sums, estimated
 
 
 class TensorTable(Table):

@@ -11,6 +11,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` and the ``jupyterlab`` and
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -246,7 +247,7 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
     assert running and all(s["outputs"] == 1 for s in running)
     assert len({s["live"][0] for s in running}) >= 3  # "starting...", then steps: updated in place
     # the end: the live view's last state and the verdict, once (no Out[n] beside it)
-    assert final["outputs"] == 2 and final["verdictText"] == ["msnb smoke PASSED"]
+    assert final["outputs"] == 2 and len(final["verdictText"]) == 1 and re.fullmatch(r"msnb smoke PASSED( with \d+ warnings?)?", final["verdictText"][0])
     assert len(final["images"]) >= 2 and all(w > 0 and h > 0 for w, h, _ in final["images"])
     for text in final["allText"]:
         assert "Traceback" not in text and "<IPython.core.display" not in text

@@ -72,8 +72,7 @@ def test_a_stop_signal_to_the_parent_ends_every_child_and_still_gives_the_verdic
     assert wait_until_gone(tmp_path) == [], f"left behind: {smoke_processes(tmp_path)}"
     assert proc.returncode == 1, err
     assert f"process: stopped by {signal.Signals(sig).name}" in out
-    for scratch in scratch_dirs(tmp_path):  # removed, or named in the verdict
-        assert str(scratch) in out
+    assert scratch_dirs(tmp_path) == []  # one rule for every stop (Ctrl-C too: tests/test_smoke.py)
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["1-worker", "msrun-2-workers"])

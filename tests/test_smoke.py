@@ -118,6 +118,7 @@ def test_interrupt_stops_the_child_and_its_workers(tmp_path):
     assert "interrupted by the user" in out
     time.sleep(1)
     assert smoke_processes(tmp_path) == []
+    assert list(tmp_path.glob("msnb-smoke-*")) == []  # one rule for every stop: Ctrl-C removes the scratch directory, as SIGTERM and SIGHUP do
 
 
 def test_a_child_that_raises_shows_its_log_tail():

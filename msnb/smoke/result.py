@@ -84,10 +84,17 @@ class SmokeResult:
                 return found
         return last_traceback(self.log_tail)
 
+    @property
+    def verdict_word(self) -> str:
+        """``PASSED``, ``PASSED with 2 warnings`` or ``FAILED``: a pass with warnings never reads as a clean pass."""
+        if not self.passed:
+            return "FAILED"
+        warns = sum(1 for c in self.checks if c.status == "warn")
+        return "PASSED" if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
+
     def headline(self) -> str:
-        """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s``"""
-        head = "PASSED" if self.passed else "FAILED"
-        return f"msnb smoke {head}: {self.steps_trained}/{self.steps} steps on {self.device} in {self.elapsed_s:.1f} s"
+        """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s`` (or ``PASSED with 1 warning: ...``)"""
+        return f"msnb smoke {self.verdict_word}: {self.steps_trained}/{self.steps} steps on {self.device} in {self.elapsed_s:.1f} s"
 
     def check(self, name: str):
         return next((c for c in self.checks if c.name == name), None)
@@ -136,8 +143,8 @@ class SmokeResult:
 
     def to_html(self, figures: bool = True) -> str:
         """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
-        head = "PASSED" if self.passed else "FAILED"
-        color = _COLOR["pass" if self.passed else "fail"]
+        head = self.verdict_word
+        color = _COLOR["fail" if not self.passed else ("warn" if head != "PASSED" else "pass")]
         rows = "".join(
             f"<tr><td style='color:{_COLOR[c.status]};font-weight:bold'>{_MARK[c.status]}</td><td><code>{html.escape(c.name)}</code></td>"
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"

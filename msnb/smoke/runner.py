@@ -692,7 +692,8 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
     delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
-    cancelled = watched.stopped_by is not None  # stopped from outside: nobody is waiting for a post-mortem
+    # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped
+    cancelled = watched.stopped_by is not None or watched.interrupted
     kept = o.keep or o.summary_dir is not None or (not passed and not cancelled)
     if (passed or cancelled) and not o.keep:
         shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
@@ -765,7 +766,7 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
                 _kill_run(launched.proc, launched.marker)
             raise
     if view is not None:
-        head = "PASSED" if result.passed else "FAILED"
+        head = result.verdict_word
         view.close(watched.everything.scalars, status=f"{head} after {result.steps_trained} steps; verdict below")
     return result
 

@@ -6,6 +6,7 @@ asserts; a legacy LLaMA config runs once through the CLI and once with a learnin
 
 import importlib.util
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -272,3 +273,37 @@ def test_a_model_that_cannot_be_built_fails_with_one_line_and_the_log_kept(tmp_p
     work = Path(verdict["summary_dir"]).parent
     assert "Traceback" in (work / "train.log").read_text()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_configs_own_megatron_dataset_is_trained_on_when_it_is_here(tmp_path):
+    """A Megatron .bin/.idx written by mindformers' own IndexedDatasetBuilder (in a child: importing mindformers writes ./output)."""
+    import subprocess
+    import sys
+
+    prefix = tmp_path / "corpus_text_document"
+    writer = textwrap.dedent(f"""\
+        import os, numpy as np
+        os.chdir({str(tmp_path)!r})
+        from mindformers.dataset.blended_datasets.indexed_dataset import IndexedDatasetBuilder
+        builder = IndexedDatasetBuilder({str(prefix) + ".bin"!r}, dtype=np.int32)
+        rng = np.random.default_rng(0)
+        for _ in range(100):
+            doc = (3 + (int(rng.integers(0, 500)) + np.arange(80)) % 500).astype(np.int32)
+            builder.add_document(doc, [len(doc)])
+        builder.finalize({str(prefix) + ".idx"!r})
+    """)
+    subprocess.run([sys.executable, "-c", writer], check=True, capture_output=True, timeout=300)
+    shutil.rmtree(tmp_path / "output", ignore_errors=True)
+    path = tmp_path / "qwen3_own_data.yaml"
+    path.write_text(
+        f"base_config: {QWEN3}\n"
+        "model:\n  model_config:\n    vocab_size: 512\n"  # a small vocabulary of the user's own, kept: the data's ids must fit
+        f"train_dataset:\n  data_loader:\n    config:\n      data_path: ['1', '{prefix}']\n"
+        "callbacks:\n  - {type: MFLossMonitor, per_print_times: 1}\n"
+    )
+    result = run_smoke(path, live=False, steps=15)
+    assert result.passed, result.format_text()
+    assert result.check("data").detail == f"the config's own dataset ({prefix})"
+    assert "vocab" not in result.check("config_changes").detail.split("(shrunk")[0]  # the data's token ids must fit the vocabulary
+    assert "num_parallel_workers: 8 ->" in result.check("config_changes").detail or (os.cpu_count() or 1) >= 8
+    assert result.check("callbacks").detail.startswith("MFLossMonitor: 15 lines")

@@ -420,6 +420,10 @@ def plan_mindformers(
         data_note = f"synthetic token ids ({why}): columns {', '.join(columns)}, a counting pattern a model can learn"
         train["num_parallel_workers"] = 1
         train["python_multiprocessing"] = False
+    cores = os.cpu_count() or 1
+    if isinstance(train.get("num_parallel_workers"), int) and train["num_parallel_workers"] > cores:
+        changes.append(f"train_dataset.num_parallel_workers: {train['num_parallel_workers']} -> {cores} (this machine's cores; MindSpore refuses more)")
+        train["num_parallel_workers"] = cores
     if isinstance(train.get("data_loader"), dict) and isinstance(train["data_loader"].get("config"), dict) and "seq_length" in train["data_loader"]["config"]:
         train["data_loader"]["config"]["seq_length"] = after.get("seq", mc.get("seq_length"))
     if isinstance(cfg.get("train_dataset_task"), dict):

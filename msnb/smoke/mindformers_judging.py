@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis import rank_divergence
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
@@ -76,10 +77,16 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
     lines, missing = [], []
     for name in plan.callbacks:
         if name == "MFLossMonitor":
-            n = int(np.count_nonzero(logs.tag == "loss"))
+            loss_rows = logs.where(tag="loss")
+            n = len(loss_rows)
             present = [t for t in ("loss", "lr", "global_norm") if t in log_tags]
+            per_rank = {r: int(np.count_nonzero(loss_rows.rank == r)) for r in range(plan.workers)} if plan.workers > 1 else {}
+            silent = [r for r, count in per_rank.items() if not count]
+            if silent:
+                missing.append(f"MFLossMonitor wrote no loss line for rank(s) {silent}")
             if n:
-                lines.append(f"MFLossMonitor: {n} lines with {', '.join(present)}")
+                split = f" ({', '.join(f'rank {r}: {c}' for r, c in per_rank.items())})" if per_rank else ""
+                lines.append(f"MFLossMonitor: {n} lines{split} with {', '.join(present)}")
                 if "global_norm" not in log_tags or "lr" not in log_tags:
                     missing.append("MFLossMonitor's lines carry no " + " or ".join(t for t in ("lr", "global_norm") if t not in log_tags))
             else:
@@ -186,18 +193,27 @@ def judge_mindformers_smoke(ctx) -> list:
     stopped = ctx.outcome.interrupted or ctx.outcome.timed_out or ctx.stopped_by is not None
     checks.append(_process(ctx.outcome, trained, ctx.stopped_by, ctx.failure))
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
-    tag, steps, values, nonfinite = loss_series(ctx.summary_read, _LogsAndBoard(ctx.everything), 0)
-    if tag is None:
-        if ctx.outcome.returncode == 0 or trained:
-            checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
-    else:
-        loss_checks = check_loss(steps, values, "", nonfinite)
+    per_step = _LogsAndBoard(ctx.everything)
+    for rank in range(plan.workers) if plan.workers > 1 else [None]:
+        label = "" if rank is None else f"[rank {rank}]"
+        tag, steps, values, nonfinite = loss_series(ctx.summary_read, per_step, 0 if rank is None else rank)
+        if tag is None:
+            if ctx.outcome.returncode == 0 or trained:
+                checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded by any callback"))
+            continue
+        loss_checks = check_loss(steps, values, label, nonfinite)
         for c in loss_checks:
-            if c.name == "loss_falling" and c.status != PASS:
+            if c.name.startswith("loss_falling") and c.status != PASS:
                 c.detail += _lr_cause(ctx.everything)
         checks.extend(loss_checks)
+    if plan.workers > 1 and "loss" in set(per_step.scalars.tags()):
+        flags = [f for f in rank_divergence(per_step.scalars, "loss") if f.rank >= 0]
+        if flags:
+            checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in flags)))
+        else:
+            checks.append(Check("rank_divergence", PASS, f"{plan.workers} ranks follow one trend within the noise between them"))
     if stopped:
-        checks = [c for c in checks if not (c.name == "loss_falling" and c.status == FAIL and trained < 5)]
+        checks = [c for c in checks if not (c.name.startswith("loss_falling") and c.status == FAIL and trained < 5)]
     checks.extend(check_step_time({r: t[:3] for r, t in ctx.times.items()}, ctx.collect_freq, builtin_model=plan.shrunk))
     medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in ctx.times.values() if t[1].size > 5]
     written = [
@@ -208,7 +224,7 @@ def judge_mindformers_smoke(ctx) -> list:
         if p.is_file()
     ]
     size = sum(p.stat().st_size for p in written)
-    checks.append(check_disk(size, trained, float(np.median(medians)) if medians else None, builtin_model=plan.shrunk))
+    checks.append(check_disk(size, trained * plan.workers, float(np.median(medians)) if medians else None, builtin_model=plan.shrunk))
     warnings = [f for f in ctx.findings if f.severity in ("warning", "error")]
     if warnings:
         checks.append(Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings)))

@@ -103,6 +103,7 @@ class ModelPlan:
     columns: list = field(default_factory=list)
     tensorboard: bool = False
     lr: float | None = None  # the learning rate trained with, when the smoke set it
+    workers: int = 1
 
     def describe(self) -> str:
         """One line: which model, from which file, at what size, through what."""
@@ -255,6 +256,7 @@ def plan_mindformers(
     mode: str | None = None,
     data: str = "auto",
     sink_size: int | None = None,
+    workers: int = 1,
 ) -> ModelPlan:
     """Turn a user's mindformers run YAML into the config a smoke child trains.
 
@@ -268,6 +270,7 @@ def plan_mindformers(
         mode: "graph" or "pynative" (default: the config's ``context.mode``).
         data: "auto" (the config's dataset when its files exist here, else synthetic), "config" or "synthetic".
         sink_size: rehearse sink mode with this sink size (default: sink mode off).
+        workers: data-parallel workers (more than 1: mindformers' own data parallelism, started by msrun).
 
     Returns:
         The plan; ``config`` still has placeholder paths (see :func:`child_config`).
@@ -320,8 +323,11 @@ def plan_mindformers(
         runner["sink_size"] = int(sink_size)
     if (runner.get("gradient_accumulation_steps") or 1) != 1:
         _set(runner, "gradient_accumulation_steps", 1, changes, "one step per batch", "runner_config")
-    # one device: every parallel degree 1, no communication
-    _set(cfg, "use_parallel", False, changes, "one device", "")
+    # one device, or N data-parallel workers: every other parallel degree 1
+    if workers > 1:
+        _set(cfg, "use_parallel", True, changes, f"{workers} data-parallel workers under msrun", "")
+    else:
+        _set(cfg, "use_parallel", False, changes, "one device", "")
     pc = cfg.setdefault("parallel_config", {})
     degrees = []
     for key in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel", "expert_model_parallel", "micro_batch_num"):
@@ -331,10 +337,15 @@ def plan_mindformers(
     if pc.get("use_seq_parallel"):
         degrees.append("use_seq_parallel off")
     pc["use_seq_parallel"] = False
+    if workers > 1:
+        pc["data_parallel"] = workers
+        degrees = [d for d in degrees if not d.startswith("data_parallel")] + [f"data_parallel {workers}"]
     if degrees:
-        changes.append(f"parallel_config: {', '.join(degrees)} (one device)")
+        changes.append(f"parallel_config: {', '.join(degrees)} ({'data parallel only' if workers > 1 else 'one device'})")
     par = cfg.setdefault("parallel", {})
-    par["parallel_mode"] = 0
+    par["parallel_mode"] = 0  # data parallel (one device: no communication at all)
+    if workers > 1:
+        par["full_batch"] = False  # each worker feeds its own batches
     par["enable_alltoall"] = False
     par["enable_parallel_optimizer"] = False
     par.pop("dataset_strategy", None)
@@ -447,6 +458,7 @@ def plan_mindformers(
         columns=columns,
         tensorboard=isinstance(cfg.get("tensorboard"), dict),
         lr=use_lr,
+        workers=workers,
     )
 
 
@@ -469,7 +481,8 @@ def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:
     Args:
         plan: what :func:`plan_mindformers` returned.
         workdir: the scratch directory (the child's working directory: mindformers writes ``./output/log`` there).
-        summary: where SummaryMonitor writes (the scratch ``summary`` folder or the user's ``--summary-dir``).
+        summary: where SummaryMonitor writes with one worker (the scratch ``summary`` folder or the user's
+            ``--summary-dir``); with several, each rank writes ``output/summary/rank_N`` (see :func:`summary_root`).
 
     Returns:
         A new config dict: ``output_dir``, TensorBoard, SummaryMonitor, CheckpointMonitor and the dump path redirected.
@@ -483,7 +496,8 @@ def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:
         if not isinstance(cb, dict):
             continue
         if cb.get("type") == "SummaryMonitor":
-            cb["summary_dir"] = str(summary)
+            # one worker: the smoke's summary folder; several: mindformers' own output_dir/summary/rank_N (one folder a rank)
+            cb["summary_dir"] = str(summary) if plan.workers == 1 else None
         elif cb.get("type") == "CheckpointMonitor":
             cb.pop("directory", None)  # under output_dir/checkpoint
             cb["save_checkpoint_steps"] = max(1, min(int(cb.get("save_checkpoint_steps") or 1), 10))
@@ -500,4 +514,9 @@ def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:
     return cfg
 
 
-__all__ = ["PINNED_MINDFORMERS", "ModelPlan", "is_mindformers_run", "installed_mindformers", "plan_mindformers", "child_config"]
+def summary_root(plan: ModelPlan, workdir: Path, summary: Path) -> Path:
+    """Where the run's SummaryMonitor files are: the smoke's summary folder, or ``output/summary`` with several workers."""
+    return summary if plan.workers == 1 else workdir / "output" / "summary"
+
+
+__all__ = ["summary_root", "PINNED_MINDFORMERS", "ModelPlan", "is_mindformers_run", "installed_mindformers", "plan_mindformers", "child_config"]

@@ -71,6 +71,7 @@ def main(spec_path: str) -> int:
     os.chdir(workdir)  # mindformers' ./output/log lands in the scratch directory
     failure = os.path.join(workdir, "failure.txt")
     stage = "importing mindformers"
+    rank = 0
     try:
         import mindformers
         from mindformers import MindFormerConfig, Trainer, build_context
@@ -88,16 +89,23 @@ def main(spec_path: str) -> int:
         stage = "loading the config (MindFormerConfig)"
         config = MindFormerConfig(spec["config"])
         stage = "building the context (build_context)"
-        build_context(config)
+        build_context(config)  # with use_parallel, this initialises the communication msrun set up
+        from ..monitor import current_rank
+
+        rank, world = current_rank()
+        rank = rank or 0
+        if world > 1:
+            failure = os.path.join(workdir, f"failure_rank{rank}.txt")
         dataset = None
         if spec["data"] == "synthetic":
             mc = config.model.model_config
             seq = int(mc.seq_length)
             vocab = int(getattr(mc, "vocab_size", None) or getattr(mc, "padded_vocab_size", None) or 256)
             batch = int(config.runner_config.batch_size)
-            dataset = synthetic_dataset(spec["columns"], seq, vocab, batch, samples=int(spec["steps"]) * batch, seed=int(spec.get("seed", 0)))
+            dataset = synthetic_dataset(spec["columns"], seq, vocab, batch, samples=int(spec["steps"]) * batch, seed=int(spec.get("seed", 0)) + rank)
         stage = "building the model and training (Trainer.train)"
-        callbacks = [StepTimer(os.path.join(workdir, "step_times.csv"), int(spec.get("collect_freq") or 1)), StopAt(int(spec["steps"]))]
+        times = os.path.join(workdir, "step_times.csv" if world == 1 else f"step_times_rank{rank}.csv")
+        callbacks = [StepTimer(times, int(spec.get("collect_freq") or 1)), StopAt(int(spec["steps"]))]
         trainer = Trainer(args=config, train_dataset=dataset, callbacks=callbacks)
         trainer.train()
     except BaseException as exc:  # the reason in one line for the verdict; the traceback stays in the log

@@ -1,8 +1,13 @@
-"""msrun runs a script, not a module: this file starts the smoke worker for each rank."""
+"""msrun runs a script, not a module: this file starts the smoke worker for each rank (msnb's, or the mindformers one)."""
 
+import json
 import sys
 
-from msnb.smoke.worker import main
-
 if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        mindformers = bool(json.load(f).get("mindformers_model"))
+    if mindformers:
+        from msnb.smoke.mindformers_worker import main
+    else:
+        from msnb.smoke.worker import main
     sys.exit(main(sys.argv[1]))

@@ -48,7 +48,7 @@ from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
 from .mindformers_judging import judge_mindformers_smoke, log_scalars
-from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers
+from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
 from .options import BUILTIN_STEPS, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
@@ -253,11 +253,18 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         raise SmokeError(
             f"{where} is a mindformers run config, which trains its own model; give the model as the YAML, or as code/--module with a YAML of monitor_config only"
         )
+    msrun = None
     if options.workers > 1:
-        raise SmokeError(
-            f"--workers {options.workers} with a mindformers config: mindformers' distributed launch needs a communication backend "
-            "(HCCL on Ascend) that the CPU backend lacks; run the multi-rank rehearsal on Ascend with msrun, or use --workers 1 here"
-        )
+        msrun = find_msrun()
+        if msrun is None:
+            raise SmokeError(
+                f"--workers {options.workers} starts mindformers' data-parallel workers with msrun, MindSpore's launcher, which is neither beside "
+                f"{sys.executable} nor on PATH; install MindSpore in this environment (it ships msrun) or run with --workers 1"
+            )
+        if options.summary_dir is not None:
+            raise SmokeError(
+                f"--summary-dir with --workers {options.workers}: each rank writes mindformers' own output/summary/rank_N; use --keep to keep them"
+            )
     version = installed_mindformers()
     if version is None:
         raise SmokeError(
@@ -281,12 +288,13 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         mode=mode,
         data=options.data,
         sink_size=options.sink_size,
+        workers=options.workers,
     )
     options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
     monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
     findings = lint(loaded, steps=options.steps, protobuf_major=installed_major("protobuf"))  # the real run's settings, distributed or not
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
-    return Prepared(options, device, reason, usable, loaded, {}, findings, None, None, None, summary, plan)
+    return Prepared(options, device, reason, usable, loaded, {}, findings, None, None, msrun, summary, plan)
 
 
 @dataclass
@@ -346,6 +354,7 @@ def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
         "collect_freq": collect,
         "data": plan.data,
         "columns": plan.columns,
+        "distributed": o.workers > 1,
         "seed": 0,
     }
 
@@ -383,7 +392,7 @@ def launch(prepared: Prepared) -> Launched:
         env["PYTHONUNBUFFERED"] = "1"
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
-        if prepared.plan is not None:
+        if prepared.plan is not None and o.workers == 1:
             command = [sys.executable, "-m", "msnb.smoke.mindformers_worker", str(workdir / "spec.json")]
             stop = signal.SIGTERM
         elif o.workers == 1:
@@ -642,6 +651,8 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         The verdict with its tables and figures.
     """
     prepared, o, workdir, summary = launched.prepared, launched.prepared.options, launched.workdir, launched.summary
+    if prepared.plan is not None:
+        summary = summary_root(prepared.plan, workdir, summary)
     summary_read = read(summary)
     times = _read_step_times(workdir)
     logs = workdir / "logs"
@@ -668,7 +679,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
                 collect_freq=int(launched.spec.get("collect_freq") or 1),
                 stopped_by=watched.stopped_by,
                 rehearsal=_read_json(workdir / "rehearsal.json"),
-                failure=_tail(workdir / "failure.txt", 1) or None,
+                failure=next((line for p in sorted(workdir.glob("failure*.txt")) if (line := _tail(p, 1))), None),
             )
         )
     else:

@@ -162,6 +162,23 @@ def test_another_mindformers_release_is_named_instead_of_a_deep_traceback(tmp_pa
         run_smoke(path, live=False, device="CPU")
 
 
+def test_the_shipped_finetune_deepseek_and_glm_configs_are_planned_for_this_machine(tmp_path):
+    """Every family mindformers 1.9 ships a training config for (each was trained by hand here; the plans are checked here)."""
+    qwen3_ft = plan_mindformers(load_config(SHIPPED / "qwen3" / "finetune_qwen3.yaml"), device="CPU", steps=5)
+    mc = qwen3_ft.config["model"]["model_config"]  # sizes came from pretrained_model_dir's config.json, absent here
+    assert (mc["model_type"], mc["architectures"], mc["num_hidden_layers"], mc["hidden_size"]) == ("qwen3", ["Qwen3ForCausalLM"], 2, 64)
+    assert qwen3_ft.config["pretrained_model_dir"] == "" and any("pretrained_model_dir" in c and "not on this machine" in c for c in qwen3_ft.changes)
+    ds3 = plan_mindformers(load_config(SHIPPED / "deepseek3" / "pretrain_deepseek3_12b_16p_pp16.yaml"), device="CPU", steps=5)
+    mc = ds3.config["model"]["model_config"]
+    assert mc["first_k_dense_replace"] == mc["num_hidden_layers"] == 2  # MoE made dense: its dispatcher has no CPU kernel
+    assert (mc["n_group"], mc["topk_group"], mc["n_routed_experts"], mc["num_nextn_predict_layers"]) == (1, 1, 4, 1)
+    assert any("MoE layers made dense" in c for c in ds3.changes)
+    glm4 = plan_mindformers(load_config(SHIPPED / "glm4" / "finetune_glm4_9b.yaml"), device="CPU", steps=5)
+    assert glm4.legacy and glm4.columns == ["input_ids", "labels"] and glm4.config["model"]["model_config"]["num_layers"] == 2
+    with pytest.raises(SmokeError, match=r"llm_pretrain_dense_template\.yaml: model\.model_config gives no model sizes and pretrained_model_dir"):
+        plan_mindformers(load_config(SHIPPED / "general" / "llm_pretrain_dense_template.yaml"), device="CPU", steps=5)
+
+
 # ---- real trainings through mindformers' Trainer ----------------------------------------------------------------
 
 

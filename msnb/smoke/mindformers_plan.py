@@ -185,6 +185,8 @@ def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict,
     for key, value in _MLA_AND_MOE.items():
         if key in mc and mc[key] is not None:
             mc[key] = value
+    if mc.get("n_routed_experts"):  # DeepSeek's router groups default to 8, which must divide the (now 4) experts
+        mc["n_group"], mc["topk_group"] = 1, 1
     for key in _MTP:
         if isinstance(mc.get(key), int) and mc[key] > 1:
             mc[key] = 1
@@ -243,6 +245,42 @@ def _columns(data: dict, legacy: bool) -> list:
         return list(cols)
     # what BaseTrainer gives a new-architecture model without input_columns (the Megatron loader's columns)
     return ["input_ids"] if legacy else ["input_ids", "labels", "loss_mask", "position_ids"]
+
+
+# the sizes a new-architecture model_config needs when the YAML leaves them to pretrained_model_dir's config.json
+_MCORE_SIZES = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads", "num_key_value_heads": "kv_heads",
+                "head_dim": "head_dim", "intermediate_size": "ffn", "vocab_size": "vocab", "seq_length": "seq"}  # fmt: skip
+
+
+def _sizes_from_pretrained_dir(cfg: dict, mc: dict, legacy: bool, changes: list, loaded) -> None:
+    """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json: fill them in when that folder is not here.
+
+    Without the folder mindformers fails at start (``config.json does not exist``); the smoke needs only the
+    architecture class, which ``trainer.model_name`` (or ``model_config.model_type``) names.
+    """
+    if legacy or _first(mc, _DIMENSIONS["layers"]) is not None:
+        return
+    pretrained = cfg.get("pretrained_model_dir")
+    here = isinstance(pretrained, str) and pretrained and (Path(pretrained).expanduser() / "config.json").is_file()
+    if here:
+        return
+    name = mc.get("model_type") or ((cfg.get("trainer") or {}).get("model_name") if isinstance(cfg.get("trainer"), dict) else None)
+    if not isinstance(name, str) or not name or name.lower() in ("llm", "general"):
+        where = loaded.where("model.model_config")
+        raise SmokeError(
+            f"{where}: model.model_config gives no model sizes and pretrained_model_dir ({pretrained or 'unset'}) has no config.json here; "
+            "point pretrained_model_dir at a Hugging Face model folder, or give model_type and the sizes in model.model_config"
+        )
+    mc.setdefault("model_type", name.lower())
+    mc.setdefault("architectures", [f"{name}ForCausalLM"])
+    for key, dim in _MCORE_SIZES.items():
+        mc.setdefault(key, SMALL[dim])
+    mc.setdefault("max_position_embeddings", 2 * SMALL["seq"])
+    cfg["pretrained_model_dir"] = ""
+    changes.append(
+        f"pretrained_model_dir: {pretrained!r} is not on this machine, so model.model_config got {mc['model_type']}'s class "
+        f"({mc['architectures'][0]}) at the smoke's sizes instead of that folder's config.json"
+    )
 
 
 def plan_mindformers(
@@ -304,6 +342,7 @@ def plan_mindformers(
         use_config_data = False
     else:
         use_config_data = bool(paths) and all(_dataset_exists(p) for _, p in paths)
+    _sizes_from_pretrained_dir(cfg, mc, legacy, changes, loaded)
     before, after = ({}, {})
     if do_shrink:
         before, after = _shrink_model(mc, changes, keep_vocab=use_config_data)

@@ -117,6 +117,8 @@ def _read_step_times(workdir: Path) -> dict:
     for path in sorted(workdir.glob("step_times*.csv")):
         rank = int(path.stem.split("rank")[1]) if "rank" in path.stem else 0
         try:
+            if path.stat().st_size <= len("step,ms,collected,wall\n"):  # the header only: no step was timed
+                continue
             rows = np.atleast_2d(np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2))
         except (ValueError, OSError):
             continue

@@ -210,9 +210,9 @@ def test_each_callback_wrote_what_the_verdict_says(qwen3_run):
     assert result.check("callbacks").status == "pass", detail
     assert "MFLossMonitor: 20 lines with loss, lr, global_norm" in detail
     for words in (
-        "optimizer_state_format ->",
-        "weight_state_format ->",
-        "device_local_loss_format ->",
+        "optimizer_state_format: adam_m_norm/adam_v_norm tags, 38 in the log, 38 in TensorBoard",
+        "weight_state_format: weight_norm tags, 1 in the log, 1 in TensorBoard",
+        "device_local_loss_format: device_accum_local tags",
         "SummaryMonitor: 1 summary file",
         "CheckpointMonitor: 1 checkpoint",
     ):
@@ -262,7 +262,7 @@ def test_legacy_llama_from_the_cli(tmp_path, run_msnb):
     checks = {c["name"]: c for c in verdict["checks"]}
     assert verdict["passed"] and verdict["steps_trained"] == 20
     assert checks["model"]["detail"].startswith("LlamaForCausalLM (legacy) from llama2_7b.yaml, shrunk from 32 layers x 4096 hidden to 2 x 64")
-    assert "MFLossMonitor: 20 lines" in checks["callbacks"]["detail"] and "weight_state_format -> 1 log tag" in checks["callbacks"]["detail"]
+    assert "MFLossMonitor: 20 lines" in checks["callbacks"]["detail"] and "weight_state_format: weight_norm tags, 1 in the log" in checks["callbacks"]["detail"]
     assert "dataset is not on this machine" in checks["data"]["detail"]
     assert verdict["summary_dir"] is None and (tmp_path / "l.png").exists()
     assert not (tmp_path / "output").exists()

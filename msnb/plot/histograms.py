@@ -17,6 +17,11 @@ def _weights_first(tags) -> list[str]:
     return sorted(tags, key=rank)
 
 
+def _short_name(name: str, keep: int = 44) -> str:
+    """A long parameter name cut from the left (its end tells parameters apart), so panel titles do not run into each other."""
+    return name if len(name) <= keep else "..." + name[-(keep - 3) :]
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -96,7 +101,7 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
             _ridge(ax, h, order, max_steps)
         else:
             _heatmap(ax, h, order)
-        ax.set_title(f"{name} ({_plural(len(h), 'histogram')})")
+        ax.set_title(f"{_short_name(name)} ({_plural(len(h), 'histogram')})")
     if len(present) > n and not tag:
         fig.suptitle(f"{n} of {len(present)} histogram tags (pass tag=[...] for others)", fontsize="small")
     return fig

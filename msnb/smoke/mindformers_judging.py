@@ -49,24 +49,28 @@ def _has(tags: set, prefix: str) -> int:
 
 
 def _state_monitor(formats: dict, log_tags: set, tb_tags: set, tensorboard: bool) -> tuple[str, list]:
-    """What TrainingStateMonitor wrote of each format it was asked for, and what is missing."""
+    """What TrainingStateMonitor wrote of each format it was asked for (one phrase a format), and what is missing."""
     said, missing = [], []
     for key, where in formats.items():
         prefixes = FORMAT_TAGS.get(key)
         if prefixes is None:
             continue
         places = [w for w in (where if isinstance(where, list) else [where]) if w in ("log", "tensorboard")]
+        counts = {}
         for place in places:
             if place == "tensorboard" and not tensorboard:
                 missing.append(f"{key} asks for tensorboard but the config has no tensorboard section")
                 continue
-            tags = log_tags if place == "log" else tb_tags
-            found = sum(_has(tags, p) for p in prefixes)
+            found = sum(_has(log_tags if place == "log" else tb_tags, p) for p in prefixes)
             if found:
-                said.append(f"{key} -> {found} {place} tag(s) ({', '.join(p.rstrip('/') for p in prefixes)})")
+                counts[place] = found
             else:
                 missing.append(f"{key} wrote nothing to the {place}")
-    return "; ".join(said), missing
+        if counts:
+            names = "/".join(p.rstrip("/_") for p in prefixes)
+            per_place = ", ".join(f"{n} in {'the log' if place == 'log' else 'TensorBoard'}" for place, n in counts.items())
+            said.append(f"{key}: {names} tags, {per_place}")
+    return ", ".join(said), missing
 
 
 def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path, trained: int) -> Check:

@@ -427,7 +427,7 @@ def plan_mindformers(
     sched = cfg.get("lr_schedule") if isinstance(cfg.get("lr_schedule"), dict) else None
     use_lr = lr if lr is not None else (5e-3 if do_shrink else None)
     if sched is not None and use_lr is not None:
-        _set(sched, "learning_rate", float(use_lr), changes, "--lr" if lr is not None else "a shrunk model's learning rate; --lr sets another", "lr_schedule")
+        _set(sched, "learning_rate", float(use_lr), changes, "--lr" if lr is not None else "a shrunk model's learning rate, which --lr sets", "lr_schedule")
         for key in ("lr_end", "min_lr", "end_learning_rate"):
             if isinstance(sched.get(key), (int, float)) and sched[key] > use_lr:
                 sched[key] = float(use_lr)

@@ -56,6 +56,7 @@ from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 DEFAULT_LR = 0.05
 DEFAULT_COLLECT_FREQ = 5
 LOG_TAIL_LINES = 25
+COMPILING_EVERY_S = 5.0
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
 
@@ -487,6 +488,11 @@ class Watched:
     extra_checks: list = field(default_factory=list)
 
 
+def _mindformers_label(run: str) -> str:
+    """The live view's legend for a mindformers run: the loss comes from MFLossMonitor's lines in mindformers' log."""
+    return "MFLossMonitor (mindformers' log)" if run == "output/log" or run.startswith("output/log/") else run
+
+
 def _live_source(prepared: Prepared):
     """What the live view draws: for a mindformers model, MFLossMonitor's lines as they are written (the other
     writers repeat the same loss); otherwise everything read."""
@@ -509,7 +515,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     follower = Follower(launched.workdir)
     live_scalars = _live_source(launched.prepared)
     out = Watched(None)
-    compiling_said = False
+    compiling_said = 0.0  # when to say "compiling" again
     try:
         if signals is not None:
             signals.watching()
@@ -522,9 +528,11 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
                     shown = live_scalars(follower.result.scalars)
                     if len(shown):
                         view.update(shown, step=int(np.max(shown.step)))
-                elif out.first_live_wall is None and not compiling_said and any(launched.workdir.glob("step_times*.csv")):
-                    view.update(status="waiting for the first step (compiling)...", force=True)
-                    compiling_said = True
+                elif out.first_live_wall is None and time.monotonic() >= compiling_said and any(launched.workdir.glob("step_times*.csv")):
+                    # a sign of life every few seconds: compiling a mindformers model takes tens of seconds on CPU
+                    waited = time.monotonic() - launched.started
+                    view.update(status=f"waiting for the first step (compiling)... {waited:.0f} s since start", force=True)
+                    compiling_said = time.monotonic() + COMPILING_EVERY_S
             if o.timeout is not None and time.monotonic() - launched.started > o.timeout:
                 out.timed_out = True
                 break
@@ -768,6 +776,8 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
 
         view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3, status=None)
     if view is not None:
+        if prepared.plan is not None:
+            view.label_for_run = _mindformers_label
         view.update(status=f"starting MindSpore on {prepared.device}...", force=True)
     with StopSignals() as signals:
         launched = launch(prepared)
@@ -780,7 +790,7 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
             raise
     if view is not None:
         head = result.verdict_word
-        view.close(watched.everything.scalars, status=f"{head} after {result.steps_trained} steps; verdict below")
+        view.close(_live_source(prepared)(watched.everything.scalars), status=f"{head} after {result.steps_trained} steps; verdict below")
     return result
 
 

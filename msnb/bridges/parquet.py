@@ -155,10 +155,13 @@ def arrow_table(kind: str, t):
 def partition_dir(run: str, rank: int, kind: str) -> str:
     """``run=<run>/rank=<rank>/kind=<kind>``, the run URI-escaped as Hive partitioning expects.
 
-    The run's bytes are escaped (``os.fsencode``), so a folder name that is not
-    UTF-8 (held by Python as surrogates) keeps its bytes: ``\\xff`` is ``%FF``.
+    Readers require a partition value that is UTF-8 once unescaped, so a run
+    folder whose name is not UTF-8 (Python holds its bytes as surrogates) is
+    written as the report shows it: ``caf\\xe9`` becomes ``caf\\udce9`` (the
+    surrogate backslash-escaped), never a traceback.
     """
-    return f"run={urllib.parse.quote(os.fsencode(run), safe='')}/rank={int(rank)}/kind={KIND_DIRS[kind]}"
+    text = run.encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"run={urllib.parse.quote(text, safe='')}/rank={int(rank)}/kind={KIND_DIRS[kind]}"
 
 
 def _tmp_name(path: Path) -> Path:

@@ -207,8 +207,15 @@ def test_convert_under_a_tampered_ledger_writes_nothing_outside_dst(ms_files, tm
     assert hashes(tmp_path, dst) == before
     assert victim.read_text() == "precious\n"
 
-    # a directory where the ledger should be, and a FIFO: one line each, never a hang or a traceback
+    # the ledger's temporary name planted as a symlink: the ledger is written beside it, never through it
     real_file.unlink()
+    ledger_path.write_text(json.dumps(good))
+    (dst / ".msnb-convert.json.tmp").symlink_to(victim)
+    before = hashes(tmp_path, dst)
+    assert msnb("convert", src, "--to", "tensorboard", dst).returncode == 0
+    assert hashes(tmp_path, dst) == before and victim.read_text() == "precious\n"
+
+    # a directory where the ledger should be, and a FIFO: one line each, never a hang or a traceback
     ledger_path.unlink()
     ledger_path.mkdir()
     one_line_error(msnb("convert", src, "--to", "tensorboard", dst), "directory")

@@ -72,11 +72,12 @@ class Ledger:
         """Write the ledger atomically (a reader never sees half of it)."""
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        with open(tmp, "w") as f:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)  # left by a crash, or planted: a symlink there must not be written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+        with os.fdopen(fd, "w") as f:
             f.write(json.dumps(self.state, indent=1, default=str))
-            f.flush()
-            os.fsync(f.fileno())  # the rename below must never land before the bytes
-        os.replace(tmp, self.state_path)
+        os.replace(tmp, self.state_path)  # a process killed at any point leaves the old ledger or the new one
 
     @property
     def opened(self) -> int:

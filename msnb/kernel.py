@@ -415,7 +415,7 @@ def read_spec(path: str | os.PathLike) -> dict:
         reason = exc.reason
         if reason.startswith("cannot be read") or reason == "no such file":
             raise KernelSpecError(f"its kernel.json cannot be read: {reason.removeprefix('cannot be read: ')} ({path})") from None
-        raise KernelSpecError(f"its kernel.json ({path}) {reason.removeprefix('is ') if reason.startswith('is JSON') else reason}") from None
+        raise KernelSpecError(f"its kernel.json ({path}) {reason}") from None
     if not isinstance(spec, dict):
         raise KernelSpecError(f"its kernel.json ({path}) holds a JSON {type(spec).__name__}, not an object")
     problem = spec_problem(spec)

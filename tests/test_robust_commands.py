@@ -419,6 +419,31 @@ def test_doctor_kernel_keeps_a_bounded_tail_and_ends_a_setsid_daemon(tmp_path, j
     assert not _running(pid), f"the kernel's setsid daemon {pid} outlived the check"
 
 
+def test_probe_output_keeps_the_answer_and_a_bounded_tail():
+    """What the kernel prints over iopub (512 MB of JSON once): the answer line whole, of the rest only a tail."""
+    from msnb.kernel_check import MARK, MAX_OUTPUT_TAIL, MAX_PROBE_ANSWER, _ProbeOutput, _Tail
+
+    out = _ProbeOutput()
+    junk = ("{" + "x" * 999 + "\n") * 1024  # 1 MB of lines that are not the answer
+    for _ in range(64):
+        out.feed(junk)
+    answer = json.dumps({"python": "3.11", "env": {"K": "v" * 1000}})
+    for piece in (MARK[:5], MARK[5:] + answer[:10], answer[10:] + "\nafter\n"):  # split across messages, as iopub does
+        out.feed(piece)
+    out.feed("y" * (MAX_PROBE_ANSWER + 10))  # a line longer than any answer: dropped, never kept whole
+    out.finish()
+    assert out.answer == answer
+    assert len(out.tail.text()) <= MAX_OUTPUT_TAIL and sum(len(p) for p in out._pieces) <= MAX_PROBE_ANSWER
+    huge = _ProbeOutput()
+    huge.feed(MARK + "[" + "1," * (MAX_PROBE_ANSWER // 2 + 10))
+    huge.finish()
+    assert huge.answer is None and huge.too_big
+    tail = _Tail(100)
+    for i in range(10_000):
+        tail.add(f"line {i}\n")
+    assert tail.text().endswith("line 9999\n") and len(tail.text()) == 100
+
+
 def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

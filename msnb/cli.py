@@ -434,12 +434,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run one command; an :class:`~msnb.errors.MsnbError` becomes one line on stderr and its exit code.
 
-    Any other exception is a bug in msnb and keeps its traceback.
+    Any other exception is a bug in msnb and keeps its traceback.  Ctrl-C is
+    the user's choice, not a bug: one line and exit status 130 (128 + SIGINT),
+    as a shell reports it.
     """
     args = build_parser().parse_args(argv)
     keep_scratch_memory()  # this process is msnb's own: reading keeps its scratch arrays' pages (see msnb.heap)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"msnb {args.command}: interrupted", file=sys.stderr)
+        return 130
     except MsnbError as exc:
         print(f"msnb {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code

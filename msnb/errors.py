@@ -50,3 +50,13 @@ class NothingReadable(UsageError):
 
 class SmokeError(UsageError):
     """A smoke run that cannot start (bad options, missing msrun, unusable directories)."""
+
+
+class UnsafeFile(UsageError):
+    """A small file msnb was asked to read (a ledger, a state file, a kernel.json) that it refused: not a regular
+    file, too large, too deeply nested, or not what it should hold. ``path`` and ``reason`` say which and why."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

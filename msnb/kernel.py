@@ -15,14 +15,14 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import KernelSpecError
+from .errors import KernelSpecError, UnsafeFile
+from .safe_files import load_json
 
 DEFAULT_NAME = "mindspore"
 DEFAULT_DISPLAY_NAME = "MindSpore Kernel"
@@ -395,6 +395,10 @@ def _made_by_msnb(spec: dict) -> bool:
 def read_spec(path: str | os.PathLike) -> dict:
     """A kernel.json as a dict, read safely: a regular file of at most :data:`MAX_SPEC_BYTES` holding a JSON object.
 
+    Read by :mod:`msnb.safe_files` (no FIFO blocks, no device is read, the
+    nesting is measured before parsing) and checked by :func:`spec_problem`,
+    so every later ``spec["env"].items()`` meets the shape it expects.
+
     Args:
         path: the kernel.json.
 
@@ -402,29 +406,44 @@ def read_spec(path: str | os.PathLike) -> dict:
         Its content.
 
     Raises:
-        KernelSpecError: it is missing, not a regular file (a FIFO would block), too large, or not a JSON object.
+        KernelSpecError: it is missing, not a regular file (a FIFO would block), too large, too deep, not a JSON
+            object, or its ``argv``/``env``/``display_name``/``metadata`` have the wrong type.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise KernelSpecError(f"its kernel.json cannot be read: {_reason(exc)}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise KernelSpecError(f"its kernel.json ({path}) is not a regular file")
-        raw = os.read(fd, MAX_SPEC_BYTES + 1)
-    except OSError as exc:
-        raise KernelSpecError(f"its kernel.json cannot be read: {_reason(exc)}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_SPEC_BYTES:
-        raise KernelSpecError(f"its kernel.json ({path}) is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        spec = json.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError is one too
-        raise KernelSpecError(f"its kernel.json ({path}) is not valid JSON: {' '.join(str(exc).split())}") from None
+        spec = load_json(path, limit=MAX_SPEC_BYTES, max_depth=MAX_SPEC_DEPTH)
+    except UnsafeFile as exc:
+        reason = exc.reason
+        if reason.startswith("cannot be read") or reason == "no such file":
+            raise KernelSpecError(f"its kernel.json cannot be read: {reason.removeprefix('cannot be read: ')} ({path})") from None
+        raise KernelSpecError(f"its kernel.json ({path}) {reason}") from None
     if not isinstance(spec, dict):
         raise KernelSpecError(f"its kernel.json ({path}) holds a JSON {type(spec).__name__}, not an object")
+    problem = spec_problem(spec)
+    if problem:
+        raise KernelSpecError(f"its kernel.json ({path}) {problem}")
     return spec
+
+
+MAX_SPEC_DEPTH = 16  # kernel.json nests 3 deep (metadata -> a tool's entry -> its settings)
+
+
+def spec_problem(spec: dict) -> str | None:
+    """What is wrong with the shape of a parsed kernel.json, or None.
+
+    Jupyter itself requires ``argv`` (a list of strings) and ``display_name``;
+    ``env`` and ``metadata`` must be objects when present.  Values of ``env``
+    that are not strings are left to the kernel check, which reports them as a
+    finding (front ends refuse to start such a kernel).
+    """
+    argv = spec.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return "has no argv list of strings (Jupyter starts the kernel from it)"
+    if not isinstance(spec.get("display_name", ""), str):
+        return f"has a display_name that is a JSON {type(spec['display_name']).__name__}, not a string"
+    for key in ("env", "metadata"):
+        if spec.get(key) is not None and not isinstance(spec[key], dict):
+            return f"has an {key!r} that is a JSON {type(spec[key]).__name__}, not an object"
+    return None
 
 
 def search_dirs(*, user: bool = False, sys_prefix: bool = False, prefix: str | os.PathLike | None = None) -> list[Path]:
@@ -515,14 +534,26 @@ def uninstall(name: str = DEFAULT_NAME, *, force: bool = False, user: bool = Fal
 
 
 def list_kernels() -> list[KernelInfo]:
-    """Every kernelspec Jupyter can see, marking msnb's and those whose interpreter is gone."""
+    """Every kernelspec Jupyter can see, marking msnb's and those whose interpreter is gone.
+
+    Each kernel.json is read by :func:`read_spec`; one that cannot be read (a
+    FIFO, a list for ``env``, 100,000 nested brackets) is listed with the
+    reason as its display name and no interpreter, never raised.
+    """
     from jupyter_client.kernelspec import KernelSpecManager
 
     infos = []
-    for name, entry in sorted(KernelSpecManager().get_all_specs().items()):
-        spec = entry.get("spec", {})
-        argv = spec.get("argv") or [""]
-        interpreter = argv[0]
+    for name, resource_dir in sorted(KernelSpecManager().find_kernel_specs().items()):
+        try:
+            spec = read_spec(Path(resource_dir) / "kernel.json")
+        except KernelSpecError as exc:
+            infos.append(
+                KernelInfo(
+                    name=name, display_name=f"(unreadable: {exc})", resource_dir=resource_dir, interpreter="", interpreter_exists=False, made_by_msnb=False
+                )
+            )
+            continue
+        interpreter = spec["argv"][0]
         if os.path.isabs(interpreter):
             exists = os.path.exists(interpreter)
         else:
@@ -531,10 +562,10 @@ def list_kernels() -> list[KernelInfo]:
             KernelInfo(
                 name=name,
                 display_name=spec.get("display_name", ""),
-                resource_dir=entry.get("resource_dir", ""),
+                resource_dir=resource_dir,
                 interpreter=interpreter,
                 interpreter_exists=exists,
-                made_by_msnb=MARKER in (spec.get("metadata") or {}),
+                made_by_msnb=_made_by_msnb(spec),
                 env=spec.get("env") or {},
             )
         )

@@ -13,21 +13,26 @@ what the kernel has with what a login shell (``bash -lc env``) and the machine
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
 import re
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
-from .errors import KernelSpecError
+from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
+from .kernel import read_spec
+from .safe_files import loads_json
 
 DEFAULT_KERNEL = "mindspore"
 MARK = "__msnb_probe__"
@@ -226,12 +231,15 @@ class _KernelDied(Exception):
 
 
 def _run_probe(kc, km, code: str, timeout: float) -> tuple[dict | None, str]:
-    """Execute *code* in the kernel; returns (the JSON it printed after MARK, what it wrote to stderr or its error).
+    """Execute *code* in the kernel; returns (the JSON it printed after MARK, the tail of its stderr or its error).
 
     Watches the kernel process while waiting, so a crash is reported at once
     instead of after *timeout*; raises :class:`_KernelDied` or ``TimeoutError``.
+    Memory stays bounded whatever the kernel prints: the answer line is kept
+    (up to :data:`MAX_PROBE_ANSWER`), of everything else only the last
+    :data:`MAX_OUTPUT_TAIL` characters.
     """
-    out, err = [], []
+    out, err = _ProbeOutput(), _Tail()
     msg_id = kc.execute(code, silent=False, store_history=False)
     deadline = time.monotonic() + timeout
     while True:
@@ -241,21 +249,105 @@ def _run_probe(kc, km, code: str, timeout: float) -> tuple[dict | None, str]:
             msg = kc.get_iopub_msg(timeout=0.5)
         except queue.Empty:
             if not km.is_alive():
-                raise _KernelDied("".join(err)) from None
+                raise _KernelDied(err.text()) from None
             continue
         if msg.get("parent_header", {}).get("msg_id") != msg_id:
             continue
         kind, content = msg["msg_type"], msg["content"]
         if kind == "stream":
-            (out if content.get("name") == "stdout" else err).append(content.get("text", ""))
+            text = str(content.get("text", ""))
+            out.feed(text) if content.get("name") == "stdout" else err.add(text)
         elif kind == "error":
-            err.append(f"{content.get('ename')}: {content.get('evalue')}")
+            err.add(f"{content.get('ename')}: {content.get('evalue')}")
         elif kind == "status" and content.get("execution_state") == "idle":
             break
-    for line in "".join(out).splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK) :]), "".join(err)
-    return None, "".join(err) or "".join(out)
+    out.finish()
+    if out.answer is not None:
+        try:
+            answer = loads_json(out.answer, where="the probe's answer")
+        except UnsafeFile as exc:
+            return None, f"{exc}\n{err.text()}"
+        if isinstance(answer, dict):
+            return answer, err.text()
+    if out.too_big:
+        return None, f"the probe's answer was larger than {MAX_PROBE_ANSWER} characters\n{err.text()}"
+    return None, err.text() or out.tail.text()
+
+
+MAX_PROBE_ANSWER = 16 << 20  # characters of the probe's answer line (the kernel's whole environment as JSON)
+MAX_OUTPUT_TAIL = 64 << 10  # characters of any other output kept (the end of a crash is what matters)
+
+
+class _Tail:
+    """The last :data:`MAX_OUTPUT_TAIL` characters of a stream, however much it carries."""
+
+    def __init__(self, limit: int = MAX_OUTPUT_TAIL):
+        self.limit = limit
+        self._pieces: collections.deque = collections.deque()
+        self._size = 0
+
+    def add(self, text: str) -> None:
+        if len(text) >= self.limit:
+            self._pieces.clear()
+            text = text[-self.limit :]
+            self._size = 0
+        self._pieces.append(text)
+        self._size += len(text)
+        while self._size - len(self._pieces[0]) >= self.limit:
+            self._size -= len(self._pieces.popleft())
+
+    def text(self) -> str:
+        return "".join(self._pieces)[-self.limit :]
+
+
+class _ProbeOutput:
+    """A probe's stdout: its answer line (the one starting with MARK) kept whole, the rest only as a tail."""
+
+    def __init__(self):
+        self.answer: str | None = None
+        self.too_big = False
+        self.tail = _Tail()
+        self._pieces: list[str] = []
+        self._size = 0
+        self._state = "start"  # start (not yet known), answer (a MARK line), skip (another line, or too long)
+
+    def feed(self, text: str) -> None:
+        self.tail.add(text)
+        lines = text.split("\n")
+        for line in lines[:-1]:
+            self._add(line)
+            self._end_line()
+        self._add(lines[-1])
+
+    def _add(self, piece: str) -> None:
+        if self._state == "skip" or not piece:
+            return
+        self._pieces.append(piece)
+        self._size += len(piece)
+        if self._state == "start" and self._size >= len(MARK):
+            head = "".join(self._pieces)
+            self._pieces, self._state = [head], ("answer" if head.startswith(MARK) and self.answer is None else "skip")
+        if self._state == "skip" or self._size > MAX_PROBE_ANSWER + len(MARK):
+            self.too_big = self.too_big or self._state == "answer"
+            self._pieces, self._size, self._state = [], 0, "skip"
+
+    def _end_line(self) -> None:
+        if self._state == "answer":
+            self.answer = "".join(self._pieces)[len(MARK) :]
+        self._pieces, self._size, self._state = [], 0, "start"
+
+    def finish(self) -> None:
+        self._end_line()
+
+
+def _log_tail(path: Path, limit: int = MAX_OUTPUT_TAIL) -> str:
+    """The last *limit* bytes of the kernel's own output file, decoded (the file may hold gigabytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _resolve(name: str, spec_dir: str | os.PathLike | None):
@@ -264,11 +356,17 @@ def _resolve(name: str, spec_dir: str | os.PathLike | None):
 
     ksm = KernelSpecManager(kernel_dirs=[str(Path(spec_dir).parent)]) if spec_dir is not None else KernelSpecManager()
     try:
+        found = ksm.find_kernel_specs()
+    except (OSError, ValueError) as exc:
+        raise KernelSpecError(f"the kernelspecs cannot be listed: {exc}") from None
+    if name in found:
+        read_spec(Path(found[name]) / "kernel.json")  # the shape checked here, before jupyter_client parses it with no bounds
+    try:
         return ksm, ksm.get_kernel_spec(name)
     except NoSuchKernel:
         raise KernelSpecError(f"no kernelspec named {name!r} is installed (see `msnb list-kernels`)") from None
-    except (OSError, ValueError) as exc:
-        raise KernelSpecError(f"the kernelspec {name!r} cannot be read: {exc}") from None
+    except Exception as exc:  # traitlets' TraitError for a field of the wrong type, OSError, ValueError
+        raise KernelSpecError(f"the kernelspec {name!r} cannot be read: {' '.join(str(exc).split())}") from None
 
 
 def check_kernel(
@@ -395,10 +493,13 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
         work.mkdir()
         km = KernelManager(kernel_name=report.name, kernel_spec_manager=ksm)
         kc = None
+        marker = uuid.uuid4().hex
+        pgid = None
         with open(log_path, "wb") as log:
             started = time.perf_counter()
             try:
-                km.start_kernel(env=dict(base_env), stdout=log, stderr=log, cwd=str(work))
+                km.start_kernel(env={**base_env, MARKER_VAR: marker}, stdout=log, stderr=log, cwd=str(work))
+                pgid = getattr(km.provisioner, "pgid", None)
                 kc = km.client()
                 kc.start_channels()
                 kc.wait_for_ready(timeout=startup_timeout)
@@ -409,7 +510,7 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
                 # Whatever stops the start (RuntimeError "Kernel died before replying", TimeoutError, OSError for an
                 # argv that cannot run, TypeError for a malformed kernel.json) is what a front end meets too: a finding.
                 log.flush()
-                stderr = _tail(log_path.read_text(errors="replace"))
+                stderr = _tail(_log_tail(log_path))
                 findings.append(
                     Finding(
                         "kernel-start-failed",
@@ -424,7 +525,7 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
             except _KernelDied as died:
                 log.flush()
                 # Python-level output reached us over iopub before the end; a native crash's went to the process's stderr
-                stderr = _tail(str(died) + "\n" + log_path.read_text(errors="replace"))
+                stderr = _tail(str(died) + "\n" + _log_tail(log_path))
                 code = km.provisioner.process.returncode if km.provisioner is not None and getattr(km.provisioner, "process", None) else None
                 how = f" (exit status {code})" if code is not None else ""
                 findings.append(
@@ -443,6 +544,57 @@ def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeo
                 if km.has_kernel:
                     km.shutdown_kernel(now=True)
                 km.cleanup_resources()
+                _end_leftovers(pgid, marker)
+
+
+MARKER_VAR = "MSNB_KERNEL_CHECK_ID"
+"""Set in the checked kernel's environment, so what it started (even a ``setsid`` daemon) can be found and ended."""
+
+
+def _end_leftovers(pgid: int | None, marker: str, grace: float = 2.0) -> None:
+    """End whatever the checked kernel left running: its process group, then anything carrying its marker.
+
+    ``shutdown_kernel`` signals the kernel's process group only while the
+    kernel lives; a kernel that died first, or a child that left the group
+    with ``setsid``, would outlive the check.  Never this process's own group.
+    """
+    if pgid and pgid != os.getpgrp():
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _marked(marker)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _marked(marker):
+            time.sleep(0.05)
+
+
+def _marked(marker: str) -> list[int]:
+    """This user's processes (not this one) whose environment holds ``MSNB_KERNEL_CHECK_ID=<marker>`` (Linux /proc)."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle + b"\0" in f.read() + b"\0":
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def _start_fix(stderr: str, report: KernelReadiness) -> str:
@@ -460,9 +612,9 @@ def _start_fix(stderr: str, report: KernelReadiness) -> str:
 
 def _argv_for_hand(report: KernelReadiness) -> list[str]:
     try:
-        spec = json.loads((Path(report.path) / "kernel.json").read_text())
+        spec = read_spec(Path(report.path) / "kernel.json")
         return [a.replace("{connection_file}", "/tmp/msnb-connection.json") for a in spec.get("argv") or []]
-    except (OSError, ValueError):
+    except KernelSpecError:
         return [report.python]
 
 
@@ -475,8 +627,12 @@ def _probe(report: KernelReadiness, kc, km, mindspore_timeout: float, made_by_ms
     if basic is None:
         findings.append(Finding("kernel-probe-failed", ERROR, f"the kernel started but could not run a probe: {_tail(err, 5) or 'no output'}", ""))
         return
-    kernel_env = basic.pop("env")
-    spec_env = json.loads((Path(report.path) / "kernel.json").read_text()).get("env") or {}
+    kernel_env = basic.pop("env", None)
+    kernel_env = {k: v for k, v in kernel_env.items() if k != MARKER_VAR} if isinstance(kernel_env, dict) else {}
+    try:
+        spec_env = read_spec(Path(report.path) / "kernel.json").get("env") or {}
+    except KernelSpecError:
+        spec_env = {}
     basic["env_of_spec"] = {k: kernel_env.get(k) for k in spec_env}
     basic["ascend_env"] = ascend_variables(kernel_env)
     basic["magics_loaded"] = "mfmon_doctor" in basic["magics"]

@@ -9,6 +9,12 @@ incremental reader :class:`msnb.events.Follower` uses, and its first rows (the
 ones written before) are dropped; a replaced file (new inode, or shorter) is
 exported again from its start.  Within one process the reader keeps its place,
 so following a live job reads each byte once.
+
+The ledger is read like every small file msnb opens (:mod:`msnb.safe_files`):
+a regular file, bounded in size and depth.  One msnb did not write (another
+shape, another version, a FIFO, a directory) is refused in one line naming it,
+never trusted and never overwritten; every path it names is checked by the
+bridge that uses it to stay inside the destination.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import UnsafeFile, UsageError
 from ..events.discovery import Source, discover
 from ..events.reader import FileState, ReadResult
+from ..safe_files import loads_json, pseudo_filesystem, read_small
 
 KINDS = ReadResult.TABLES  # scalars, histograms, tensors, images, texts, lineage, markers
 VERSION = 1
@@ -43,19 +51,33 @@ class Ledger:
 
     def _load(self) -> dict:
         try:
-            state = json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            state = None
-        if not isinstance(state, dict) or state.get("version") != VERSION or not isinstance(state.get("sources"), dict):
-            state = {"version": VERSION, "sources": {}}
+            raw = read_small(self.state_path, missing_ok=True)
+            state = None if raw is None else loads_json(raw, where=self.state_path)
+        except UnsafeFile as exc:
+            raise self.refuse(exc.reason) from None
+        if state is None:
+            return {"version": VERSION, "sources": {}}
+        problem = _shape_problem(state)
+        if problem:
+            raise self.refuse(problem)
         return state
+
+    def refuse(self, why: str) -> UsageError:
+        """The one-line error for a ledger msnb will not use (or overwrite): *why*, and what to do."""
+        return UsageError(
+            f"{self.state_path}: {why}; this is not a ledger msnb wrote, so it is neither trusted nor replaced: remove it, or choose another destination"
+        )
 
     def save(self) -> None:
         """Write the ledger atomically (a reader never sees half of it)."""
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
-        tmp.write_text(json.dumps(self.state, indent=1, default=str))
-        os.replace(tmp, self.state_path)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)  # left by a crash, or planted: a symlink there must not be written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(self.state, indent=1, default=str))
+        os.replace(tmp, self.state_path)  # a process killed at any point leaves the old ledger or the new one
 
     @property
     def opened(self) -> int:
@@ -114,6 +136,69 @@ class Ledger:
             fresh = _drop_written(new, seen, rec["written"])
             if not fresh.empty:
                 yield src, fresh
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _shape_problem(state) -> str | None:
+    """What makes *state* something other than a ledger msnb wrote (None: it is one)."""
+    if not isinstance(state, dict):
+        return f"holds a JSON {type(state).__name__}, not a ledger object"
+    if state.get("version") != VERSION:
+        return f"has version {state.get('version')!r}, not {VERSION}"
+    sources = state.get("sources")
+    if not isinstance(sources, dict):
+        return "has no 'sources' object"
+    for path, rec in sources.items():
+        if not isinstance(rec, dict):
+            return f"source {path!r} is not an object"
+        ident, written = rec.get("ident"), rec.get("written")
+        if not (isinstance(ident, list) and len(ident) == 2 and all(_count(i) for i in ident)):
+            return f"source {path!r} has no (device, inode) identity"
+        if not _count(rec.get("pos")):
+            return f"source {path!r} has no byte position"
+        if not (isinstance(written, dict) and all(k in KINDS and _count(n) for k, n in written.items())):
+            return f"source {path!r} has no row counts"
+        if "outputs" in rec and not (isinstance(rec["outputs"], list) and all(isinstance(o, str) for o in rec["outputs"])):
+            return f"source {path!r} has outputs that are not a list of names"
+    return None
+
+
+def prepare_destination(src, dst, *, what: str) -> Path:
+    """Check and create a bridge's destination; returns it resolved.
+
+    Refused in one line: a destination on a kernel pseudo-filesystem
+    (``/proc``, ``/sys``), one that exists and is not a directory or lies
+    under a file, one that cannot be created, and one that holds the source
+    (``convert runs/job --to tensorboard runs``): its output would land among
+    the files it reads, and the next run would read its own output.
+
+    Args:
+        src: the source path.
+        dst: the destination directory.
+        what: how the option is spelled, for messages (``the destination``, ``--out``).
+
+    Raises:
+        UsageError: as above.
+    """
+    dst_path = Path(os.path.abspath(dst))
+    fs = pseudo_filesystem(dst_path)
+    if fs is not None:
+        raise UsageError(f"{what} {dst} is on the kernel's {fs} filesystem; give a directory on disk")
+    src_real, dst_real = Path(os.path.realpath(src)), Path(os.path.realpath(dst_path))
+    if dst_real == src_real:
+        raise UsageError(f"{what} {dst} is the source directory; give another directory")
+    if dst_real in src_real.parents:
+        raise UsageError(f"{what} {dst} holds the source {src}: the output would land among the files it reads; give a directory outside {dst_real}")
+    if os.path.lexists(dst_path) and not os.path.isdir(dst_path):
+        raise UsageError(f"{what} {dst} exists and is not a directory")
+    try:
+        dst_path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{what} {dst} cannot be created: {exc.strerror or exc}") from None
+    return dst_real
 
 
 def _drop_written(new: ReadResult, seen: dict, done: dict) -> ReadResult:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
+from ..safe_files import inside
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -151,17 +153,31 @@ def arrow_table(kind: str, t):
 
 # ---------------------------------------------------------------- writing
 def partition_dir(run: str, rank: int, kind: str) -> str:
-    """``run=<run>/rank=<rank>/kind=<kind>``, the run URI-escaped as Hive partitioning expects."""
-    return f"run={urllib.parse.quote(run, safe='')}/rank={int(rank)}/kind={KIND_DIRS[kind]}"
+    """``run=<run>/rank=<rank>/kind=<kind>``, the run URI-escaped as Hive partitioning expects.
+
+    Readers require a partition value that is UTF-8 once unescaped, so a run
+    folder whose name is not UTF-8 (Python holds its bytes as surrogates) is
+    written as the report shows it: ``caf\\xe9`` becomes ``caf\\udce9`` (the
+    surrogate backslash-escaped), never a traceback.
+    """
+    text = run.encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"run={urllib.parse.quote(text, safe='')}/rank={int(rank)}/kind={KIND_DIRS[kind]}"
 
 
-def _write_file(pq, table, path: Path, row_group_size: int) -> None:
+def _tmp_name(path: Path) -> Path:
+    return path.with_name("." + path.name + ".tmp")  # hidden until complete: readers skip dot files
+
+
+def _write_file(pq, table, path: Path, row_group_size: int, *, land: bool = True) -> Path:
+    """Write *table* to *path*'s hidden temporary name, then rename it into place (or leave that to the caller)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name("." + path.name + ".tmp")  # hidden until complete: readers skip dot files
+    tmp = _tmp_name(path)
     with pq.ParquetWriter(str(tmp), table.schema, compression="zstd") as w:
         for start in range(0, max(table.num_rows, 1), row_group_size):
             w.write_table(table.slice(start, row_group_size), row_group_size=row_group_size)
-    os.replace(tmp, path)
+    if land:
+        os.replace(tmp, path)
+    return tmp
 
 
 def _partitions(t):
@@ -175,7 +191,7 @@ def _partitions(t):
         yield run, int(rank), t.take(keys == key)
 
 
-def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None) -> ParquetReport:
+def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None, staged: list | None = None) -> ParquetReport:
     """Add *result*'s rows to the dataset under *out* as new part files, one per run, rank and kind.
 
     Args:
@@ -183,9 +199,14 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
         out: the dataset's root directory (created if missing).
         row_group_size: rows per Parquet row group.
         report: a report to add to (the ledger-driven export passes its own).
+        staged: when given, parts are left under their hidden temporary names and ``(tmp, final)`` pairs are
+            appended here, for the caller to record in its ledger before renaming them (:func:`export`).
 
     Returns:
         The :class:`ParquetReport`.
+
+    Raises:
+        UsageError: a partition folder inside *out* is a symlink that leads out of it.
     """
     pa, pq = _pa()
     out = Path(out)
@@ -197,7 +218,11 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
             continue
         for run, rank, rows in _partitions(t):
             path = out / partition_dir(run, int(rank), kind) / f"part-{stamp}-{os.getpid()}-{next(_counter):05d}.parquet"
-            _write_file(pq, arrow_table(kind, rows), path, row_group_size)
+            if not inside(path.parent, out):
+                raise UsageError(f"{path.parent} leads outside {out} (a symlink): msnb writes only inside the dataset")
+            tmp = _write_file(pq, arrow_table(kind, rows), path, row_group_size, land=staged is None)
+            if staged is not None:
+                staged.append((tmp, path))
             report.rows[KIND_DIRS[kind]] += len(rows)
             report.files.append(str(path))
     report.problems.extend(result.problems)
@@ -261,25 +286,98 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     Returns:
         A :class:`ParquetReport`.
 
+    Each source's new parts and its ledger entry land together (:func:`_land`), so
+    an export interrupted anywhere (Ctrl-C, SIGTERM, SIGKILL) and run again holds
+    every row once and leaves no temporary part behind.
+
     Raises:
         NothingReadable: *path* holds nothing msnb can read.
         MissingDependency: pyarrow is not installed.
+        UsageError: *out* holds *path*, is not a directory, is on a pseudo-filesystem or cannot be written, or its
+            ``_msnb_export.json`` is not a ledger msnb wrote.
     """
-    from .ledger import Ledger
+    from .ledger import Ledger, prepare_destination
 
     _pa()
     if not Path(path).exists():
         raise UsageError(f"no such file or directory: {path}")
-    out = Path(out)
+    out = prepare_destination(path, out, what="--out")
     ledger = Ledger(path, out / LEDGER_FILE, verify=verify, exclude=out)
+    problem = _finish_pending(ledger, out)
+    if problem:
+        raise ledger.refuse(problem)
     report = ParquetReport(str(out))
-    sources = ledger.discover()
-    for _src, new in ledger.new_rows(sources, final=True):
-        new.problems = []  # the ledger keeps every problem, including those of files with nothing new
-        write_result(new, out, row_group_size=row_group_size, report=report)
-    report.problems = list(ledger.problems)
-    report.unchanged = ledger.unchanged
-    if not ledger.ever_written:
-        raise NothingReadable(f"nothing msnb can read in {path}")
-    ledger.save()
+    try:
+        for _src, new in ledger.new_rows(ledger.discover(), final=True):
+            new.problems = []  # the ledger keeps every problem, including those of files with nothing new
+            staged: list = []
+            write_result(new, out, row_group_size=row_group_size, report=report, staged=staged)
+            _land(ledger, out, staged)
+        report.problems = list(ledger.problems)
+        report.unchanged = ledger.unchanged
+        if not ledger.ever_written:
+            raise NothingReadable(f"nothing msnb can read in {path}")
+        ledger.save()
+    except OSError as exc:  # the dataset folder refused a write (full, read-only): sources are read as problems, never raised
+        raise UsageError(f"cannot write under {out}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")) from None
     return report
+
+
+def _land(ledger, out: Path, staged: list) -> None:
+    """Record one source's new parts in the ledger, then rename them into place: both land, or neither is seen.
+
+    The ledger (its counts already past these rows) is saved first with the
+    parts listed as pending; a process killed after that has its parts
+    renamed by the next export (:func:`_finish_pending`), one killed before
+    it leaves only hidden temporary files, deleted next time, and the rows
+    are exported again.  So a re-run after any interruption holds every row
+    once.
+    """
+    if not staged:
+        return
+    ledger.state["pending"] = [[os.path.relpath(tmp, out), os.path.relpath(final, out)] for tmp, final in staged]
+    ledger.save()
+    for tmp, final in staged:
+        os.replace(tmp, final)
+    ledger.state["pending"] = []
+
+
+_TMP_PART = re.compile(r"^\.part-\d+-(\d+)-\d+\.parquet\.tmp$")
+
+
+def _finish_pending(ledger, out: Path) -> str | None:
+    """Land the parts an interrupted export recorded, and delete the temporary parts it never recorded.
+
+    Returns:
+        What is wrong with the ledger's pending list (None: nothing, or it was finished).
+    """
+    pending = ledger.state.get("pending", [])
+    if not (isinstance(pending, list) and all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pending)):
+        return "has a 'pending' entry that is not a list of (temporary, final) part names"
+    for tmp_rel, final_rel in pending:
+        tmp, final = out / tmp_rel, out / final_rel
+        if not (tmp.parent == final.parent and inside(tmp, out) and inside(final, out) and _TMP_PART.match(tmp.name) and final.name.endswith(".parquet")):
+            return f"has a pending part {final_rel!r} outside the dataset or not named as msnb names them"
+        if tmp.is_file() and not tmp.is_symlink():
+            os.replace(tmp, final)
+    for tmp in out.glob("run=*/rank=*/kind=*/.part-*.parquet.tmp"):
+        m = _TMP_PART.match(tmp.name)
+        if m and not _alive(int(m.group(1))) and tmp.is_file() and not tmp.is_symlink():
+            tmp.unlink()  # written by an export that died before its ledger counted the rows: they are exported again
+    if pending:
+        ledger.state["pending"] = []
+        ledger.save()
+    return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether process *pid* still runs (another export writing beside this one keeps its temporary parts)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

@@ -31,8 +31,9 @@ import numpy as np
 
 from ..errors import NothingReadable, UsageError
 from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
+from ..safe_files import inside, plain_name, relative_parts
 from . import tfevents
-from .ledger import Ledger
+from .ledger import Ledger, prepare_destination
 
 STATE_FILE = ".msnb-convert.json"
 _KINDS = ("scalars", "histograms", "tensors", "images", "texts", "lineage")
@@ -112,12 +113,13 @@ class Converter:
 
     def __init__(self, src, dst, *, verify: bool = True):
         self.src = Path(src).resolve()
-        self.dst = Path(dst).resolve()
-        if self.src == self.dst:
-            raise UsageError("the destination must not be the source directory")
+        self.dst = prepare_destination(src, dst, what="the destination")
         self.report = ConvertReport(str(self.src), str(self.dst))
         self.ledger = Ledger(self.src, self.dst / STATE_FILE, verify=verify, exclude=self.dst)
         self._outputs = self.ledger.state.setdefault("outputs", {})
+        problem = self._outputs_problem()
+        if problem:
+            raise self.ledger.refuse(problem)
         self._writers: dict[str, tfevents.EventFileWriter] = {}
         self._current: dict = {}
         # an output file deleted since: the rows it held are written again (into a new file)
@@ -126,6 +128,25 @@ class Converter:
             for rel in gone:
                 del self._outputs[rel]
             self.ledger.forget(lambda rec: bool(gone & set(rec.get("outputs", ()))))
+
+    def _outputs_problem(self) -> str | None:
+        """What is wrong with the ledger's output files (None: each is a plain name in a folder inside DST)."""
+        if not isinstance(self._outputs, dict):
+            return "has 'outputs' that is not an object"
+        for rel, rec in self._outputs.items():
+            if not relative_parts(rel):
+                return f"names an output folder {rel!r} that is not a relative path inside the destination"
+            if not (isinstance(rec, dict) and plain_name(rec.get("file")) and isinstance(rec.get("size"), int) and isinstance(rec.get("hparams", {}), dict)):
+                return f"output {rel!r} is not a (file name, size, hparams) record"
+            if not inside(self.dst / rel / rec["file"], self.dst):
+                return f"output {rel}/{rec['file']} leads outside the destination (through a symlink)"
+        return None
+
+    def _inside(self, path: Path) -> Path:
+        """*path* if it stays inside DST once resolved; a symlink planted in DST that leads out is refused."""
+        if not inside(path, self.dst):
+            raise UsageError(f"{path} leads outside the destination {self.dst} (a symlink): msnb writes only inside it")
+        return path
 
     # -------------------------------------------------------------- where things go
     def _out_dir(self, run: str, rank: int) -> str:
@@ -141,11 +162,11 @@ class Converter:
             rec = self._outputs.get(out_rel)
             path = None
             if rec:
-                candidate = self.dst / out_rel / rec["file"]
-                # append only to a file exactly as this converter left it; otherwise start a new one
-                if candidate.exists() and candidate.stat().st_size == rec["size"]:
+                candidate = self._inside(self.dst / out_rel / rec["file"])
+                # append only to a regular file exactly as this converter left it; otherwise start a new one
+                if candidate.is_file() and not candidate.is_symlink() and candidate.stat().st_size == rec["size"]:
                     path = candidate
-            w = tfevents.EventFileWriter(self.dst / out_rel, path=path)
+            w = tfevents.EventFileWriter(self._inside(self.dst / out_rel), path=path)
             self._writers[out_rel] = w
             self._outputs[out_rel] = {"file": os.path.basename(w.path), "size": w.flush(), "hparams": (rec or {}).get("hparams", {})}
         if w.path not in self.report.files:
@@ -275,32 +296,41 @@ def convert(
     Raises:
         AlreadyTensorBoard: *src* holds TensorBoard event files and no MindSpore summary.
         NothingReadable: without *follow*, *src* holds nothing msnb can read.
-        UsageError: *src* does not exist (without *follow*), or *dst* is *src*.
+        UsageError: *src* does not exist (without *follow*); *dst* is *src*, holds it, is not a directory, is on a
+            pseudo-filesystem or cannot be written; ``DST/.msnb-convert.json`` is not a ledger msnb wrote, or names a
+            file outside *dst*.
     """
     if not follow and not Path(src).exists():
         raise UsageError(f"no such file or directory: {src}")
     conv = Converter(src, dst, verify=verify)
     try:
-        if not follow:
-            conv.run_pass(final=True)
-            if not conv.ledger.ever_written:
-                raise NothingReadable(f"nothing msnb can read in {src}")
-            return conv.report
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while True:
-                conv.run_pass(final=False)
-                if on_pass is not None:
-                    on_pass(conv.report)
-                if (stop is not None and stop()) or (deadline is not None and time.monotonic() >= deadline):
-                    break
-                time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
-        except KeyboardInterrupt:
-            pass
-        conv.run_pass(final=True)
-        return conv.report
+        return _drive(conv, src, follow, interval, timeout, stop, on_pass)
+    except OSError as exc:  # the destination refused a write (full, read-only, removed): the sources are read as problems, never raised
+        raise UsageError(f"cannot write under {conv.dst}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")) from None
     finally:
         conv.close()
+
+
+def _drive(conv: Converter, src, follow: bool, interval: float, timeout, stop, on_pass) -> ConvertReport:
+    """One pass, or passes until told to stop when following (see :func:`convert`)."""
+    if not follow:
+        conv.run_pass(final=True)
+        if not conv.ledger.ever_written:
+            raise NothingReadable(f"nothing msnb can read in {src}")
+        return conv.report
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            conv.run_pass(final=False)
+            if on_pass is not None:
+                on_pass(conv.report)
+            if (stop is not None and stop()) or (deadline is not None and time.monotonic() >= deadline):
+                break
+            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        pass
+    conv.run_pass(final=True)
+    return conv.report
 
 
 __all__ = ["convert", "Converter", "ConvertReport", "AlreadyTensorBoard", "STATE_FILE"]

@@ -10,13 +10,14 @@ names the file and, where there is one, the key.
 from __future__ import annotations
 
 import os
-import stat
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsafeFile
+from ..safe_files import file_kind, read_small
 
 BASE_KEY = "base_config"
 
@@ -67,6 +68,8 @@ MAX_VALUES = 20_000  # scalars and collections, counted with every alias expande
 MAX_DEPTH = 64  # nesting levels, counted through aliases
 MAX_BASE_CHAIN = 32  # files in one base_config chain
 MAX_FILES = 256  # distinct files one load may read
+MAX_RESOLVED_BYTES = 4 * 1024 * 1024  # characters all values hold once every ${} reference is replaced
+MAX_REFERENCE_STEPS = 200_000  # ${} lookups OmegaConf makes (it re-resolves a reference each time it is used)
 
 
 class _Loader(yaml.SafeLoader):
@@ -101,43 +104,28 @@ def _one_line(text: str) -> str:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file of at most :data:`MAX_BYTES`.
+    """The bytes of a regular file of at most :data:`MAX_BYTES`, read by :func:`msnb.safe_files.read_small`.
 
     Opened without blocking and checked with ``fstat`` before reading, so a
     FIFO never hangs the load and a device (``/dev/zero``) is never read.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read: {_one_line(getattr(exc, 'strerror', None) or exc)}", file=path) from None
-    try:
-        kind = _file_kind(os.fstat(fd).st_mode)
-        if kind != "file":
-            raise ConfigError(f"not a regular file ({kind})", file=path)
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {_one_line(exc.strerror or exc)}", file=path) from None
-    finally:
-        os.close(fd)
-    if size > MAX_BYTES:
-        raise ConfigError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB; a config this size is not a config", file=path)
-    return b"".join(chunks)
+        return read_small(path, limit=MAX_BYTES)
+    except UnsafeFile as exc:
+        reason = exc.reason
+        if reason == "no such file":
+            reason = "file not found"
+        elif reason.startswith("is larger than"):
+            reason = f"larger than {MAX_BYTES // (1024 * 1024)} MiB; a config this size is not a config"
+        elif reason.endswith("not a regular file"):
+            reason = f"not a regular file ({reason[3:].split(',')[0]})"
+        else:
+            reason = reason.replace("cannot be read", "cannot read")
+        raise ConfigError(reason, file=path) from None
 
 
 def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
-        if test(mode):
-            return name
-    return "not a regular file"
+    return file_kind(mode)
 
 
 def _decode(raw: bytes, path: Path) -> str:
@@ -368,6 +356,7 @@ def resolve_references(data: dict, loaded: LoadedConfig) -> dict:
     from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
+    check_reference_cost(data, loaded)
     try:
         conf = OmegaConf.create(data)
         return OmegaConf.to_container(conf, resolve=True)
@@ -376,6 +365,107 @@ def resolve_references(data: dict, loaded: LoadedConfig) -> dict:
         msg = _one_line((getattr(exc, "msg", None) or str(exc)).splitlines()[0])
         what = "cannot resolve a ${...} reference" if isinstance(exc, InterpolationResolutionError) or "${" in msg else "cannot resolve ${...} references in it"
         raise ConfigError(f"{what}: {msg}", **(loaded.locate(key) if key else {"file": loaded.path})) from None
+
+
+_REFERENCE = re.compile(r"\$\{([^${}]*)\}")
+
+
+def check_reference_cost(data: dict, loaded: LoadedConfig) -> None:
+    """Refuse, before resolving, references whose expansion is too large or too slow to compute.
+
+    ``a1: ${a0}${a0}``, ``a2: ${a1}${a1}`` ... doubles with every line: 31
+    lines of 400 bytes expand to gigabytes, and OmegaConf, which resolves a
+    reference again each time it is used, takes minutes even when the values
+    are short.  Both costs are counted here on the reference graph, each key
+    once (memoised), so the count itself is linear in the file: the resolved
+    length of every value (at most :data:`MAX_RESOLVED_BYTES` in all) and the
+    lookups resolution would make (at most :data:`MAX_REFERENCE_STEPS`).
+    References msnb cannot follow (resolvers such as ``${oc.env:HOME}``,
+    nested ``${a.${b}}``, missing keys) count as one lookup of length zero;
+    OmegaConf reports the missing ones itself.
+
+    Raises:
+        ConfigError: naming the first key over a bound and the file that set it.
+    """
+    leaves: dict[str, object] = {}
+
+    def walk(node, prefix):
+        if isinstance(node, dict):
+            items = node.items()
+        elif isinstance(node, list):
+            items = enumerate(node)
+        else:
+            leaves[prefix] = node
+            return
+        leaves[prefix] = _Container([f"{prefix}.{k}" if prefix else str(k) for k, _ in items])
+        for k, v in node.items() if isinstance(node, dict) else enumerate(node):
+            walk(v, f"{prefix}.{k}" if prefix else str(k))
+
+    walk(data, "")
+    cost: dict[str, tuple[int, int]] = {}  # key -> (resolved length, lookups)
+    active: set[str] = set()
+
+    def target(ref: str, key: str) -> str | None:
+        ref = ref.strip().replace("[", ".").replace("]", "")
+        if ":" in ref:
+            return None  # a resolver
+        if ref.startswith("."):
+            dots = len(ref) - len(ref.lstrip("."))
+            parent = key.split(".")[:-dots] if key else []
+            ref = ".".join([*parent, ref.lstrip(".")]) if ref.lstrip(".") else ".".join(parent)
+        return ref if ref in leaves else None
+
+    def measure(key: str) -> tuple[int, int]:
+        done = cost.get(key)
+        if done is not None:
+            return done
+        if key in active:
+            return 0, 1  # a cycle: OmegaConf reports it
+        active.add(key)
+        node = leaves[key]
+        if isinstance(node, _Container):
+            size = steps = 0
+            for child in node.keys:
+                s, n = measure(child)
+                size, steps = size + s, steps + n
+        elif isinstance(node, str) and "${" in node:
+            size, steps = len(_REFERENCE.sub("", node)), 0
+            for m in _REFERENCE.finditer(node):
+                ref = target(m.group(1), key)
+                s, n = measure(ref) if ref is not None else (0, 0)
+                size, steps = size + s, steps + n + 1
+        else:
+            size, steps = len(str(node)), 0
+        active.discard(key)
+        cost[key] = (size, steps)
+        if size > MAX_RESOLVED_BYTES or steps > MAX_REFERENCE_STEPS:
+            what = (
+                f"expand to {size:,} characters (at most {MAX_RESOLVED_BYTES:,})"
+                if size > MAX_RESOLVED_BYTES
+                else (f"need {steps:,} ${{}} lookups to resolve (at most {MAX_REFERENCE_STEPS:,})")
+            )
+            raise ConfigError(f"its ${{}} references {what}: each reference is copied where it is used, so a chain of them multiplies", **loaded.locate(key))
+        return size, steps
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 10 * len(leaves) + 1000))  # a chain of references is as long as the file has keys
+    try:
+        for key in leaves:
+            if key:
+                measure(key)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+class _Container:
+    """A dict or list in :func:`check_reference_cost`'s table: the keys of its children."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys):
+        self.keys = keys
 
 
 def load_config(path: str | os.PathLike, *, resolve: bool = True) -> LoadedConfig:

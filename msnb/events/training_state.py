@@ -17,7 +17,6 @@ longer than :data:`MAX_LINE` are not looked at.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -30,6 +29,7 @@ _LINE = re.compile(r"Epoch:\[ *(\d{1,12})/ *(\d{1,12})\], step:\[ *(\d{1,15})/ *
 _SPLIT = re.compile(r"[,\s]+")
 HEADS = "max_attention_logit/"
 RECORD_NAME = "abnormal_global_norm.json"
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # a step and a norm or two per spike: millions of spikes fit
 
 
 def _number(text: str) -> float | None:
@@ -143,8 +143,9 @@ def read_global_norm_record(path) -> dict[int, list[float]]:
     Raises:
         ValueError: the file is not such a record (the caller reports it as a problem).
     """
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    from ..safe_files import load_json
+
+    data = load_json(path, limit=MAX_RECORD_BYTES)  # a regular file, bounded in size and depth (a ValueError if not)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object of step -> list of global norms")
     out = {}
@@ -188,5 +189,5 @@ def find_global_norm_records(root, *, max_depth: int = 6):
         try:
             found.append((path, read_global_norm_record(path)))
         except (OSError, ValueError) as exc:
-            problems.append(Problem(path, None, "decode", f"abnormal_global_norm.json could not be read: {exc}"))
+            problems.append(Problem(path, None, "decode", f"abnormal_global_norm.json could not be read: {getattr(exc, 'reason', exc)}"))
     return found, problems

@@ -11,6 +11,7 @@ with JavaScript off, and prints.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -86,18 +87,50 @@ def _refuse_input(out: str, target: str, files: list) -> None:
 
 
 def _write(out: str, text: str) -> int:
-    """Write *text* to *out* through a temporary file in the same directory, so a reader never sees half a report."""
+    """Write *text* to *out* through a temporary file in the same directory, so a reader never sees half a report.
+
+    The report names paths and hyper-parameters, so its mode is the user's
+    choice: a file replaced keeps its mode (a 0600 report stays private), a
+    new one gets what the umask allows, as a file created by ``>`` would.
+
+    Raises:
+        UsageError: the directory or the file cannot be written (read-only, full, ...).
+    """
     data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".msnb-report-", suffix=".html", dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        mode = stat.S_IMODE(os.stat(out).st_mode)
+    except OSError:
+        mode = 0o666 & ~_umask()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".msnb-report-", suffix=".html", dir=os.path.dirname(os.path.abspath(out)))
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write in {os.path.dirname(os.path.abspath(out))}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, out)
+    except OSError as exc:
+        os.unlink(tmp)
+        raise UsageError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(tmp)
         raise
     return len(data)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back at once)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def _check_writable(out: str, target: str) -> None:
+    """Refuse, before anything is read, an *out* whose directory this process cannot write (the temporary file goes there)."""
+    parent = os.path.dirname(target)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: the directory {parent} is not writable")
 
 
 def _header(title: str, where: str, result, checked, why_not) -> str:
@@ -140,6 +173,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
     from ..events.reader import ReadResult
 
     out, target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)")
+    _check_writable(out, target)
     checked_config = None
     if config is not None:
         from ..config import check_config

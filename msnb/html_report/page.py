@@ -47,8 +47,8 @@ code, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, mono
 
 
 def esc(value) -> str:
-    """*value* as HTML text (quotes too, so it is safe inside attributes)."""
-    return html.escape(str(value), quote=True)
+    """*value* as HTML text (quotes too, so it is safe inside attributes); a NUL becomes U+FFFD, as HTML parsers read it."""
+    return html.escape(str(value), quote=True).replace("\0", "\ufffd")
 
 
 def status(word: str) -> str:
@@ -131,4 +131,4 @@ def document(title: str, header: str, sections: list[tuple[str, str, str]]) -> s
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body><header>{header}</header><nav><h2>Contents</h2><ol>{toc}</ol></nav>{body}</body></html>\n"
-    )
+    ).replace("\0", "\ufffd")  # a NUL from a tag, a text or a path that reached the page by any route

@@ -14,6 +14,7 @@ import numpy as np
 import yaml
 
 from ..analysis.judge import status_word
+from ..events.tables import object_codes
 from ..events.tags import ALIASES
 from . import page
 from .page import esc, note, table
@@ -75,10 +76,32 @@ def verdict(checked, why_not: str | None) -> str:
     return "".join(parts)
 
 
+def _codes(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a run or tag column, sorted, and each row's index among them.
+
+    Never a fixed-width string array: ``astype(str)`` pads every row to the
+    longest value (4 bytes a character), so one 2,000-character tag made a
+    300,000-row table cost 2.4 GB.  Here a long tag costs its own length once.
+    """
+    got = object_codes(col) if col.dtype.kind == "O" and col.ndim == 1 else None
+    if got is None:
+        seen: dict = {}
+        codes = np.fromiter((seen.setdefault(v, len(seen)) for v in col.tolist()), dtype=np.int64, count=len(col))
+        objects = list(seen)
+    else:
+        objects, codes = got
+    values = sorted({str(o) for o in objects})
+    where = {v: i for i, v in enumerate(values)}
+    lut = np.fromiter((where[str(o)] for o in objects), dtype=np.int64, count=len(objects))
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out, lut[codes]
+
+
 def _group_stats(scalars):
     """One row per (run, tag): points, ranks, first and last step, last finite value, min, max, non-finite count."""
-    runs, run_code = np.unique(scalars.run.astype(str), return_inverse=True)
-    tags, tag_code = np.unique(scalars.tag.astype(str), return_inverse=True)
+    runs, run_code = _codes(scalars.run)
+    tags, tag_code = _codes(scalars.tag)
     code = run_code * len(tags) + tag_code
     finite = np.isfinite(scalars.value)
     order = np.lexsort((scalars.step, code))
@@ -107,7 +130,7 @@ def _group_stats(scalars):
 
 def _most_ranks(table_) -> int:
     """The largest number of ranks any one run has (one pass over the table, whatever the number of runs)."""
-    _, run_code = np.unique(table_.run.astype(str), return_inverse=True)
+    _, run_code = _codes(table_.run)
     rank = table_.rank.astype(np.int64) + 1  # NO_RANK (-1) becomes 0
     pairs = np.unique(run_code * (int(rank.max()) + 1) + rank)
     return int(np.bincount(pairs // (int(rank.max()) + 1)).max())
@@ -296,7 +319,7 @@ def lineage(result, first=()) -> str:
             parts.append(table(("key", "value"), _flatten(fields if isinstance(fields, dict) else {"value": fields})))
     texts = result.texts
     if len(texts):
-        order = np.lexsort((texts.step, texts.tag.astype(str), texts.run.astype(str)))
+        order = np.lexsort((texts.step, _codes(texts.tag)[1], _codes(texts.run)[1]))
         latest = {}
         for i in order.tolist():
             latest[(texts.run[i], texts.tag[i])] = i  # the last text of each run and tag

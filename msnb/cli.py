@@ -294,6 +294,32 @@ def _cmd_report(args) -> int:
     return result.exit_code
 
 
+def _cmd_compare(args) -> int:
+    from .analysis.compare import compare
+    from .compare_options import compare_kwargs
+    from .outputs import figure_out
+
+    out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
+    result = compare(**compare_kwargs(args))
+    if out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from .plot.compare import plot_compare
+        from .plot.render import plain_text
+
+        figure = plot_compare(result)
+        plain_text(figure)  # tag names from files are no TeX
+        figure.savefig(out, dpi=100)
+    if args.json:
+        print(json.dumps({**result.as_dict(), "out": os.path.abspath(out) if out else None}, indent=2))
+    else:
+        print(result.format_text())
+        if out:
+            print(f"  figure: wrote {os.path.abspath(out)}")
+    return result.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -428,6 +454,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "compare", help="precision alignment: judge a candidate run against a baseline (Megatron-LM, Hugging Face...) by MindSpore's migration standard"
+    )
+    from .compare_options import add_compare_arguments
+
+    add_compare_arguments(p)
+    p.set_defaults(func=_cmd_compare)
     return parser
 
 

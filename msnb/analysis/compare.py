@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import NothingReadable, UsageError
 from .compare_result import CompareCheck, CompareResult, Divergence
 from .compare_rules import DEFAULT_COMPARE_RULES, CompareRules
-from .compare_sides import MEANINGS, Series, Side, build_side, describe_steps, finite_or_none, read_side
+from .compare_sides import MEANINGS, Series, Side, build_side, describe_steps, finite_or_none, read_side, wanted_tags
 from .divergence import change_point
 from .rules import FAIL, PASS, WARN
 
@@ -297,9 +297,10 @@ def compare(
     def tags_for(loss):
         return {"loss": loss, "lr": ("lr", False), "grad_norm": ("grad_norm", False)}
 
-    base = build_side(*read_side(baseline, verify=verify), tags=tags_for(base_tag), rank="median")
-    cand = build_side(*read_side(candidate, verify=verify), tags=tags_for(cand_tag), rank=rank, offset=offset)
-    rerun_sides = [build_side(*read_side(r, verify=verify), tags=tags_for(base_tag), rank="median") for r in reruns]
+    wanted = wanted_tags(base_tag[0], cand_tag[0])
+    base = build_side(*read_side(baseline, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median")
+    cand = build_side(*read_side(candidate, verify=verify, tags=wanted), tags=tags_for(cand_tag), rank=rank, offset=offset)
+    rerun_sides = [build_side(*read_side(r, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median") for r in reruns]
 
     bl, cl = base.get("loss"), cand.get("loss")
     common, b, o = _pairs(bl, cl, lo, hi)

@@ -54,12 +54,13 @@ class Side:
         return self.series.get(name)
 
 
-def read_side(source, *, verify: bool = True) -> tuple[ReadResult, str]:
+def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, str]:
     """Read a path as a baseline format or as anything :func:`msnb.events.read` reads.
 
     Args:
         source: a path, or a :class:`ReadResult` already read.
         verify: check CRCs of event files.
+        tags: the tags a comparison needs (every spelling); a baseline format that can skip the rest does.
 
     Returns:
         ``(result, label)``.
@@ -72,7 +73,7 @@ def read_side(source, *, verify: bool = True) -> tuple[ReadResult, str]:
     path = Path(os.fspath(source))
     if not path.exists():
         raise NothingReadable(f"{path}: no such file or directory")
-    result = baselines.read_baseline(path) if path.is_file() else None
+    result = baselines.read_baseline(path, tags=tags) if path.is_file() else None
     if result is None:
         from ..events import read
 
@@ -85,7 +86,7 @@ def read_side(source, *, verify: bool = True) -> tuple[ReadResult, str]:
         except OSError:
             names = []
         for name in names:
-            got = baselines.read_baseline(path / name, run=name)
+            got = baselines.read_baseline(path / name, run=name, tags=tags)
             if got is not None and len(got.scalars):
                 found.append(got)
         if found:
@@ -94,6 +95,20 @@ def read_side(source, *, verify: bool = True) -> tuple[ReadResult, str]:
         why = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"{path}: no scalar could be read{why}")
     return result, str(path)
+
+
+def wanted_tags(*names) -> frozenset:
+    """Every spelling of the meanings compared (and of any tag named), for readers that can skip the rest."""
+    from ..events.tags import spellings
+
+    out = set(spellings(names))
+    for name in names:
+        m = baselines.meaning(name)
+        out.update(baselines.MEANINGS.get(m, ()))
+    for m in MEANINGS:
+        out.update(baselines.MEANINGS[m])
+        out.update(spellings([m]))
+    return frozenset(out | {"number of skipped iterations"})
 
 
 def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:

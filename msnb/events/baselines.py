@@ -89,24 +89,50 @@ def resolve(name: str, available) -> str | None:
 
 def _number(text: str) -> float | None:
     """The number a field prints (``1.043863E+01``, ``nan``, ``INF``...), or None when it is not one number."""
-    text = text.strip()
-    if not text or len(text) > 64:
+    if len(text) > 96:
         return None
     try:
-        return float(text.split()[0])
+        return float(text)  # surrounding spaces allowed
+    except ValueError:
+        pass
+    words = text.split()
+    try:
+        return float(words[0]) if words else None  # a unit after the number
     except ValueError:
         return None
 
 
-def _wall(line: str) -> float:
-    m = _TIMESTAMP.search(line, 0, 96)
-    if not m:
-        return math.nan
-    try:
-        t = time.mktime(time.strptime(m.group(1).replace("T", " "), "%Y-%m-%d %H:%M:%S"))
-    except (ValueError, OverflowError):
-        return math.nan
-    return t + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
+class _Clock:
+    """Timestamps to seconds since the epoch (local time, as msnb's log reader reads them), ``strptime`` once an hour.
+
+    ``time.strptime`` costs about 10 us; a log of 100,000 lines would spend a second on it.
+    Within an hour the offset from the epoch is the hour's plus minutes and seconds
+    (daylight-saving changes happen on the hour), so each hour is parsed once.
+    """
+
+    def __init__(self, pattern: re.Pattern | None = None, within: int = 96):
+        self.hours: dict = {}
+        self.pattern = pattern or _TIMESTAMP  # group 1: "YYYY-MM-DD HH:MM:SS", group 2: the fraction
+        self.within = within
+
+    def __call__(self, line: str) -> float:
+        m = self.pattern.search(line, 0, self.within)
+        if not m:
+            return math.nan
+        text = m.group(1)
+        hour = self.hours.get(text[:13])
+        if hour is None:
+            try:
+                hour = time.mktime(time.strptime(text[:13].replace("T", " "), "%Y-%m-%d %H"))
+            except (ValueError, OverflowError):
+                hour = math.nan
+            if len(self.hours) > 100_000:
+                self.hours.clear()
+            self.hours[text[:13]] = hour
+        minutes, seconds = int(text[14:16]), int(text[17:19])
+        if minutes > 59 or seconds > 61:
+            return math.nan
+        return hour + 60 * minutes + seconds + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
 
 
 class _Points:
@@ -205,35 +231,65 @@ def _lines(path: str, problems: _Problems):
         problems.add(None, f"{cut} line(s) longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
 
 
-def _megatron_fields(text: str, prefix: str, step: int, wall: float, points: _Points) -> int:
-    """Add every ``name: number`` field of the part of a line after its step; returns how many."""
+def _megatron_fields(text: str, step: int, wall: float, points: _Points, names: dict) -> int:
+    """Add the ``name: number`` fields of the part of a line after its step; returns how many.
+
+    *names* maps a field's printed name to its tag, or to None when it is not read
+    (not wanted, or not a name); names repeat on every line, so each is judged once.
+    """
     found = 0
     for part in text.split("|"):
         name, colon, value = part.partition(":")
         if not colon:
             continue
-        name = name.strip()
+        tag = names.get(name)
+        if tag is None:
+            if name in names:
+                continue
+            tag = names.decide(name)
+            if tag is None:
+                continue
         number = _number(value)
-        if number is None or not _FIELD_NAME.fullmatch(name):
-            continue
-        points.add(prefix + name, step, wall, number)
-        found += 1
+        if number is not None:
+            points.add(tag, step, wall, number)
+            found += 1
     return found
 
 
-def read_megatron_log(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+class _Names(dict):
+    """Printed field name (spaces around it kept) -> tag, decided once per name: every field, or the wanted ones."""
+
+    def __init__(self, prefix: str, tags):
+        super().__init__()
+        self.prefix = prefix
+        self.tags = None if tags is None else frozenset(tags)
+
+    def decide(self, raw: str):
+        name = raw.strip()
+        tag = self.prefix + name if _FIELD_NAME.fullmatch(name) else None
+        if tag is not None and self.tags is not None and tag not in self.tags:
+            tag = None
+        if len(self) < 4096:  # a file of ever-new names is judged name by name, never held
+            self[raw] = tag
+        return tag
+
+
+def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """Megatron-LM's (or MindSpeed-LLM's) training log: one point per field per iteration line.
 
     Args:
         path: the log (stdout of ``pretrain_gpt.py`` and the like).
         run: the run name the rows get.
+        tags: read only these fields (as printed, ``lm loss``; validation ones as ``validation lm loss value``);
+            None reads every field.
 
     Returns:
         A :class:`ReadResult` with the scalars and a problem for each line that names an
         iteration but holds no readable field.
     """
     path = str(path)
-    points, problems = _Points(), _Problems(path)
+    points, problems, clock = _Points(), _Problems(path), _Clock()
+    names = {"": _Names("", tags), "validation ": _Names("validation ", tags)}
     for number, offset, line in _lines(path, problems):
         at = line.find("iteration")
         if at < 0:
@@ -250,7 +306,7 @@ def read_megatron_log(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
         if step > _INT64_MAX:
             problems.add(offset, f"line {number}: iteration {m.group(1)} is too large")
             continue
-        if not _megatron_fields(line[m.end() :], prefix, step, _wall(line), points):
+        if not _megatron_fields(line[m.end() :], step, clock(line), points, names[prefix]) and (tags is None or ":" not in line[m.end() :]):
             problems.add(offset, f"line {number}: an iteration line without a readable 'name: number' field")
     return _result(path, points, problems, MEGATRON, run)
 
@@ -462,12 +518,13 @@ def sniff(path: str | os.PathLike) -> str | None:
 READERS = {MEGATRON: read_megatron_log, HF_STATE: read_trainer_state, TABLE_CSV: read_table, TABLE_JSONL: read_table}
 
 
-def read_baseline(path: str | os.PathLike, *, run: str = ".") -> ReadResult | None:
+def read_baseline(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult | None:
     """Read *path* as a baseline format, or None when it is none of them.
 
     Args:
         path: a file.
         run: the run name the rows get.
+        tags: only these tags where the format allows reading less (Megatron's log); others may hold more.
 
     Returns:
         A :class:`ReadResult`, or None when :func:`sniff` does not know the file.
@@ -476,6 +533,6 @@ def read_baseline(path: str | os.PathLike, *, run: str = ".") -> ReadResult | No
     if kind is None:
         return None
     try:
-        return READERS[kind](path, run=run)
+        return read_megatron_log(path, run=run, tags=tags) if kind == MEGATRON else READERS[kind](path, run=run)
     except OSError as exc:
         return ReadResult(problems=[Problem(str(path), None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}")])

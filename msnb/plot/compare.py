@@ -19,14 +19,15 @@ BASE_COLOR, CAND_COLOR, BAND_COLOR, RERUN_COLOR, MARK_COLOR = "#1f77b4", "#d6272
 _PIXELS = 2000
 
 
-def _draw(ax, steps, values, color, label, smooth: float):
+def _draw(ax, steps, values, color, label, smooth: float, width: float):
+    """Raw faint and smoothed solid (or as written, for schedules); *width* keeps the baseline visible under the candidate."""
     x, y = _thin(steps, values)
     if smooth > 0 and values.size > 20:
         ax.plot(x, y, color=color, alpha=0.25, linewidth=0.8)
         sx, sy = _thin(steps, ema(values, smooth))
-        ax.plot(sx, sy, color=color, linewidth=1.4, label=f"{label} (smoothed {smooth})")
+        ax.plot(sx, sy, color=color, linewidth=width, label=f"{label} (smoothed {smooth})")
     else:
-        ax.plot(x, y, color=color, linewidth=1.2, label=label, marker="." if values.size <= 60 else None)
+        ax.plot(x, y, color=color, linewidth=width, label=label, marker="." if values.size <= 60 else None)
 
 
 def _thin(steps, values):
@@ -58,9 +59,9 @@ def plot_compare(result, *, smooth: float = 0.6, figure=None):
         if panel == "diff":
             _diff_panel(ax, result)
         else:
-            for side, color in (("baseline", BASE_COLOR), ("candidate", CAND_COLOR)):
+            for side, color, width in (("baseline", BASE_COLOR, 3.0), ("candidate", CAND_COLOR, 1.2)):
                 tag, steps, values = s[f"{side}_{panel}"]
-                _draw(ax, steps, values, color, f"{side}: {tag}", 0.0 if panel == "lr" else smooth)
+                _draw(ax, steps, values, color, f"{side}: {tag}", 0.0 if panel == "lr" else smooth, width)
                 bad = ~np.isfinite(values)
                 if bad.any():
                     finite = values[np.isfinite(values)]
@@ -107,17 +108,19 @@ def _diff_panel(ax, result):
         with np.errstate(divide="ignore", invalid="ignore"):
             eb = 100.0 * env / np.abs(b[np.isfinite(b) & np.isfinite(o)])
         ex, ey = _thin(es, eb)
-        ax.plot(ex, ey, color=RERUN_COLOR, linewidth=1.0, linestyle=":", label="baseline reruns' own spread")
-        ax.plot(ex, -ey, color=RERUN_COLOR, linewidth=1.0, linestyle=":")
+        ax.plot(ex, ey, color=RERUN_COLOR, linewidth=1.6, linestyle=":", label="baseline reruns' own spread", zorder=5)
+        ax.plot(ex, -ey, color=RERUN_COLOR, linewidth=1.6, linestyle=":", zorder=5)
     if ok.any():
         x, y = _thin(common[ok], rel[ok])
-        ax.plot(x, y, color="0.55", linewidth=0.6, alpha=0.6)
+        ax.plot(x, y, color="0.6", linewidth=0.5, alpha=0.45)
         if ok.sum() > 20:
             sx, sy = _thin(common[ok], ema(rel[ok], 0.9))
             ax.plot(sx, sy, color="black", linewidth=1.3, label="candidate - baseline (smoothed)")
     ax.axhline(0.0, color="0.3", linewidth=0.6)
     ax.axhline(standard, color=BAND_COLOR, linewidth=0.8, linestyle="--")
-    ax.axhline(-standard, color=BAND_COLOR, linewidth=0.8, linestyle="--", label=f"mean error limit \u00b1{standard:.2g} %")
+    spread = result.tolerance.get("rerun_spread") or {}
+    raised = " (the reruns' spread)" if spread.get("mean_rel", -1.0) >= result.tolerance["mean_rel"] else ""
+    ax.axhline(-standard, color=BAND_COLOR, linewidth=0.8, linestyle="--", label=f"mean error limit \u00b1{standard:.2g} %{raised}")
     if ok.any():
         lim = max(3 * standard, float(np.nanpercentile(np.abs(rel[ok]), 99.5)) * 1.2)
         ax.set_ylim(-lim, lim)

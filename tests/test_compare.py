@@ -406,3 +406,4 @@ def test_real_baselines_parse_and_the_real_pair_compares():
     assert result.common_steps == 20
     assert statuses(result) == {"lr_schedule": "fail", "first_loss": "pass", "mean_error": "pass", "grad_norm": "pass", "finite": "pass", "coverage": "warn"}
     assert result.first_divergence.step == 300 and result.first_divergence.baseline == pytest.approx(1.331e-05)
+    assert "the baseline's 16, the candidate's 15" in result.check("lr_schedule").detail

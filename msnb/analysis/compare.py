@@ -222,8 +222,24 @@ def _lr_check(base: Side, cand: Side, lo: int, hi: int, rules: CompareRules):
     detail = (
         f"learning rates differ from step {int(steps[i])}: baseline {_g(b[i])}, candidate {_g(o[i])} ({_pct(rel[i])}); "
         f"{int(bad.sum()):,} of {steps.size:,} common step(s) differ by more than {_pct(rules.lr_rel)}: align the schedule (warmup, decay, base lr) first"
+        + _skipped_hint(base, cand, int(steps[i]))
     )
     return CompareCheck("lr_schedule", FAIL, detail, worst, rules.lr_rel), (int(steps[i]), float(b[i]), float(o[i]))
+
+
+def _skipped_hint(base: Side, cand: Side, step: int) -> str:
+    """Why schedules that agree can part: Megatron's scheduler does not advance on an iteration the fp16 loss scaler skipped."""
+    counts = []
+    for side in (base, cand):
+        s = side.get("skipped")
+        counts.append(None if s is None else int(np.nansum(s.values[s.steps <= step])))
+    if all(c is None for c in counts) or counts[0] == counts[1]:
+        return ""
+    shown = ", ".join(f"the {label}'s {c:,}" for label, c in zip(("baseline", "candidate"), counts) if c is not None)
+    return (
+        f"; skipped iterations (fp16 loss-scale overflows) logged by step {step}: {shown}: "
+        "Megatron's scheduler does not advance on a skipped iteration, so the rates part where the skips differ"
+    )
 
 
 def _finite_check(base: Side, cand: Side, lo: int, hi: int):
@@ -295,7 +311,7 @@ def compare(
     reruns = [reruns] if isinstance(reruns, (str, os.PathLike)) else list(reruns or ())
 
     def tags_for(loss):
-        return {"loss": loss, "lr": ("lr", False), "grad_norm": ("grad_norm", False)}
+        return {"loss": loss, "lr": ("lr", False), "grad_norm": ("grad_norm", False), "skipped": ("skipped", False)}
 
     wanted = wanted_tags(base_tag[0], cand_tag[0])
     base = build_side(*read_side(baseline, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median")

@@ -24,7 +24,7 @@ from ..events.tables import NO_RANK
 from .medians import nan_median
 from .series import align, curves
 
-MEANINGS = ("loss", "lr", "grad_norm")
+MEANINGS = ("loss", "lr", "grad_norm", "skipped")
 _DIR_FILES = 256  # entries of a directory looked at for baseline files when msnb's readers found nothing there
 
 
@@ -108,7 +108,7 @@ def wanted_tags(*names) -> frozenset:
     for m in MEANINGS:
         out.update(baselines.MEANINGS[m])
         out.update(spellings([m]))
-    return frozenset(out | {"number of skipped iterations"})
+    return frozenset(out)
 
 
 def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:

@@ -63,6 +63,7 @@ MEANINGS: dict[str, tuple[str, ...]] = {
     "grad_norm": ("grad norm", "grad-norm", "grad_norm", "global_norm", "train/grad_norm"),
     "lr": ("learning rate", "learning-rate", "learning_rate", "lr", "train/learning_rate"),
     "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
+    "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
 }
 
 _MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")

@@ -407,3 +407,33 @@ def test_real_baselines_parse_and_the_real_pair_compares():
     assert statuses(result) == {"lr_schedule": "fail", "first_loss": "pass", "mean_error": "pass", "grad_norm": "pass", "finite": "pass", "coverage": "warn"}
     assert result.first_divergence.step == 300 and result.first_divergence.baseline == pytest.approx(1.331e-05)
     assert "the baseline's 16, the candidate's 15" in result.check("lr_schedule").detail
+
+
+def test_the_magic_compares_shows_the_figure_and_saves_it(tmp_path):
+    import subprocess
+    import sys
+
+    base = run_values()
+    cand = candidate_of(base)
+    cand["lr"] = run_values(warmup=200)["lr"]
+    b, c = pair(tmp_path, base, cand)
+    code = (
+        "import json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "from IPython.core.error import UsageError\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'msnb')\n"
+        f"r = ip.run_line_magic('mfmon_compare', \"'{b}' {c} --rank median --out {tmp_path / 'fig.png'}\")\n"
+        "try:\n"
+        f"    ip.run_line_magic('mfmon_compare', '{b} {c} --steps nine')\n"
+        "    bad = None\n"
+        "except UsageError as e:\n"
+        "    bad = str(e)\n"
+        "print(json.dumps({'type': type(r).__name__, 'passed': r.passed, 'failed': [x.name for x in r.checks if x.status == 'fail'], 'bad': bad}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    state = json.loads(out.stdout.strip().splitlines()[-1])
+    assert state["type"] == "CompareResult" and state["passed"] is False and state["failed"] == ["lr_schedule"]
+    assert state["bad"].startswith("msnb: --steps")
+    assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"

@@ -344,11 +344,20 @@ def test_offset_steps_and_tag_options(tmp_path):
 def test_result_json_shape(tmp_path):
     base = run_values()
     result = msnb.compare(*pair(tmp_path, base, candidate_of(base)))
-    doc = json.loads(json.dumps(result.as_dict()))
+    doc = json.loads(json.dumps(result.as_dict(), allow_nan=False))
     assert {"passed", "baseline", "candidate", "common_steps", "tolerance", "checks", "first_divergence"} <= set(doc)
     for check in doc["checks"]:
         assert set(check) == {"name", "status", "detail", "value", "limit"}
     assert "ALIGNED" in result.format_text() and "<table>" in result._repr_html_() and result.exit_code == 0
+
+
+def test_a_zero_baseline_and_odd_rules_still_give_strict_json(tmp_path):
+    (tmp_path / "base.csv").write_text("step,loss,lr\n" + "".join(f"{s},{0.0 if s == 1 else 1.0},0.0\n" for s in range(1, 40)))
+    (tmp_path / "cand.jsonl").write_text("".join(json.dumps({"step": s, "tag": "loss", "value": 0.5}) + "\n" for s in range(1, 40)))
+    result = msnb.compare(tmp_path / "base.csv", tmp_path / "cand.jsonl", rules=CompareRules(tail_fraction=0.0, tail_min_points=0, divergence_window=0))
+    doc = json.loads(json.dumps(result.as_dict(), allow_nan=False))
+    assert doc["checks"][1]["name"] == "first_loss" and doc["checks"][1]["value"]["rel"] is None  # 0.5 against 0: no finite relative error
+    assert statuses(result)["mean_error"] == "fail" and statuses(result)["lr_schedule"] == "warn"  # no lr on the candidate
 
 
 # ------------------------------------------------------------------ the command and the figure

@@ -112,7 +112,7 @@ def _means(b: np.ndarray, o: np.ndarray, tail: int) -> dict:
     d, rel = _abs_rel(b[ok], o[ok])
     if not d.size:
         return {"abs": math.nan, "rel": math.nan, "tail_abs": math.nan, "tail_rel": math.nan, "points": 0, "tail_points": 0}
-    k = min(tail, d.size)
+    k = max(1, min(tail, d.size))
     return {
         "abs": float(d.mean()),
         "rel": float(rel.mean()),

@@ -7,6 +7,7 @@ Shaped like the other results of msnb (``passed``, ``as_dict()``, ``format_text(
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import asdict, dataclass, field
 
 from .judge import status_word
@@ -89,21 +90,23 @@ class CompareResult:
         return next((c for c in self.checks if c.name == name), None)
 
     def as_dict(self) -> dict:
-        """The JSON document ``msnb compare --json`` prints."""
-        return {
-            "passed": self.passed,
-            "baseline": list(self.baseline),
-            "candidate": list(self.candidate),
-            "common_steps": self.common_steps,
-            "steps": list(self.step_range),
-            "offset": self.offset,
-            "tags": self.tags,
-            "ranks": self.ranks,
-            "tolerance": self.tolerance,
-            "checks": [c.as_dict() for c in self.checks],
-            "first_divergence": None if self.first_divergence is None else self.first_divergence.as_dict(),
-            "notes": list(self.notes),
-        }
+        """The JSON document ``msnb compare --json`` prints (NaN and infinities as null: strict JSON)."""
+        return _strict(
+            {
+                "passed": self.passed,
+                "baseline": list(self.baseline),
+                "candidate": list(self.candidate),
+                "common_steps": self.common_steps,
+                "steps": list(self.step_range),
+                "offset": self.offset,
+                "tags": self.tags,
+                "ranks": self.ranks,
+                "tolerance": self.tolerance,
+                "checks": [c.as_dict() for c in self.checks],
+                "first_divergence": None if self.first_divergence is None else self.first_divergence.as_dict(),
+                "notes": list(self.notes),
+            }
+        )
 
     def _headline(self) -> str:
         verdict = "ALIGNED" if self.passed else "NOT ALIGNED"
@@ -149,6 +152,17 @@ class CompareResult:
         color = _COLORS["pass" if self.passed else "fail"]
         sides = f"baseline {html.escape(', '.join(self.baseline))} against candidate {html.escape(', '.join(self.candidate))}"
         return f'<div><b style="color:{color}">msnb compare: {html.escape(self._headline())}</b><br><small>{sides}</small><table>{"".join(rows)}</table></div>'
+
+
+def _strict(value):
+    """*value* with every NaN or infinity (a relative error over a zero baseline, say) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
 
 
 def _num(x) -> str:

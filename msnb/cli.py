@@ -286,7 +286,8 @@ def _cmd_report(args) -> int:
     matplotlib.use("Agg")
     from .html_report import report
 
-    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify)
+    baseline = {"baseline": args.baseline} if args.baseline else {}  # precision alignment (msnb compare)
+    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify, **baseline)
     if args.json:
         print(json.dumps({"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed}, indent=2))
     else:
@@ -453,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
     p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
+    p.add_argument("--baseline", metavar="PATH", help="add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(

@@ -446,3 +446,18 @@ def test_the_magic_compares_shows_the_figure_and_saves_it(tmp_path):
     assert state["type"] == "CompareResult" and state["passed"] is False and state["failed"] == ["lr_schedule"]
     assert state["bad"].startswith("msnb: --steps")
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_with_a_baseline_adds_the_alignment_section(tmp_path, run_msnb):
+    base = run_values()
+    cand = candidate_of(base)
+    cand["loss"][900:] *= 1.05
+    b, c = pair(tmp_path, base, cand)
+    run_msnb("report", c, "--out", tmp_path / "r.html", "--baseline", b)
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="alignment"' in page and "Precision alignment against the baseline" in page
+    assert "mean_error" in page and "Left the baseline at step" in page and "data:image/png;base64," in page
+    plain = run_msnb("report", c, "--out", tmp_path / "plain.html")
+    assert plain.returncode in (0, 1) and 'id="alignment"' not in (tmp_path / "plain.html").read_text()
+    missing = run_msnb("report", c, "--out", tmp_path / "m.html", "--baseline", tmp_path / "nope.log", check=2)
+    assert "nope.log" in missing.stderr and not (tmp_path / "m.html").exists()

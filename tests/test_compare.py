@@ -461,3 +461,31 @@ def test_report_with_a_baseline_adds_the_alignment_section(tmp_path, run_msnb):
     assert plain.returncode in (0, 1) and 'id="alignment"' not in (tmp_path / "plain.html").read_text()
     missing = run_msnb("report", c, "--out", tmp_path / "m.html", "--baseline", tmp_path / "nope.log", check=2)
     assert "nope.log" in missing.stderr and not (tmp_path / "m.html").exists()
+
+
+def test_a_checkpoint_folder_with_trainer_state_is_a_baseline(tmp_path):
+    base = run_values()
+    (tmp_path / "checkpoint-1200").mkdir()
+    write_trainer_state(tmp_path / "checkpoint-1200" / "trainer_state.json", base)
+    (tmp_path / "c").mkdir()
+    c = CANDIDATES["mindformers-log"](tmp_path / "c", candidate_of(base, noise=0.0005))
+    result = msnb.compare(tmp_path / "checkpoint-1200", c)
+    assert result.passed and result.tags["loss"]["baseline"] == "loss" and result.common_steps == N
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_damaged_baselines_never_raise(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    run = run_values(60)
+    write_megatron_log(tmp_path / "train.log", run)
+    write_trainer_state(tmp_path / "trainer_state.json", run)
+    (tmp_path / "t.csv").write_text("step,tag,value\n" + "".join(f"{s},loss,{v}\n" for s, v in zip(run["steps"], run["loss"])))
+    for name in ("train.log", "trainer_state.json", "t.csv"):
+        data = bytearray((tmp_path / name).read_bytes())
+        for _ in range(20):  # flipped bytes, a cut, a burst of garbage
+            data[int(rng.integers(len(data)))] = int(rng.integers(256))
+        cut = int(rng.integers(len(data) // 2, len(data)))
+        damaged = bytes(data[:cut]) + rng.bytes(int(rng.integers(1, 3000))) + b"iteration 5/ | : | lm loss: \xff|\n"
+        (tmp_path / f"bad_{name}").write_bytes(damaged)
+        got = baselines.read_baseline(tmp_path / f"bad_{name}")
+        assert got is None or isinstance(got.problems, list)

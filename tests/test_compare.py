@@ -185,6 +185,14 @@ def test_hf_trainer_state_and_tables(tmp_path):
     assert jl.scalars.series("loss")[0].tolist() == [1] and len(jl.problems) == 2
 
 
+def test_byte_order_marks_are_read(tmp_path):
+    (tmp_path / "a.csv").write_text("step,loss\n1,2.0\n", encoding="utf-8-sig")
+    (tmp_path / "trainer_state.json").write_text('{"log_history": [{"step": 1, "loss": 2.0}]}', encoding="utf-8-sig")
+    for name in ("a.csv", "trainer_state.json"):
+        r = baselines.read_baseline(tmp_path / name)
+        assert r.scalars.series("loss")[1].tolist() == [2.0] and r.problems == []
+
+
 def test_hostile_json_is_a_problem(tmp_path):
     (tmp_path / "trainer_state.json").write_text("[" * 100_000)
     r = baselines.read_baseline(tmp_path / "trainer_state.json")

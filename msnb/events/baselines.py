@@ -331,7 +331,7 @@ def read_trainer_state(path: str | os.PathLike, *, run: str = ".") -> ReadResult
         return _result(path, points, problems, HF_STATE, run)
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8", errors="replace"))
+            doc = json.loads(f.read().decode("utf-8-sig", errors="replace"))  # a byte-order mark (Windows editors) is no error
     except (ValueError, RecursionError) as exc:
         problems.add(None, f"not a JSON document: {exc}", ProblemKind.FOREIGN)
         return _result(path, points, problems, HF_STATE, run)
@@ -428,6 +428,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
             problems.add(offset, f"line {number}: not a CSV row")
             continue
         if header is None:
+            cells = [cells[0].lstrip("\ufeff"), *cells[1:]] if cells else cells  # a spreadsheet's byte-order mark
             header = [c.strip().lower() for c in cells]
             if "step" not in header or (("tag" in header) != ("value" in header)):
                 problems.add(offset, f"line {number}: the header needs 'step' and either 'tag' and 'value' or one column per tag", ProblemKind.FOREIGN)

@@ -262,6 +262,7 @@ def test_a_different_warmup_fails_lr_schedule_at_step_1(tmp_path):
     cand["lr"] = run_values(warmup=200)["lr"]
     result = msnb.compare(*pair(tmp_path, base, cand))
     assert statuses(result)["lr_schedule"] == "fail" and "from step 1:" in result.check("lr_schedule").detail
+    assert "skipped" not in result.check("lr_schedule").detail  # the baseline logged no skipped iteration: no hint about skips
     assert result.first_divergence.step == 1 and "learning rates" in result.first_divergence.reason
     assert [c.name for c in result.checks].index("lr_schedule") < [c.name for c in result.checks].index("first_loss")
 

@@ -233,8 +233,9 @@ def _skipped_hint(base: Side, cand: Side, step: int) -> str:
     for side in (base, cand):
         s = side.get("skipped")
         counts.append(None if s is None else int(np.nansum(s.values[s.steps <= step])))
-    if all(c is None for c in counts) or counts[0] == counts[1]:
-        return ""
+    known = [c for c in counts if c is not None]
+    if not (len(known) == 2 and known[0] != known[1]) and not (len(known) == 1 and known[0] > 0):
+        return ""  # no count, equal counts, or none skipped on the one side that counts
     shown = ", ".join(f"the {label}'s {c:,}" for label, c in zip(("baseline", "candidate"), counts) if c is not None)
     return (
         f"; skipped iterations (fp16 loss-scale overflows) logged by step {step}: {shown}: "

@@ -42,9 +42,9 @@ if variant.startswith("msnb"):
     from msnb.analysis.compare_sides import read_side, wanted_tags
     if variant == "msnb-hourly":  # the proposed change: msnb's log reader parsing each hour's timestamp once
         msnb.events.logs._wall_time = msnb.events.baselines._Clock(msnb.events.logs._TIMESTAMP, 64)
-    t, c = time.perf_counter(), time.process_time()
+    t, c0 = time.perf_counter(), time.process_time()
     r = msnb.compare(base, cand)
-    took, cpu = time.perf_counter() - t, time.process_time() - c
+    took, cpu = time.perf_counter() - t, time.process_time() - c0
     out = {"seconds": took, "cpu": cpu, "passed": r.passed, "common": r.common_steps,
            "divergence": r.first_divergence.step if r.first_divergence else None}
     wanted = wanted_tags("loss")
@@ -64,7 +64,7 @@ if variant.startswith("msnb"):
 else:
     import re
     import numpy as np, pandas as pd
-    t, c = time.perf_counter(), time.process_time()
+    t, c0 = time.perf_counter(), time.process_time()
     meg = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?learning rate: (\S+) \|.*?lm loss: (\S+) \|.*?grad norm: (\S+) \|")
     mf = re.compile(r"step:\[\s*(\d+)/\s*\d+\], loss:\[?\s*([^/\],]+).*?lr: (\S+), .*?global_norm: \[([^\]]+)\]")
     rows = []
@@ -87,7 +87,7 @@ else:
     first_ok = d.iloc[0] < 0.005 or rel.iloc[0] < 0.005
     mean_ok = d.mean() < 0.01 or rel.mean() < 0.01
     grad_ok = ((j.grad_c - j.grad_b).abs() / j.grad_b.abs()).mean() <= 0.1
-    took, cpu = time.perf_counter() - t, time.process_time() - c
+    took, cpu = time.perf_counter() - t, time.process_time() - c0
     out = {"seconds": took, "cpu": cpu, "passed": bool(first_ok and mean_ok and grad_ok), "common": len(j), "divergence": None}
 print(json.dumps(out))
 """

@@ -498,3 +498,25 @@ def test_damaged_baselines_never_raise(tmp_path, seed):
         (tmp_path / f"bad_{name}").write_bytes(damaged)
         got = baselines.read_baseline(tmp_path / f"bad_{name}")
         assert got is None or isinstance(got.problems, list)
+
+
+def test_reading_only_some_megatron_fields_gives_the_same_points(tmp_path):
+    """The few-fields path (one pattern per line, learned from the lines) equals the field-by-field read, fields missing or not."""
+    run = run_values(300)
+    write_megatron_log(tmp_path / "train.log", run, every=3)
+    text = (tmp_path / "train.log").read_text().splitlines(keepends=True)
+    text[5] = text[5].replace(" grad norm:", " grad-norm-missing:")  # a line without one field, as the fp16 scaler's skipped steps print
+    text[9] = text[9].replace("lm loss: ", "lm loss: NAN ").replace("E+00 |", " |", 1)
+    (tmp_path / "train.log").write_text("".join(text))
+    paths = [tmp_path / "train.log"] + ([CORPUS / "megatron" / "bigscience_meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"] if CORPUS.is_dir() else [])
+    wanted = ["lm loss", "grad norm", "learning rate", "number of skipped iterations", "validation lm loss value"]
+    for path in paths:
+        few = baselines.read_megatron_log(path, tags=wanted).scalars
+        every = baselines.read_megatron_log(path).scalars
+        every = every.take(np.isin(every.tag, wanted))
+        a, b = np.lexsort((few.step, few.tag)), np.lexsort((every.step, every.tag))
+        assert len(few) == len(every) > 0
+        for column in ("tag", "step"):
+            assert np.array_equal(getattr(few, column)[a], getattr(every, column)[b]), (path, column)
+        assert np.array_equal(few.value[a], every.value[b], equal_nan=True)
+        assert np.array_equal(few.wall_time[a], every.wall_time[b], equal_nan=True)

@@ -520,3 +520,39 @@ def test_reading_only_some_megatron_fields_gives_the_same_points(tmp_path):
             assert np.array_equal(getattr(few, column)[a], getattr(every, column)[b]), (path, column)
         assert np.array_equal(few.value[a], every.value[b], equal_nan=True)
         assert np.array_equal(few.wall_time[a], every.wall_time[b], equal_nan=True)
+
+
+def test_real_writers_mindformers_log_against_its_tensorboard_and_a_megatron_log(mf_files, tmp_path):
+    """mindformers' own MFLossMonitor and TensorBoard writer, on one CPU training: the log and the event files compare as aligned."""
+    from .conftest import load_expected
+
+    expected = load_expected(mf_files)
+    log = next(mf_files.rglob("info.log"))
+    same = msnb.compare(log, mf_files / "tensorboard")
+    assert same.common_steps == expected["epochs"] * expected["steps_per_epoch"]
+    assert statuses(same)["first_loss"] == statuses(same)["mean_error"] == "pass" and statuses(same)["lr_schedule"] == "pass"
+    # a Megatron-LM baseline of the very losses the training returned, printed as Megatron prints them
+    steps = np.array([s for s, _loss, _norm in expected["train_losses"]])
+    run = {
+        "steps": steps,
+        "loss": np.array([x for _s, x, _n in expected["train_losses"]]),
+        "lr": np.full(steps.size, expected["lr"]),
+        "grad": np.array([n for _s, _x, n in expected["train_losses"]]),
+    }
+    write_megatron_log(tmp_path / "megatron.log", run)
+    result = msnb.compare(tmp_path / "megatron.log", log)
+    assert {c.name for c in result.checks if c.status == "fail"} == set(), result.format_text()
+    assert result.tags["loss"] == {"baseline": "lm loss", "candidate": "loss"}
+
+
+def test_real_writers_a_mindspore_summary_as_the_candidate(ms_files, tmp_path):
+    """SummaryCollector's ``loss/auto`` against a CSV baseline of its own values, 0.1 % off: aligned."""
+    collector = Path(ms_files) / "collector"  # SummaryCollector's summary beside LossMonitor's log of the same training
+    scalars = msnb.read(collector).scalars
+    auto = scalars.take(scalars.tag == "loss/auto")
+    (tmp_path / "baseline.csv").write_text("step,tag,value\n" + "".join(f"{s},lm loss,{v * 1.001!r}\n" for s, v in zip(auto.step, auto.value)))
+    result = msnb.compare(tmp_path / "baseline.csv", collector, tag="lm loss=loss/auto")
+    assert result.tags["loss"] == {"baseline": "lm loss", "candidate": "loss/auto"} and result.common_steps == len(set(auto.step.tolist()))
+    by_meaning = msnb.compare(tmp_path / "baseline.csv", collector)  # both spellings there: the log's "loss" is taken, the same values
+    assert by_meaning.tags["loss"]["candidate"] == "loss" and by_meaning.passed
+    assert statuses(result)["mean_error"] == "pass" and statuses(result)["lr_schedule"] == "warn"  # SummaryCollector writes no lr

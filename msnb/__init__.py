@@ -100,3 +100,26 @@ def report(source, *, out, config=None, title=None, tag="loss", verify=True):
     from .html_report import report as _report
 
     return _report(source, out=out, config=config, title=title, tag=tag, verify=verify)
+
+
+def compare(baseline, candidate, *, reruns=(), tag=None, steps=None, offset=0, rank="median", rules=None, verify=True):
+    """Judge a candidate run against a baseline by MindSpore's migration accuracy standard (see :func:`msnb.analysis.compare.compare`).
+
+    Args:
+        baseline: a Megatron-LM log, a ``trainer_state.json``, a CSV/JSONL of step,tag,value, or anything msnb reads.
+        candidate: the run to judge (a path msnb reads, or a ``ReadResult``).
+        reruns: other runs of the baseline: their own spread relaxes the tolerance.
+        tag: the loss tag (None: by meaning), or ``"BASELINE_TAG=CANDIDATE_TAG"``.
+        steps: baseline steps to compare, ``"A:B"``.
+        offset: added to the candidate's steps.
+        rank: the candidate's ranks as their ``"median"`` per step, or one rank number.
+        rules: a :class:`msnb.analysis.compare_rules.CompareRules` (default: the standard's limits).
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``CompareResult`` (``passed``, ``checks``, ``first_divergence``, ``as_dict()``, ``format_text()``, ``exit_code``).
+    """
+    from .analysis.compare import compare as _compare
+    from .analysis.compare_rules import DEFAULT_COMPARE_RULES
+
+    return _compare(baseline, candidate, reruns=reruns, tag=tag, steps=steps, offset=offset, rank=rank, rules=rules or DEFAULT_COMPARE_RULES, verify=verify)

@@ -286,11 +286,38 @@ def _cmd_report(args) -> int:
     matplotlib.use("Agg")
     from .html_report import report
 
-    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify)
+    baseline = {"baseline": args.baseline} if args.baseline else {}  # precision alignment (msnb compare)
+    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify, **baseline)
     if args.json:
         print(json.dumps({"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed}, indent=2))
     else:
         print(result.format_text())
+    return result.exit_code
+
+
+def _cmd_compare(args) -> int:
+    from .analysis.compare import compare
+    from .compare_options import compare_kwargs
+    from .outputs import figure_out
+
+    out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
+    result = compare(**compare_kwargs(args))
+    if out:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from .plot.compare import plot_compare
+        from .plot.render import plain_text
+
+        figure = plot_compare(result)
+        plain_text(figure)  # tag names from files are no TeX
+        figure.savefig(out, dpi=100)
+    if args.json:
+        print(json.dumps({**result.as_dict(), "out": os.path.abspath(out) if out else None}, indent=2))
+    else:
+        print(result.format_text())
+        if out:
+            print(f"  figure: wrote {os.path.abspath(out)}")
     return result.exit_code
 
 
@@ -427,7 +454,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
     p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
+    p.add_argument("--baseline", metavar="PATH", help="add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "compare", help="precision alignment: judge a candidate run against a baseline (Megatron-LM, Hugging Face...) by MindSpore's migration standard"
+    )
+    from .compare_options import add_compare_arguments
+
+    add_compare_arguments(p)
+    p.set_defaults(func=_cmd_compare)
     return parser
 
 

@@ -14,6 +14,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .cli import BANDS_HELP
+from .compare_options import compare_magic_arguments
 from .errors import MsnbError
 from .smoke.options import smoke_magic_arguments
 
@@ -244,6 +245,32 @@ class MsnbMagics(Magics):
         args = parse_argstring(self.mfmon_report, line)
         config = args.config.strip("\"'") if args.config else None
         return report([p.strip("\"'") for p in args.paths], out=args.out.strip("\"'"), config=config, title=args.title, tag=args.tag or "loss")
+
+    @compare_magic_arguments
+    @line_magic
+    @user_errors
+    def mfmon_compare(self, line):
+        """Judge a candidate run against a baseline by MindSpore's migration accuracy standard:
+        lr schedule, first loss, mean error (whole run and last steps), global norm, NaN/Inf,
+        steps covered, and the step where it left the baseline; the figure is shown inline.
+
+        Returns a ``msnb.analysis.compare_result.CompareResult`` (shown as a table; ``.passed``,
+        ``.first_divergence``, ``.as_dict()``); nothing comparable fails the cell.
+        """
+        from .analysis.compare import compare
+        from .compare_options import compare_kwargs
+        from .outputs import figure_out
+        from .plot.compare import plot_compare
+        from .plot.render import show_figure
+
+        args = parse_argstring(self.mfmon_compare, line)
+        out = figure_out(args.out.strip("\"'")) if args.out else None
+        result = compare(**compare_kwargs(args))
+        figure = plot_compare(result)
+        show_figure(figure)
+        if out:
+            figure.savefig(out, dpi=100)
+        return result
 
 
 def magic_names() -> list[str]:

@@ -149,7 +149,7 @@ def _header(title: str, where: str, result, checked, why_not) -> str:
     )
 
 
-def report(source, *, out, config=None, title: str | None = None, tag: str = "loss", verify: bool = True, dpi: int = DPI) -> ReportResult:
+def report(source, *, out, config=None, title: str | None = None, tag: str = "loss", verify: bool = True, dpi: int = DPI, baseline=None) -> ReportResult:
     """Write one self-contained HTML report on the runs under *source*.
 
     Args:
@@ -160,6 +160,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         tag: the loss tag the judge uses, or its meaning.
         verify: check CRCs while reading.
         dpi: resolution of the embedded figures.
+        baseline: a baseline run (see ``msnb compare``): adds a precision-alignment section judging each path against it.
 
     Returns:
         A :class:`ReportResult` (``path``, ``bytes``, ``runs``, ``passed``).
@@ -210,6 +211,21 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("files", "Files read", sections.files(result)),
         ("environment", "Versions", sections.environment()),
     ]
+    if baseline is not None:  # precision alignment (msnb compare): one added section
+        from .compare_section import alignment
+
+        if not os.path.exists(baseline) or os.path.realpath(baseline) == target:
+            raise UsageError(
+                f"--baseline {baseline}: no such file or directory" if not os.path.exists(baseline) else f"--baseline {baseline} is the report's --out"
+            )
+        body.insert(
+            1,
+            (
+                "alignment",
+                "Precision alignment against the baseline",
+                alignment(baseline, source if isinstance(source, ReadResult) else paths, verify=verify, dpi=dpi),
+            ),
+        )
     names = result.runs
     title = title or "msnb report: " + ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     text = page.document(title, _header(title, where, result, checked, why_not), body)

@@ -1,0 +1,101 @@
+"""The options of ``msnb compare`` and ``%mfmon_compare``, declared once so the two cannot drift apart.
+
+Both parsers are built from :data:`COMPARE_OPTIONS`; :func:`compare_kwargs` turns
+what either parsed into the keyword arguments of :func:`msnb.analysis.compare.compare`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of both parsers; ``where`` is "both", "cli" or "magic"."""
+
+    flags: tuple
+    help: str
+    type: object = None
+    default: object = None
+    action: str | None = None
+    metavar: str | None = None
+    dest: str | None = None
+    where: str = "both"
+
+    def kwargs(self) -> dict:
+        kw = {"help": self.help}
+        if self.action:
+            kw["action"] = self.action
+        if self.action != "store_true":
+            kw["default"] = self.default
+        if self.type is not None:
+            kw["type"] = self.type
+        for name in ("metavar", "dest"):
+            if getattr(self, name) is not None:
+                kw[name] = getattr(self, name)
+        return kw
+
+
+COMPARE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        ("baseline",), "the reference run: a Megatron-LM log, a trainer_state.json, a CSV/JSONL of step,tag,value, or anything msnb reads", metavar="BASELINE"
+    ),
+    Option(("candidate",), "the run to judge: a log, event file, summary, run or rank directory msnb reads", metavar="CANDIDATE"),
+    Option(
+        ("--baseline-rerun",),
+        "another run of the baseline (determinism off): its own spread relaxes the tolerance (repeatable)",
+        action="append",
+        default=None,
+        metavar="PATH",
+        dest="reruns",
+    ),
+    Option(("--tag",), "the loss tag: a name on both sides or BASELINE_TAG=CANDIDATE_TAG (default: the loss by meaning: lm loss, loss, loss/auto...)"),
+    Option(("--steps",), "compare only these baseline steps, A:B inclusive (A: or :B open-ended)", metavar="A:B"),
+    Option(("--offset",), "add N to the candidate's steps (a candidate counting from 0 against a baseline from 1: 1)", type=int, default=0, metavar="N"),
+    Option(("--rank",), "the candidate's ranks: 'median' (their median per step) or a rank number", default="median", metavar="N|median"),
+    Option(("--out",), "also save the figure (curves, difference with tolerance band, lr, grad norm) to this PNG/SVG file", metavar="FILE"),
+    Option(
+        ("--json",),
+        'print {"passed", "baseline", "candidate", "common_steps", "tolerance", "checks", "first_divergence"} as one JSON document',
+        action="store_true",
+        where="cli",
+    ),
+    Option(("--no-verify",), "skip CRC checks of event files", action="store_true", where="cli"),
+)
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Declare every ``msnb compare`` option on *parser* (the ``compare`` subparser); returns it."""
+    for opt in COMPARE_OPTIONS:
+        if opt.where in ("both", "cli"):
+            parser.add_argument(*opt.flags, **opt.kwargs())
+    return parser
+
+
+def compare_magic_arguments(func):
+    """Decorate the compare magic with IPython ``magic_arguments`` built from the same list; returns *func*."""
+    from IPython.core.magic_arguments import argument, magic_arguments
+
+    for opt in reversed(COMPARE_OPTIONS):  # decorators apply bottom-up; this keeps the list's order in the help
+        if opt.where in ("both", "magic"):
+            func = argument(*opt.flags, **opt.kwargs())(func)
+    return magic_arguments()(func)
+
+
+def _unquote(value):
+    return value.strip("\"'") if isinstance(value, str) else value
+
+
+def compare_kwargs(args: argparse.Namespace) -> dict:
+    """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced (quotes a notebook user typed removed)."""
+    return {
+        "baseline": _unquote(args.baseline),
+        "candidate": _unquote(args.candidate),
+        "reruns": [_unquote(p) for p in (args.reruns or [])],
+        "tag": _unquote(args.tag),
+        "steps": _unquote(args.steps),
+        "offset": args.offset,
+        "rank": _unquote(args.rank),
+        "verify": not getattr(args, "no_verify", False),
+    }

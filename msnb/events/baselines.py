@@ -1,0 +1,540 @@
+"""Reference runs from other frameworks: Megatron-LM's training log, Hugging Face's ``trainer_state.json``, plain tables.
+
+A migrated model is judged against the run it was migrated from, and that run
+was written by Megatron-LM (or MindSpeed-LLM, which prints the same line), by
+Hugging Face's Trainer, or exported by hand.  These readers turn each into the
+same :class:`~msnb.events.tables.ScalarTable` that :func:`msnb.events.read`
+returns, with the tags as the framework wrote them (``lm loss``, ``grad norm``,
+``learning rate``...); :data:`MEANINGS` says which tags mean the same thing on
+both sides of a comparison.
+
+Formats:
+
+- **Megatron-LM** ``training_log``: one line per ``log_interval`` iterations,
+  ``[2024-06-01 10:00:00] iteration      100/  500000 | consumed samples: 800 | ...
+  | learning rate: 3.984E-06 | lm loss: 9.654853E+00 | loss scale: 262144.0 | grad norm: 3.700 | ...``
+  (the timestamp and some fields depend on the version), and the validation line
+  `` validation loss at iteration 1000 | lm loss value: 6.3E+00 | lm loss PPL: 555.5 |``.
+  Every ``name: number`` field becomes a tag; validation fields get a ``validation `` prefix.
+- **Hugging Face** ``trainer_state.json``: each ``log_history`` entry with a ``step``
+  gives one point per numeric key (``loss``, ``grad_norm``, ``learning_rate``, ``eval_loss``...).
+- **Tables**: CSV with a header holding ``step``, ``tag`` and ``value`` (``msnb export``'s
+  ``run,rank,tag,step,wall_time,value`` included), or a wide CSV of ``step`` and one
+  column per tag; JSON Lines objects with ``step``, ``tag`` and ``value``.
+
+Reading is bounded: text is streamed in :data:`CHUNK` pieces and a line parsed by
+its first :data:`MAX_LINE` characters, in time linear in its length (fields are
+found by splitting on ``|`` and ``:``, numbers by ``float``); a JSON file larger than
+:data:`MAX_JSON_BYTES` is refused.  A line or entry that cannot be read becomes a
+:class:`~msnb.events.problems.Problem` naming the file and line; nothing here raises
+on bad data.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .problems import Problem, ProblemKind
+from .reader import ReadResult
+from .tables import NO_RANK, ScalarTable
+
+MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL = "megatron-log", "trainer-state", "csv", "jsonl"
+FORMATS = (MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL)
+MAX_LINE = 16_384  # characters of a line that are parsed; a Megatron line is a few hundred
+CHUNK = 8 << 20  # bytes of text read at a time
+MAX_JSON_BYTES = 512 << 20  # a trainer_state.json of a million logged steps is about 200 MB
+SNIFF_BYTES = 4 << 20  # Megatron prints its arguments (hundreds of lines) before the first iteration
+MAX_PROBLEMS = 100  # bad lines listed one by one per file; the rest are counted in one problem
+_INT64_MAX = (1 << 63) - 1
+
+# meaning -> spellings, most specific first: Megatron's log and torch's TensorBoard writer keep the space,
+# tensorboardX turns it into "_", mindformers writes "-" in TensorBoard and its own names in its log
+MEANINGS: dict[str, tuple[str, ...]] = {
+    "loss": ("lm loss", "lm-loss", "lm_loss", "loss", "loss/auto", "train/loss", "train_loss"),
+    "grad_norm": ("grad norm", "grad-norm", "grad_norm", "global_norm", "train/grad_norm"),
+    "lr": ("learning rate", "learning-rate", "learning_rate", "lr", "train/learning_rate"),
+    "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
+    "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
+}
+
+_MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
+_MEGATRON_VALIDATION = re.compile(r"validation loss at iteration\s{0,64}(\d{1,19})\s{0,64}\|")
+_TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?\]")
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 ()/_.,-]{0,96}")
+
+
+def meaning(tag: str) -> str | None:
+    """The meaning (a key of :data:`MEANINGS`) of a tag as any framework spells it, else None."""
+    if tag in MEANINGS:
+        return tag
+    return next((m for m, names in MEANINGS.items() if tag in names), None)
+
+
+def resolve(name: str, available) -> str | None:
+    """The tag in *available* that *name* (a real tag or a meaning) stands for, most specific spelling first."""
+    have = set(available)
+    if name in have:
+        return name
+    m = meaning(name)
+    return None if m is None else next((t for t in MEANINGS[m] if t in have), None)
+
+
+def _number(text: str) -> float | None:
+    """The number a field prints (``1.043863E+01``, ``nan``, ``INF``...), or None when it is not one number."""
+    if len(text) > 96:
+        return None
+    try:
+        return float(text)  # surrounding spaces allowed
+    except ValueError:
+        pass
+    words = text.split()
+    try:
+        return float(words[0]) if words else None  # a unit after the number
+    except ValueError:
+        return None
+
+
+class _Clock:
+    """Timestamps to seconds since the epoch (local time, as msnb's log reader reads them), ``strptime`` once an hour.
+
+    ``time.strptime`` costs about 10 us; a log of 100,000 lines would spend a second on it.
+    Within an hour the offset from the epoch is the hour's plus minutes and seconds
+    (daylight-saving changes happen on the hour), so each hour is parsed once.
+    """
+
+    def __init__(self, pattern: re.Pattern | None = None, within: int = 96):
+        self.hours: dict = {}
+        self.pattern = pattern or _TIMESTAMP  # group 1: "YYYY-MM-DD HH:MM:SS", group 2: the fraction
+        self.within = within
+
+    def __call__(self, line: str) -> float:
+        m = self.pattern.search(line, 0, self.within)
+        if not m:
+            return math.nan
+        text = m.group(1)
+        hour = self.hours.get(text[:13])
+        if hour is None:
+            try:
+                hour = time.mktime(time.strptime(text[:13].replace("T", " "), "%Y-%m-%d %H"))
+            except (ValueError, OverflowError):
+                hour = math.nan
+            if len(self.hours) > 100_000:
+                self.hours.clear()
+            self.hours[text[:13]] = hour
+        minutes, seconds = int(text[14:16]), int(text[17:19])
+        if minutes > 59 or seconds > 61:
+            return math.nan
+        return hour + 60 * minutes + seconds + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
+
+
+class _Points:
+    """Points gathered as four lists, one table at the end."""
+
+    def __init__(self):
+        self.tag, self.step, self.wall, self.value = [], [], [], []
+
+    def add(self, tag: str, step: int, wall: float, value: float) -> None:
+        self.tag.append(tag)
+        self.step.append(step)
+        self.wall.append(wall)
+        self.value.append(value)
+
+    def table(self, run: str, rank: int = NO_RANK) -> ScalarTable:
+        n = len(self.step)
+        tags = np.empty(n, dtype=object)
+        names: dict = {}
+        tags[:] = [names.setdefault(t, t) for t in self.tag]  # one object per distinct tag
+        runs = np.empty(n, dtype=object)
+        runs[:] = [run] * n
+        return ScalarTable(
+            run=runs,
+            rank=np.full(n, rank, dtype=np.int64),
+            tag=tags,
+            step=np.asarray(self.step, dtype=np.int64),
+            wall_time=np.asarray(self.wall, dtype=np.float64),
+            value=np.asarray(self.value, dtype=np.float64),
+        )
+
+
+class _Problems:
+    """Bad lines of one file: the first :data:`MAX_PROBLEMS` one by one, then a count."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.items: list = []
+        self.more = 0
+
+    def add(self, offset: int | None, message: str, kind=ProblemKind.DECODE) -> None:
+        if len(self.items) < MAX_PROBLEMS:
+            self.items.append(Problem(self.path, offset, kind, message))
+        else:
+            self.more += 1
+
+    def done(self) -> list:
+        if self.more:
+            self.items.append(Problem(self.path, None, ProblemKind.DECODE, f"{self.more:,} more unreadable line(s) not listed"))
+        return self.items
+
+
+def _lines(path: str, problems: _Problems):
+    """``(line_number, byte_offset, text)`` of a text file, streamed :data:`CHUNK` bytes at a time.
+
+    A line is parsed by its first :data:`MAX_LINE` characters; the rest of a longer one is
+    skipped without being held in memory, and the file gets one ``line`` problem counting them.
+    """
+    number, offset, rest, cut, skipping = 0, 0, b"", 0, False
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(CHUNK)
+            final = not data
+            buf = rest + data if rest else data
+            if final:
+                lines, rest = ([buf] if buf else []), b""
+            else:
+                end = buf.rfind(b"\n") + 1
+                if end == 0:
+                    if len(buf) > MAX_LINE:  # no line end in sight: parse the start, skip the rest as it comes
+                        if not skipping:
+                            number += 1
+                            cut += 1
+                            yield number, offset, buf[:MAX_LINE].decode("utf-8", errors="replace")
+                            skipping = True
+                        offset += len(buf)
+                        rest = b""
+                    else:
+                        rest = buf
+                    continue
+                lines, rest = buf[: end - 1].split(b"\n"), buf[end:]
+            for raw in lines:
+                if skipping:  # the end of a line whose start was parsed already
+                    offset += len(raw) + 1
+                    skipping = False
+                    continue
+                number += 1
+                n = len(raw)
+                if n > MAX_LINE:
+                    cut += 1
+                    raw = raw[:MAX_LINE]
+                yield number, offset, raw.decode("utf-8", errors="replace")
+                offset += n + 1
+            if final:
+                break
+    if cut:
+        problems.add(None, f"{cut} line(s) longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
+
+
+def _megatron_fields(text: str, step: int, wall: float, points: _Points, names: dict) -> int:
+    """Add the ``name: number`` fields of the part of a line after its step; returns how many.
+
+    *names* maps a field's printed name to its tag, or to None when it is not read
+    (not wanted, or not a name); names repeat on every line, so each is judged once.
+    """
+    found = 0
+    for part in text.split("|"):
+        name, colon, value = part.partition(":")
+        if not colon:
+            continue
+        tag = names.get(name)
+        if tag is None:
+            if name in names:
+                continue
+            tag = names.decide(name)
+            if tag is None:
+                continue
+        number = _number(value)
+        if number is not None:
+            points.add(tag, step, wall, number)
+            found += 1
+    return found
+
+
+class _Names(dict):
+    """Printed field name (spaces around it kept) -> tag, decided once per name: every field, or the wanted ones."""
+
+    def __init__(self, prefix: str, tags):
+        super().__init__()
+        self.prefix = prefix
+        self.tags = None if tags is None else frozenset(tags)
+
+    def decide(self, raw: str):
+        name = raw.strip()
+        tag = self.prefix + name if _FIELD_NAME.fullmatch(name) else None
+        if tag is not None and self.tags is not None and tag not in self.tags:
+            tag = None
+        if len(self) < 4096:  # a file of ever-new names is judged name by name, never held
+            self[raw] = tag
+        return tag
+
+
+def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
+    """Megatron-LM's (or MindSpeed-LLM's) training log: one point per field per iteration line.
+
+    Args:
+        path: the log (stdout of ``pretrain_gpt.py`` and the like).
+        run: the run name the rows get.
+        tags: read only these fields (as printed, ``lm loss``; validation ones as ``validation lm loss value``);
+            None reads every field.
+
+    Returns:
+        A :class:`ReadResult` with the scalars and a problem for each line that names an
+        iteration but holds no readable field.
+    """
+    path = str(path)
+    points, problems, clock = _Points(), _Problems(path), _Clock()
+    names = {"": _Names("", tags), "validation ": _Names("validation ", tags)}
+    for number, offset, line in _lines(path, problems):
+        at = line.find("iteration")
+        if at < 0:
+            continue
+        prefix = ""
+        m = _MEGATRON_STEP.match(line, at)
+        if m is None:
+            v = line.find("validation loss at iteration")
+            m = _MEGATRON_VALIDATION.match(line, v) if v >= 0 else None
+            prefix = "validation "
+            if m is None:
+                continue
+        step = int(m.group(1))
+        if step > _INT64_MAX:
+            problems.add(offset, f"line {number}: iteration {m.group(1)} is too large")
+            continue
+        if not _megatron_fields(line[m.end() :], step, clock(line), points, names[prefix]) and (tags is None or ":" not in line[m.end() :]):
+            problems.add(offset, f"line {number}: an iteration line without a readable 'name: number' field")
+    return _result(path, points, problems, MEGATRON, run)
+
+
+def read_trainer_state(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+    """Hugging Face Trainer's ``trainer_state.json``: each ``log_history`` entry's numbers at its ``step``.
+
+    Args:
+        path: the JSON file (at most :data:`MAX_JSON_BYTES`).
+        run: the run name the rows get.
+
+    Returns:
+        A :class:`ReadResult`; a file that is not such a JSON document is one problem, an entry
+        without a whole ``step`` another.
+    """
+    path = str(path)
+    points, problems = _Points(), _Problems(path)
+    size = os.path.getsize(path)
+    if size > MAX_JSON_BYTES:
+        problems.add(None, f"{size:,} bytes: larger than the {MAX_JSON_BYTES:,} read for a trainer_state.json", ProblemKind.FOREIGN)
+        return _result(path, points, problems, HF_STATE, run)
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8-sig", errors="replace"))  # a byte-order mark (Windows editors) is no error
+    except (ValueError, RecursionError) as exc:
+        problems.add(None, f"not a JSON document: {exc}", ProblemKind.FOREIGN)
+        return _result(path, points, problems, HF_STATE, run)
+    history = doc.get("log_history") if isinstance(doc, dict) else None
+    if not isinstance(history, list):
+        problems.add(None, "no 'log_history' list: not a Hugging Face trainer_state.json", ProblemKind.FOREIGN)
+        return _result(path, points, problems, HF_STATE, run)
+    for i, entry in enumerate(history):
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= _INT64_MAX:
+            problems.add(None, f"log_history[{i}]: no whole 'step' (got {str(step)[:40]!r})")
+            continue
+        for key, value in entry.items():
+            if key in ("step", "epoch") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            points.add(str(key)[:256], step, math.nan, float(value))
+    return _result(path, points, problems, HF_STATE, run)
+
+
+def _table_number(text, where: str, problems: _Problems, offset) -> float | None:
+    if isinstance(text, bool):
+        text = None
+    if isinstance(text, (int, float)):
+        return float(text)
+    if isinstance(text, str):
+        v = _number(text)
+        if v is not None:
+            return v
+        if text.strip().lower() in ("", "null", "none"):
+            return math.nan
+    problems.add(offset, f"{where}: not a number: {str(text)[:40]!r}")
+    return None
+
+
+def _table_step(text, where: str, problems: _Problems, offset) -> int | None:
+    v = text if isinstance(text, int) and not isinstance(text, bool) else None
+    if v is None and isinstance(text, (str, float)) and not isinstance(text, bool):
+        try:
+            f = float(text)
+            v = int(f) if math.isfinite(f) and f.is_integer() else None
+        except ValueError:
+            v = None
+    if v is None or not 0 <= v <= _INT64_MAX:
+        problems.add(offset, f"{where}: no whole step: {str(text)[:40]!r}")
+        return None
+    return v
+
+
+def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+    """A CSV (long: step, tag, value; or wide: step and one column per tag) or JSON Lines of step, tag, value.
+
+    A ``rank`` column (``msnb export``'s) keeps each row's rank.
+
+    Args:
+        path: the ``.csv``, ``.jsonl`` or ``.ndjson`` file.
+        run: the run name the rows get.
+
+    Returns:
+        A :class:`ReadResult`; every row that cannot be read is a problem naming its line.
+    """
+    path = str(path)
+    points, problems = _Points(), _Problems(path)
+    ranks: list = []
+    kind = TABLE_JSONL if path.endswith((".jsonl", ".ndjson")) else TABLE_CSV
+    lines = _lines(path, problems)
+    if kind == TABLE_JSONL:
+        for number, offset, line in lines:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                problems.add(offset, f"line {number}: not a JSON object")
+                continue
+            if not isinstance(row, dict) or "step" not in row or "tag" not in row or "value" not in row:
+                problems.add(offset, f"line {number}: needs 'step', 'tag' and 'value'")
+                continue
+            step = _table_step(row["step"], f"line {number}", problems, offset)
+            value = _table_number(row["value"], f"line {number}", problems, offset)
+            if step is None or value is None:
+                continue
+            points.add(str(row["tag"])[:256], step, math.nan, value)
+            ranks.append(row.get("rank") if isinstance(row.get("rank"), int) else NO_RANK)
+        return _result(path, points, problems, kind, run, ranks)
+    header = None
+    for number, offset, line in lines:
+        if not line.strip():
+            continue
+        try:
+            cells = next(csv.reader(io.StringIO(line)))
+        except (csv.Error, StopIteration):
+            problems.add(offset, f"line {number}: not a CSV row")
+            continue
+        if header is None:
+            cells = [cells[0].lstrip("\ufeff"), *cells[1:]] if cells else cells  # a spreadsheet's byte-order mark
+            header = [c.strip().lower() for c in cells]
+            if "step" not in header or (("tag" in header) != ("value" in header)):
+                problems.add(offset, f"line {number}: the header needs 'step' and either 'tag' and 'value' or one column per tag", ProblemKind.FOREIGN)
+                return _result(path, points, problems, kind, run)
+            wide = "tag" not in header
+            columns = {name: i for i, name in enumerate(header)}
+            raw_names = [c.strip() for c in cells]
+            continue
+        if len(cells) != len(header):
+            problems.add(offset, f"line {number}: {len(cells)} cells where the header has {len(header)}")
+            continue
+        where = f"line {number}"
+        step = _table_step(cells[columns["step"]], where, problems, offset)
+        if step is None:
+            continue
+        rank = NO_RANK
+        if "rank" in columns:
+            try:
+                rank = int(cells[columns["rank"]])
+            except ValueError:
+                rank = NO_RANK
+        if wide:
+            for i, name in enumerate(raw_names):
+                if header[i] in ("step", "rank", "run", "wall_time") or not cells[i].strip():
+                    continue
+                value = _table_number(cells[i], f"{where}, column {name[:40]!r}", problems, offset)
+                if value is not None:
+                    points.add(name[:256], step, math.nan, value)
+                    ranks.append(rank)
+        else:
+            value = _table_number(cells[columns["value"]], where, problems, offset)
+            if value is not None:
+                points.add(cells[columns["tag"]][:256], step, math.nan, value)
+                ranks.append(rank)
+    if header is None:
+        problems.add(None, "no header row", ProblemKind.FOREIGN)
+    return _result(path, points, problems, kind, run, ranks)
+
+
+def _result(path: str, points: _Points, problems: _Problems, kind: str, run: str, ranks=None) -> ReadResult:
+    table = points.table(run)
+    if ranks is not None and len(ranks) == len(table):
+        table.rank = np.asarray(ranks, dtype=np.int64)
+    found = problems.done()
+    if not len(table) and not any(p.kind == ProblemKind.FOREIGN for p in found):
+        found.append(Problem(path, None, ProblemKind.FOREIGN, f"no {kind} point found in this file"))
+    info = {"path": path, "kind": kind, "run": run, "rank": NO_RANK, "version": None, "records": len(table), "bytes_read": _size(path)}
+    return ReadResult(scalars=table, problems=found, files=[info])
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def sniff(path: str | os.PathLike) -> str | None:
+    """Which baseline format a file is (one of :data:`FORMATS`), else None (then :func:`msnb.events.read` may know it).
+
+    By name for tables and ``trainer_state.json``; by content for JSON holding
+    ``"log_history"`` and for text holding a Megatron iteration line in its first
+    :data:`SNIFF_BYTES`.
+    """
+    p = Path(path)
+    name = p.name.lower()
+    if name.endswith(".csv"):
+        return TABLE_CSV
+    if name.endswith((".jsonl", ".ndjson")):
+        return TABLE_JSONL
+    if "tfevents" in name or ".out.events.summary." in name:
+        return None
+    try:
+        with open(p, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    if name.endswith(".json"):
+        return HF_STATE if name == "trainer_state.json" or b'"log_history"' in head else None
+    text = head.decode("utf-8", errors="replace")
+    at = text.find("iteration")
+    while at >= 0:
+        if _MEGATRON_STEP.match(text, at):
+            return MEGATRON
+        at = text.find("iteration", at + 9)
+    return None
+
+
+READERS = {MEGATRON: read_megatron_log, HF_STATE: read_trainer_state, TABLE_CSV: read_table, TABLE_JSONL: read_table}
+
+
+def read_baseline(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult | None:
+    """Read *path* as a baseline format, or None when it is none of them.
+
+    Args:
+        path: a file.
+        run: the run name the rows get.
+        tags: only these tags where the format allows reading less (Megatron's log); others may hold more.
+
+    Returns:
+        A :class:`ReadResult`, or None when :func:`sniff` does not know the file.
+    """
+    kind = sniff(path)
+    if kind is None:
+        return None
+    try:
+        return read_megatron_log(path, run=run, tags=tags) if kind == MEGATRON else READERS[kind](path, run=run)
+    except OSError as exc:
+        return ReadResult(problems=[Problem(str(path), None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}")])

@@ -8,9 +8,6 @@ the run), about 30 MB each, then times in fresh processes:
 
 - ``msnb``: ``msnb.compare(baseline, candidate)``: both logs read, every check,
   the first divergence; the figure (``plot_compare``) is timed apart.
-- ``msnb-hourly``: the same with msnb's log reader (``msnb.events.logs._wall_time``)
-  replaced by one that parses each hour's timestamp once: a change proposed for
-  that module, where ``time.strptime`` on every line is about half the candidate's read.
 - ``script``: what one writes without a tool: a regular expression per format
   over each line, two pandas DataFrames merged on the step, the standard's
   means (first loss, mean absolute/relative error, grad norm) with numpy.  It
@@ -40,8 +37,6 @@ variant, base, cand = sys.argv[1], sys.argv[2], sys.argv[3]
 if variant.startswith("msnb"):
     import msnb, msnb.analysis.compare, msnb.events.baselines, msnb.events.reader, msnb.events.logs
     from msnb.analysis.compare_sides import read_side, wanted_tags
-    if variant == "msnb-hourly":  # the proposed change: msnb's log reader parsing each hour's timestamp once
-        msnb.events.logs._wall_time = msnb.events.baselines._Clock(msnb.events.logs._TIMESTAMP, 64)
     t, c0 = time.perf_counter(), time.process_time()
     r = msnb.compare(base, cand)
     took, cpu = time.perf_counter() - t, time.process_time() - c0
@@ -143,7 +138,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     results = {}
     for _ in range(args.repeat):
-        for variant in ("msnb", "msnb-hourly", "script"):
+        for variant in ("msnb", "script"):
             proc = subprocess.run([sys.executable, "-c", CHILD, variant, str(base), str(cand)], capture_output=True, text=True, env=env, check=False)
             if proc.returncode:
                 raise SystemExit(f"{variant} failed:\n{proc.stderr[-2000:]}")

@@ -148,14 +148,33 @@ def _float(text: str) -> float:
         return math.nan
 
 
+_MINUTES: dict = {}  # "YYYY-MM-DD HH:MM" -> its local time in seconds (NaN: not a date)
+_MINUTES_KEPT = 4096
+
+
+def _minute(prefix: str) -> float:
+    """Local epoch seconds of a minute, parsed once: a log has thousands of lines a minute, and strptime is most of a line's cost."""
+    t = _MINUTES.get(prefix)
+    if t is None:
+        if len(_MINUTES) >= _MINUTES_KEPT:
+            _MINUTES.clear()
+        try:
+            t = time.mktime(time.strptime(prefix, "%Y-%m-%d %H:%M"))
+        except (ValueError, OverflowError):
+            t = math.nan
+        _MINUTES[prefix] = t
+    return t
+
+
 def _wall_time(line: str) -> float:
     m = _TIMESTAMP.search(line, 0, 64)
     if not m:
         return math.nan
-    try:
-        t = time.mktime(time.strptime(m.group(1).replace("T", " "), "%Y-%m-%d %H:%M:%S"))
-    except (ValueError, OverflowError):
+    stamp = m.group(1)
+    seconds = int(stamp[17:19])
+    if seconds > 61:  # what strptime's %S accepts (leap seconds included)
         return math.nan
+    t = _minute(stamp[:10] + " " + stamp[11:16]) + seconds
     if m.group(2):
         t += int(m.group(2)) / 10 ** len(m.group(2))
     return t

@@ -33,3 +33,14 @@ def test_the_pattern_catches_what_it_should():
     assert MACHINE_PATH.search('File "/work/main/msnb/smoke/worker.py"')
     assert MACHINE_PATH.search("/opt/venv/lib/python3.11/site-packages/mindspore/train/model.py")
     assert not MACHINE_PATH.search("kept in /tmp/msnb-smoke-XXXXXXXX/summary")
+
+
+def test_the_refresh_script_scrubs_what_this_test_refuses():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("refresh_notebooks", REPO / "scripts" / "refresh_notebooks.py")
+    refresh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(refresh)
+    raw = "summary directory /tmp/msnb-smoke-fef85sm_/summary removed; kept /tmp/msnb-notebook-a1B2c3D4"
+    assert MACHINE_PATH.search(raw) and not MACHINE_PATH.search(refresh.scrub(raw))
+    assert refresh.scrub(raw) == "summary directory /tmp/msnb-smoke-XXXXXXXX/summary removed; kept /tmp/msnb-notebook-XXXXXXXX"

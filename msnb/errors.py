@@ -50,3 +50,15 @@ class NothingReadable(UsageError):
 
 class SmokeError(UsageError):
     """A smoke run that cannot start (bad options, missing msrun, unusable directories)."""
+
+
+class MissingDependency(UsageError):
+    """An optional package a feature needs is not installed; the message names the extra."""
+
+
+class AlreadyTensorBoard(UsageError):
+    """The source holds TensorBoard event files only: TensorBoard opens them as they are."""
+
+
+class OutputError(MsnbError):
+    """The output could not be written (a full disk, /dev/full, a closed pipe's neighbour)."""

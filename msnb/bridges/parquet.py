@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NothingReadable, UsageError
+from ..errors import MissingDependency, NothingReadable, UsageError
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -38,10 +38,6 @@ KIND_DIRS = {
 }
 LEDGER_FILE = "_msnb_export.json"  # a leading underscore: Parquet readers skip it
 _counter = itertools.count()
-
-
-class MissingDependency(UsageError):
-    """An optional package a feature needs is not installed; the message names the extra."""
 
 
 def _pa():

@@ -29,17 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NothingReadable, UsageError
+from ..errors import AlreadyTensorBoard, NothingReadable, UsageError
 from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
 from . import tfevents
 from .ledger import Ledger
 
 STATE_FILE = ".msnb-convert.json"
 _KINDS = ("scalars", "histograms", "tensors", "images", "texts", "lineage")
-
-
-class AlreadyTensorBoard(UsageError):
-    """The source holds TensorBoard event files only: TensorBoard opens them as they are."""
 
 
 @dataclass

@@ -589,17 +589,3 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None
     return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), **options)
-
-
-def read_for_plot(paths, verify: bool = True):
-    """Moved to :func:`msnb.events.runs.read_runs` (reading belongs to the data layer); kept for callers."""
-    from ..events.runs import read_runs
-
-    return read_runs(paths, verify=verify)
-
-
-def run_labeller(paths, runs=None):
-    """Moved to :func:`msnb.events.runs.run_labeller`; kept for callers."""
-    from ..events.runs import run_labeller as labeller
-
-    return labeller(paths, runs)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from msnb.analysis import DEFAULT_RULES, likely_cause, loss_trend, mann_kendall, spearman
 from msnb.analysis.judge import judge_run
 from msnb.analysis.kendall import EXACT_MAX, PrefixTrends, exact_tails, inversion_counts
-from msnb.analysis.trend import stretches
+from msnb.analysis.trend import block_means, stretches
 from msnb.events.tables import ScalarTable
 from msnb.smoke.verdict import check_loss
 
@@ -192,3 +192,17 @@ def test_exact_up_to_its_limit_then_normal():
     y = np.linspace(3, 1, EXACT_MAX + 1)
     assert mann_kendall(y[:EXACT_MAX]).exact and not mann_kendall(y).exact
     assert mann_kendall(y[:EXACT_MAX]).p_falling == pytest.approx(1 / math.factorial(EXACT_MAX), rel=1e-12)
+
+
+def test_a_long_series_is_judged_as_means_and_says_so():
+    means, per = block_means(np.arange(10.0), 4)
+    assert per == 3 and means.tolist() == [1.0, 4.0, 7.0, 9.0]  # the last mean covers what is left
+    assert block_means(np.arange(4.0), 4)[1] == 1
+    rules = DEFAULT_RULES
+    n = 3 * rules.trend_max_points + 7
+    s = np.arange(1, n + 1)
+    rng = np.random.default_rng(2)
+    falling = loss_trend(s, (0.5 + 2.5 / np.sqrt(s)) * np.exp(0.2 * rng.standard_normal(n)))
+    assert falling.status == "pass" and f"all {n} points" in falling.detail and "judged as 15002 means of 4 consecutive points" in falling.detail
+    flat = loss_trend(s, np.exp(0.2 * rng.standard_normal(n)))
+    assert flat.status in ("fail", "warn") and "means of 4 points" in flat.detail

@@ -59,7 +59,9 @@ class Rules:
     first ``min_points``, twice that, ...) falls with a p below ``trend_p``
     after the Bonferroni correction for the stretches looked at; below
     ``trend_weak_p`` only, a warning; otherwise the loss never fell (a
-    failure).  Fewer than ``min_points`` points: too few to judge.
+    failure).  Fewer than ``min_points`` points: too few to judge.  A series
+    longer than ``trend_max_points`` is judged as that many means of
+    consecutive points (the detail says so).
 
     Stall (``loss_stalled``): over the last ``stall_fraction`` of the points
     (at least ``stall_min_points``), no significant fall (Mann-Kendall's p not below ``trend_p``) and a
@@ -87,6 +89,7 @@ class Rules:
     min_points: int = 10
     trend_p: float = 0.01
     trend_weak_p: float = 0.05
+    trend_max_points: int = 20_000
     rising_factor: float = 10.0
     stall_fraction: float = 1 / 3
     stall_min_points: int = 20

@@ -44,6 +44,30 @@ def _head_tail(values, smooth: float):
     return head, tail, ((tail - head) / abs(head) if head else float("nan"))
 
 
+def block_means(values, most: int):
+    """*values* as means of consecutive points, at most *most* of them, so a million-step run is judged in milliseconds.
+
+    Mann-Kendall's S over every pair grows as n log n at best; beyond a few ten
+    thousand points the means of short runs of steps carry the same trend (and
+    less of the step-to-step correlation the test assumes away).
+
+    Args:
+        values: the series.
+        most: the most points judged.
+
+    Returns:
+        ``(judged, per)``: the means (the values themselves when they are few enough) and how many points each covers
+        (the last mean may cover fewer).
+    """
+    values = np.asarray(values, float)
+    n = values.size
+    if n <= most:
+        return values, 1
+    per = -(-n // most)
+    starts = np.arange(0, n, per)
+    return np.add.reduceat(values, starts) / np.diff(np.append(starts, n)), per
+
+
 def stretches(n: int, first: int) -> list[int]:
     """The prefix lengths the fall is looked for in: *first*, twice that, ... below *n*, and *n* itself.
 
@@ -76,7 +100,7 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
         steps: steps of the finite loss values, increasing.
         values: the loss (finite values only).
         label: suffix for the check's name (``[rank 1]``).
-        rules: ``trend_p``, ``trend_weak_p``, ``rising_factor``, ``min_points``, ``smooth``.
+        rules: ``trend_p``, ``trend_weak_p``, ``rising_factor``, ``min_points``, ``smooth``, ``trend_max_points``.
         cause: what the run's other records say about a loss that did not move
             (:func:`msnb.analysis.stuck.likely_cause`), added to a failure or a warning.
         ranks: how many ranks *values* is the median of (said in the detail).
@@ -89,32 +113,35 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     n = values.size
     if n < rules.min_points:
         return Check(name, WARN, f"only {n} loss points: too few to judge a trend (at least {rules.min_points})", outcome="too short")
-    prefixes = PrefixTrends(values)
-    whole = prefixes.at(n)
-    lengths = stretches(n, rules.min_points)
+    judged, per = block_means(values, rules.trend_max_points)
+    prefixes = PrefixTrends(judged)
+    whole = prefixes.at(judged.size)
+    lengths = stretches(judged.size, rules.min_points)
     best: Trend = min((prefixes.at(m) for m in lengths), key=lambda t: (t.p_falling, -t.n))
     p_fell = min(1.0, best.p_falling * len(lengths))
     head, tail, change = _head_tail(values, rules.smooth)
-    where = f"{n} points (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''})"
+    unit = "points" if per == 1 else f"means of {per} points"
+    blocks = f", judged as {judged.size} means of {per} consecutive points" if per > 1 else ""
+    where = f"{n} points (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''}{blocks})"
     smoothed = f"smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
     if tail > rules.rising_factor * abs(head) or whole.p_rising < rules.trend_p:
         return Check(name, FAIL, f"loss is rising (diverging): Mann-Kendall over {where}: {whole.describe('rising')}; {smoothed}", outcome="rising")
     k = len(lengths)
-    span = lambda t: f"steps {int(steps[0])}-{int(steps[t.n - 1])}"  # noqa: E731
+    span = lambda t: f"steps {int(steps[0])}-{int(steps[min(t.n * per, n) - 1])}"  # noqa: E731
     if p_fell < rules.trend_p:
         if whole.p_falling * k < rules.trend_p:
             return Check(name, PASS, f"loss falls: Mann-Kendall over all {where}: {whole.describe()}; {smoothed}", outcome="falling")
         return Check(
             name,
             PASS,
-            f"loss fell over the first {best.n} points ({span(best)}: {best.describe()}; p x {k} stretches looked at = {p_fell:.2g}), "
+            f"loss fell over the first {best.n} {unit} ({span(best)}: {best.describe()}; p x {k} stretches looked at = {p_fell:.2g}), "
             f"then flattened (converged?): over all {where}: {whole.describe()}; {smoothed}",
             outcome="falling",
         )
-    looked = f"{', '.join(str(m) for m in lengths[:-1])} points and all" if k > 1 else "all"
+    looked = f"{', '.join(str(m) for m in lengths[:-1])} {unit} and all" if k > 1 else "all"
     over = (
         f"Mann-Kendall over all {where}: {whole.describe()}; the best of the first {looked}: "
-        f"{best.n} points ({span(best)}, tau {best.tau:+.2f}, p {best.p_falling:.2g} x {k} = {p_fell:.2g})"
+        f"{best.n} {unit} ({span(best)}, tau {best.tau:+.2f}, p {best.p_falling:.2g} x {k} = {p_fell:.2g})"
     )
     why = f"; likely cause: {cause}" if cause else ""
     if p_fell < rules.trend_weak_p:
@@ -129,7 +156,7 @@ def loss_stall(steps, values, label: str = "", rules: Rules = DEFAULT_RULES) -> 
         steps: steps of the finite loss values.
         values: the loss (finite values only).
         label: suffix for the check's name.
-        rules: ``stall_fraction``, ``stall_min_points``, ``stall_min_change``, ``trend_p``.
+        rules: ``stall_fraction``, ``stall_min_points``, ``stall_min_change``, ``trend_p``, ``trend_max_points``.
 
     Returns:
         The check (pass or warn; a stall alone never fails a run).
@@ -140,7 +167,7 @@ def loss_stall(steps, values, label: str = "", rules: Rules = DEFAULT_RULES) -> 
     if values.size < 2 * rules.stall_min_points:
         return Check(name, PASS, f"only {values.size} loss points: not judged")
     s, v = steps[-n:], values[-n:]
-    trend = mann_kendall(v)
+    trend = mann_kendall(block_means(v, rules.trend_max_points)[0])
     half = n // 2
     before, after = float(np.mean(v[:half])), float(np.mean(v[half:]))
     change = (after - before) / abs(before) if before else float("nan")

@@ -123,7 +123,7 @@ def test_a_run_that_fell_then_flattened_passes():
     loss = np.where(s < 15, 0.5 + 2.5 / np.sqrt(s), 0.5 + 2.5 / np.sqrt(15)) * np.exp(0.05 * rng.standard_normal(300))
     assert mann_kendall(loss).p_falling * len(stretches(300, DEFAULT_RULES.min_points)) > DEFAULT_RULES.trend_p
     check = loss_trend(s, loss)
-    assert check.status == "pass" and "then flattened" in check.detail, check.detail
+    assert check.status == "pass" and "then stopped falling" in check.detail, check.detail
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -206,3 +206,14 @@ def test_a_long_series_is_judged_as_means_and_says_so():
     assert falling.status == "pass" and f"all {n} points" in falling.detail and "judged as 15002 means of 4 consecutive points" in falling.detail
     flat = loss_trend(s, np.exp(0.2 * rng.standard_normal(n)))
     assert flat.status in ("fail", "warn") and "means of 4 points" in flat.detail
+
+
+def test_a_rise_after_a_fall_is_rising_only_when_it_ends_above_its_start():
+    s = np.arange(1, 401)
+    rng = np.random.default_rng(5)
+    noise = np.exp(0.05 * rng.standard_normal(400))
+    fell_then_crept = (0.5 + 2.5 / np.sqrt(s)) * (1 + 0.002 * np.clip(s - 100, 0, None)) * noise  # ends below its start
+    jumped = (0.5 + 2.5 / np.sqrt(s)) * np.where(s >= 250, 3.0, 1.0) * noise  # ends above its start
+    assert mann_kendall(fell_then_crept).p_rising < DEFAULT_RULES.trend_p and mann_kendall(jumped).p_rising < DEFAULT_RULES.trend_p
+    assert loss_trend(s, fell_then_crept).outcome == "falling"
+    assert loss_trend(s, jumped).outcome == "rising"

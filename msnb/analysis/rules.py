@@ -53,8 +53,8 @@ class Rules:
 
     Trend (``loss_falling``): Mann-Kendall's test (Kendall's tau between step
     and loss; exact p-values for short series).  Rising (a failure) when the
-    whole run rises with a one-sided p below ``trend_p`` or the smoothed tail
-    exceeds ``rising_factor`` times the head (smoothing weight ``smooth``,
+    whole run rises with a one-sided p below ``trend_p`` and its smoothed tail
+    ends above its head, or the tail exceeds ``rising_factor`` times the head (smoothing weight ``smooth``,
     TensorBoard's); fell when the whole run or a stretch from its start (the
     first ``min_points``, twice that, ...) falls with a p below ``trend_p``
     after the Bonferroni correction for the stretches looked at; below

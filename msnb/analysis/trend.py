@@ -89,8 +89,8 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     """``loss_falling``: pass when the loss fell from the run's start, fail when it rose or never fell.
 
     Rising (fail): the whole run rises significantly (one-sided p below
-    ``trend_p``), or the smoothed tail ends above ``rising_factor`` times the
-    head.  Fell (pass): the whole run, or a stretch from its start (see
+    ``trend_p``) and ends above where it began (smoothed), or the smoothed
+    tail ends above ``rising_factor`` times the head.  Fell (pass): the whole run, or a stretch from its start (see
     :func:`stretches`), falls with a p below ``trend_p`` after multiplying by
     the number of stretches; the loss may have flattened since (``loss_stalled``
     says so).  Below ``trend_weak_p`` only: a warning (too noisy to be sure).
@@ -124,7 +124,7 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     blocks = f", judged as {judged.size} means of {per} consecutive points" if per > 1 else ""
     where = f"{n} points (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''}{blocks})"
     smoothed = f"smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
-    if tail > rules.rising_factor * abs(head) or whole.p_rising < rules.trend_p:
+    if tail > rules.rising_factor * abs(head) or (whole.p_rising < rules.trend_p and tail > head):
         return Check(name, FAIL, f"loss is rising (diverging): Mann-Kendall over {where}: {whole.describe('rising')}; {smoothed}", outcome="rising")
     k = len(lengths)
     span = lambda t: f"steps {int(steps[0])}-{int(steps[min(t.n * per, n) - 1])}"  # noqa: E731
@@ -135,7 +135,7 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
             name,
             PASS,
             f"loss fell over the first {best.n} {unit} ({span(best)}: {best.describe()}; p x {k} stretches looked at = {p_fell:.2g}), "
-            f"then flattened (converged?): over all {where}: {whole.describe()}; {smoothed}",
+            f"then stopped falling (converged?): over all {where}: {whole.describe()}; {smoothed}",
             outcome="falling",
         )
     looked = f"{', '.join(str(m) for m in lengths[:-1])} {unit} and all" if k > 1 else "all"

@@ -9,6 +9,7 @@ and, depending on its kind, one problem planted at a known step:
 - nan:           one rank logs NaN at one step (half the time beside a finite record of that step)
 - drift:         one rank's loss rises 0.3 %/step (or --drift) from a random onset: a bad data shard
 - jump:          the run's loss jumps x2-x4 and stays: a spike that did not recover
+- flat:          the loss never falls (a learning rate of 0): noise around its first value; loss_falling must fail
 
 For every rule it prints: scenarios, correct decisions, false flags on clean
 runs, missed problems, the median delay between the true onset and the step
@@ -82,6 +83,8 @@ def scenario(kind, rng, max_steps, drift):
         at = int(rng.integers(n // 4, n - 120))
         m *= np.where(steps >= at, rng.uniform(2, 4), 1.0)
         truth.update(step=at)
+    elif kind == "flat":
+        m = 2.3 * np.exp(noise * rng.standard_normal((ranks, n)))
     return make_table(m, steps, extra), truth
 
 
@@ -101,13 +104,14 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    kinds = ["healthy", "shared_spike", "nan", "drift", "jump"]
+    kinds = ["healthy", "shared_spike", "nan", "drift", "jump", "flat"]
     stats = {
         rule: {"runs": 0, "correct": 0, "false": 0, "missed": 0, "delays": [], "visible": [], "time": []}
         for rule in ("finite", "rank_divergence", "loss_spikes", "loss_falling")
     }
     by_noise = {}
     false_flags = []
+    falling_status: dict = {}  # kind -> status -> runs: a flat run should fail, a healthy one pass
     for kind in kinds:
         for _ in range(args.per_kind):
             table, truth = scenario(kind, rng, args.max_steps, args.drift)
@@ -151,9 +155,11 @@ def main():
                 hit = checks["loss_spikes"].status == "fail"
                 spike = [f for f in flags if "did not recover" in f.reason]
                 record("loss_spikes", True, hit, abs(spike[0].step - truth["step"]) if spike else None)
-            elif kind in ("healthy", "shared_spike"):
+            elif kind in ("healthy", "shared_spike", "flat"):
                 record("loss_spikes", False, checks["loss_spikes"].status == "fail")
-                record("loss_falling", False, checks["loss_falling"].status == "fail")
+                record("loss_falling", kind == "flat", checks["loss_falling"].status == "fail")
+                counts = falling_status.setdefault(kind, {})
+                counts[checks["loss_falling"].status] = counts.get(checks["loss_falling"].status, 0) + 1
 
     print(f"{args.per_kind} randomized scenarios per kind ({', '.join(kinds)}); 2-64 ranks, 100-{args.max_steps:,} steps, noise 2-40 % a step")
     print(f"{'rule':<16} {'runs':>5} {'correct':>8} {'false':>6} {'missed':>7} {'median delay':>13} {'visible after':>14} {'median judge':>13}")
@@ -163,6 +169,8 @@ def main():
         print(f"{rule:<16} {s['runs']:>5} {s['correct']:>8} {s['false']:>6} {s['missed']:>7} {delay:>13} {vis:>14} {np.median(s['time']) * 1000:>10.1f} ms")
     for rule, truth, reasons in false_flags:
         print(f"  false {rule}: {truth['kind']}, {truth['ranks']} ranks, {truth['steps']} steps, noise {truth['noise']:.0%}: {'; '.join(reasons)}")
+    for kind, counts in falling_status.items():
+        print(f"  loss_falling on {kind} runs: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("pass", "warn", "fail")))
     print(f"\ndrift {args.drift:.1%}/step: steps from onset until visible, by ranks and noise (median; 'miss' = not found)")
     for (two, noise), ds in sorted(by_noise.items()):
         found = [d for d in ds if d is not None]

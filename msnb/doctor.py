@@ -27,8 +27,6 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
 
-_version_tuple = version_tuple
-
 
 @dataclass
 class Report:

@@ -68,9 +68,6 @@ def version_tuple(version: str) -> tuple:
     return tuple(out)
 
 
-_version_tuple = version_tuple  # the name doctor's rules used
-
-
 def installed_major(name: str) -> int | None:
     """Major version of an installed distribution.
 

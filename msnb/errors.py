@@ -60,3 +60,15 @@ class UnsafeFile(UsageError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+class MissingDependency(UsageError):
+    """An optional package a feature needs is not installed; the message names the extra."""
+
+
+class AlreadyTensorBoard(UsageError):
+    """The source holds TensorBoard event files only: TensorBoard opens them as they are."""
+
+
+class OutputError(MsnbError):
+    """The output could not be written (a full disk, /dev/full, a closed pipe's neighbour)."""

@@ -153,19 +153,6 @@ def _candidates(name: str):
         version += 1
 
 
-def suggest_name(name: str, taken) -> str:
-    """A free name close to *name*: the team prefix (``MSNB_MODEL_PREFIX``, else "custom"), then version suffixes.
-
-    Args:
-        name: the name wanted.
-        taken: names not to return.
-
-    Returns:
-        The first candidate not in *taken*.
-    """
-    return next(c for c in _candidates(name) if c not in taken)
-
-
 def _rename_for(name: str, shipped: dict, config_cls: type, model_cls: type | None) -> str:
     """The name a rename gives *config_cls*: the first candidate that is free or already holds this same
     definition, so re-running a cell registers under the name the first run chose (not ``_v2``, ``_v3``...)."""

@@ -67,3 +67,16 @@ def test_restart_replaces_earlier_records(corpus):
     for s, v in zip(*r.scalars.series("loss", rank=0)):
         last_of_step[int(s)] = v  # read order: the later file's record wins
     assert c0.values.tolist() == [last_of_step[s] for s in range(1, 351)]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_plot_draws_the_judges_flags(corpus, name):
+    """msnb plot's flags are msnb check's (spikes included), rank, tag, step and reason, on every scenario."""
+    from msnb.analysis.check import read_labelled
+    from msnb.plot import plot_scalars
+
+    result = read_labelled([corpus / name])
+    checked = msnb.check(result)
+    for ranks in (False, True):
+        report = plot_scalars(result.scalars, ranks=ranks)
+        assert [f.as_dict() for f in report.flags] == [f.as_dict() for f in checked.flags]

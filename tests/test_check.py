@@ -77,3 +77,15 @@ def test_magic_in_a_real_ipython_shell(corpus, tmp_path):
     _shape(answer["doc"])
     assert [f["rank"] for f in answer["doc"]["flags"]] == [1]
     assert answer["failed"] and answer["error"] == "UsageError"
+
+
+def test_a_two_rank_run_whose_loss_never_moved_fails(corpus, run_msnb):
+    """Learning rate 0 on both ranks for 300 steps: the loss never fell, and the learning rate is named as the likely cause."""
+    out = run_msnb("check", corpus / "lr_zero", check=1)
+    line = next(x for x in out.stdout.splitlines() if "loss_falling" in x)
+    assert line.lstrip().startswith("FAIL  loss_falling: loss never fell") and "300 points (steps 1-300, median of 2 ranks)" in line
+    assert "likely cause: the learning rate (learning-rate) is 0 on all 600 records" in line
+    assert out.stdout.strip().splitlines()[-1].startswith("FAILED: 1 run(s), 1 failed")
+    converged = run_msnb("check", corpus / "converged_early", "--json", check=0)
+    (run,) = json.loads(converged.stdout)["runs"]
+    assert {c["name"]: c["status"] for c in run["checks"]}["loss_falling"] == "pass"

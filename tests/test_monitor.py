@@ -156,3 +156,21 @@ def test_per_rank_directories_under_msrun(tmp_path):
     worker_logs = msnb.read(tmp_path / "msrun_log")
     assert sorted(set(worker_logs.scalars.rank.tolist())) == [0, 1]  # worker_N.log names the rank
     assert worker_logs.scalars.series("loss", rank=1)[0].tolist() == [5, 10, 15, 20]
+
+
+def test_early_stop_on_anything_but_the_loss_is_a_config_error():
+    """A config mistake in a callback is an MsnbError naming the key (the CLI and magics show one line), not a bare ValueError."""
+    code = (
+        "from msnb.errors import ConfigError\n"
+        "from msnb.monitor.callbacks import SmoothedEarlyStop\n"
+        "try:\n"
+        "    SmoothedEarlyStop(monitor='accuracy')\n"
+        "except ConfigError as e:\n"
+        "    print(e.key, '|', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (
+        out.stdout.strip().splitlines()[-1]
+        == "early_stop.monitor | key 'early_stop.monitor': SmoothedEarlyStop judges the training loss: monitor must be 'loss', got 'accuracy'"
+    )

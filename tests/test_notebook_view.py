@@ -12,8 +12,9 @@ import pytest
 
 import msnb
 from msnb import kernel
+from msnb.analysis import ema
 from msnb.events import ScalarTable
-from msnb.plot import LiveView, ema, plot_histograms, plot_scalars, status_line
+from msnb.plot import LiveView, plot_histograms, plot_scalars, status_line
 from msnb.plot.live import steady_step_seconds
 from msnb.smoke import run_smoke
 from msnb.smoke.figures import smoke_figures

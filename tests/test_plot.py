@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import msnb
+from msnb.analysis import ema, rank_divergence
 from msnb.events import ScalarTable
-from msnb.plot import ema, m4, plot_scalars, rank_divergence
+from msnb.plot import m4, plot_scalars
 
 
 def lines_by_label(ax):

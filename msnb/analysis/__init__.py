@@ -6,12 +6,14 @@ imports only the data layer below it.  Every rule's parameters live in
 """
 
 from .divergence import divergence_details, rank_divergence
+from .kendall import Trend, mann_kendall
 from .nonfinite import NonFinite, find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
 from .series import Curve, align, curves, resolve_restarts, stride
 from .smoothing import ema
 from .spikes import run_curve, spike_flag, unrecovered_spikes
 from .steptime import step_time_stability
+from .stuck import likely_cause
 from .trend import loss_stall, loss_trend, spearman
 
 __all__ = [
@@ -29,6 +31,9 @@ __all__ = [
     "stride",
     "ema",
     "spearman",
+    "Trend",
+    "mann_kendall",
+    "likely_cause",
     "loss_trend",
     "loss_stall",
     "rank_divergence",

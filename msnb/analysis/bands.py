@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .divergence import rank_divergence
-from .nonfinite import find_nonfinite, nonfinite_flags
+from ..events.tables import distinct
+from .judge import judge_run
+from .rules import DEFAULT_RULES
 from .series import align, curves
 
 BANDS_ABOVE = 16  # a run with more ranks than this is drawn as bands unless told otherwise
@@ -134,17 +135,18 @@ def _longest_true_run(hit: np.ndarray) -> np.ndarray:
 
 
 def judged_flags(scalars, tag: str, *, rules=None) -> list:
-    """The judge's flags on *tag*: NaN/Inf per rank, then rank divergence for ranks without one (as the plot shows them)."""
-    from .rules import DEFAULT_RULES
+    """The judge's flags on *tag*, run by run (:func:`msnb.analysis.judge.judge_run`, as ``msnb check`` gives them).
 
-    found = find_nonfinite(scalars, [tag])
-    ranks_of_run: dict = {}
-    for run, rank in zip(scalars.run.tolist(), scalars.rank.tolist()):
-        if rank >= 0:
-            ranks_of_run.setdefault(run, set()).add(rank)
-    flags = nonfinite_flags(found, {run: sorted(r) for run, r in ranks_of_run.items()})
-    gone = {(f.run, f.rank) for f in found}
-    return flags + [f for f in rank_divergence(scalars, tag, rules=rules or DEFAULT_RULES) if (f.run, f.rank) not in gone]
+    Args:
+        scalars: a ScalarTable.
+        tag: the real tag judged as the loss.
+        rules: the judge's parameters (default: its defaults).
+
+    Returns:
+        The flags whose tag is *tag*, run after run.
+    """
+    runs = sorted(distinct(scalars.run))
+    return [f for run in runs for f in judge_run(scalars, run, tag=tag, rules=rules or DEFAULT_RULES, explicit_tag=True).flags if f.tag == tag]
 
 
 def rank_bands(scalars, tag: str, *, flags=None, run=None, quantiles=QUANTILES, curve_list=None) -> list[RankBands]:

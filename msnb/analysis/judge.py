@@ -14,10 +14,11 @@ from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
 from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
-from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
 from .series import align, curves, stride
 from .spikes import run_curve, spike_flag
 from .steptime import step_time_stability
+from .stuck import WEIGHT_NORMS, likely_cause
 from .trend import loss_stall, loss_trend
 
 
@@ -95,7 +96,8 @@ def run_loss(cs, rules: Rules = DEFAULT_RULES):
 
 
 def judged_tags(tag: str = "loss") -> list[str]:
-    """Every spelling of the tags :func:`judge_run` looks at: the loss, the gradient norms (for NaN/Inf) and the step time.
+    """Every spelling of the tags :func:`judge_run` looks at: the loss, the gradient norms (for NaN/Inf), the step time,
+    and the learning rate and weight norm (to name why a loss never fell).
 
     Lets a caller read or keep only what the verdict needs, before knowing which spellings a run uses.
 
@@ -107,7 +109,7 @@ def judged_tags(tag: str = "loss") -> list[str]:
     """
     loss = meaning(tag)
     out = [tag] + [t for t in (ALIASES[loss] if loss else ()) if t != tag]
-    for t in ALIASES["grad_norm"] + ALIASES["step_time"]:
+    for t in ALIASES["grad_norm"] + ALIASES["step_time"] + ALIASES["lr"] + WEIGHT_NORMS:
         if t not in out:
             out.append(t)
     return out
@@ -157,9 +159,7 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     if seen is not None:
         seen.update(curves=cs, loss=(steps, values, n_judged))
     ok = np.isfinite(values)
-    what = f" (median of {n_judged} ranks)" if n_judged > 1 else ""
-    trend = loss_trend(steps[ok], values[ok], rules=rules)
-    trend.detail += what
+    trend = loss_trend(steps[ok], values[ok], rules=rules, cause=likely_cause(mine), ranks=n_judged)
     verdict.checks.append(trend)
     verdict.checks.append(loss_stall(steps[ok], values[ok], rules=rules))
     spike = spike_flag(run, loss_tag, steps, values, rules)
@@ -185,11 +185,6 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
             verdict.checks.append(step_time_stability(c.values, label, rules))
     verdict.flags.sort(key=lambda f: (f.step, f.rank))
     return verdict
-
-
-def flag_rows(flags: list[RankFlag]) -> list[dict]:
-    """Flags as the JSON rows ``{"run", "rank", "tag", "step", "reason"}``."""
-    return [f.as_dict() for f in flags]
 
 
 def status_word(status: str) -> str:

@@ -7,21 +7,27 @@ smoke verdict and the plot flags use.  Override any of them with
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
 
 @dataclass
 class Check:
-    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail), ``detail`` (why, with numbers)."""
+    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail), ``detail`` (why, with numbers).
+
+    ``outcome`` is the rule's answer in one word where it has one (``loss_falling``: ``falling``, ``rising``,
+    ``flat``, ``too short``; ``loss_stalled``: ``stalled``), so a view can show it without reading the detail;
+    it is not part of the JSON document.
+    """
 
     name: str
     status: str
     detail: str
+    outcome: str = field(default="", compare=False)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
 @dataclass
@@ -45,15 +51,20 @@ class RankFlag:
 class Rules:
     """Parameters of every rule, with the defaults the judge uses.
 
-    Trend (``loss_falling``): Spearman's rho between step and loss, with
-    ``z = rho * sqrt(n - 1)``; falling when rho is below minus ``trend_rho``
-    and z below minus ``trend_z``, rising (a failure) when the mirror holds or
-    the smoothed tail exceeds ``rising_factor`` times the head (smoothing
-    weight ``smooth``, TensorBoard's).  Fewer than ``min_points`` points: too
-    few to judge.
+    Trend (``loss_falling``): Mann-Kendall's test (Kendall's tau between step
+    and loss; exact p-values for short series).  Rising (a failure) when the
+    whole run rises with a one-sided p below ``trend_p`` and its smoothed tail
+    ends above its head, or the tail exceeds ``rising_factor`` times the head (smoothing weight ``smooth``,
+    TensorBoard's); fell when the whole run or a stretch from its start (the
+    first ``min_points``, twice that, ...) falls with a p below ``trend_p``
+    after the Bonferroni correction for the stretches looked at; below
+    ``trend_weak_p`` only, a warning; otherwise the loss never fell (a
+    failure).  Fewer than ``min_points`` points: too few to judge.  A series
+    longer than ``trend_max_points`` is judged as that many means of
+    consecutive points (the detail says so).
 
     Stall (``loss_stalled``): over the last ``stall_fraction`` of the points
-    (at least ``stall_min_points``), no significant fall (Spearman) and a
+    (at least ``stall_min_points``), no significant fall (Mann-Kendall's p not below ``trend_p``) and a
     change of the mean from its first half to its second below
     ``stall_min_change`` (relative): a warning (converged, or stuck).  Noisy
     runs whose halves differ by more than that are not called stalled.
@@ -76,8 +87,9 @@ class Rules:
 
     smooth: float = 0.6
     min_points: int = 10
-    trend_rho: float = 0.3
-    trend_z: float = 2.58
+    trend_p: float = 0.01
+    trend_weak_p: float = 0.05
+    trend_max_points: int = 20_000
     rising_factor: float = 10.0
     stall_fraction: float = 1 / 3
     stall_min_points: int = 20

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NothingReadable, UsageError
+from ..errors import MissingDependency, NothingReadable, UsageError
 from ..safe_files import inside
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
@@ -40,10 +40,6 @@ KIND_DIRS = {
 }
 LEDGER_FILE = "_msnb_export.json"  # a leading underscore: Parquet readers skip it
 _counter = itertools.count()
-
-
-class MissingDependency(UsageError):
-    """An optional package a feature needs is not installed; the message names the extra."""
 
 
 def _pa():

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NothingReadable, UsageError
+from ..errors import AlreadyTensorBoard, NothingReadable, UsageError
 from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
 from ..safe_files import inside, plain_name, relative_parts
 from . import tfevents
@@ -37,10 +37,6 @@ from .ledger import Ledger, prepare_destination
 
 STATE_FILE = ".msnb-convert.json"
 _KINDS = ("scalars", "histograms", "tensors", "images", "texts", "lineage")
-
-
-class AlreadyTensorBoard(UsageError):
-    """The source holds TensorBoard event files only: TensorBoard opens them as they are."""
 
 
 @dataclass

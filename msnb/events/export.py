@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from ..errors import MsnbError, UsageError
+from ..errors import OutputError, UsageError
 from .tables import KIND_SPELLINGS, NO_RANK, TABLE_KINDS, kind_name
 
 KINDS = tuple(TABLE_KINDS)
@@ -23,10 +23,6 @@ KINDS = tuple(TABLE_KINDS)
 
 KIND_CHOICES = KINDS + tuple(KIND_SPELLINGS)
 """Every spelling ``--kind`` accepts (``text`` as well as ``texts``, ``histogram`` as well as ``histograms``)."""
-
-
-class OutputError(MsnbError):
-    """The output could not be written (a full disk, /dev/full, a closed pipe's neighbour)."""
 
 
 # the tables' own columns; images travel as base64 text

@@ -10,6 +10,7 @@ import numpy as np
 from mindspore.train.callback import Callback
 
 from ..config.monitor_schema import EarlyStopSettings
+from ..errors import ConfigError
 
 
 def _step_loss(cb_params) -> float:
@@ -36,7 +37,7 @@ class SmoothedEarlyStop(Callback):
         super().__init__()
         self.settings = settings or EarlyStopSettings(**kwargs)
         if self.settings.monitor != "loss":
-            raise ValueError("SmoothedEarlyStop judges the training loss; monitor must be 'loss'")
+            raise ConfigError(f"SmoothedEarlyStop judges the training loss: monitor must be 'loss', got {self.settings.monitor!r}", key="early_stop.monitor")
         self.window = deque(maxlen=self.settings.window)
         self.best = math.inf
         self.best_step = 0

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..analysis.judge import RunVerdict, judge_run
 from ..analysis.overview import Envelope
-from ..analysis.rules import DEFAULT_RULES, FAIL, WARN, Rules
+from ..analysis.rules import DEFAULT_RULES, FAIL, PASS, WARN, Rules
 from ..analysis.smoothing import ema
 from ..events.reader import ReadResult
 
@@ -122,10 +122,8 @@ def _trend(verdict: RunVerdict) -> str:
     falling = checks.get("loss_falling")
     if falling is None:
         return "-"
-    if falling.status == FAIL:
-        return "rising"
-    if falling.status == WARN:
-        return "too short" if "too few" in falling.detail else "flat"
+    if falling.status != PASS:
+        return falling.outcome or ("rising" if falling.status == FAIL else "flat")
     stalled = checks.get("loss_stalled")
     return "stalled" if stalled is not None and stalled.status == WARN else "falling"
 

@@ -128,8 +128,8 @@ def status_line(scalars, *, step=None, total=None, seconds_per_step=None, tag=No
     Returns:
         One line of text.
     """
+    from ..analysis.smoothing import ema
     from ..events.tags import ALIASES
-    from .smoothing import ema
 
     parts = []
     if scalars is not None and len(scalars):

@@ -3,8 +3,10 @@
 One panel per tag; raw values faint and the smoothed curve solid (noisy series
 only: schedules such as the learning rate are drawn as they are); several runs
 (and, with ``ranks=True``, several ranks) overlaid; x as step, wall-clock time
-or time since the run started; NaN/Inf marked where they happened; ranks
-whose loss departed from the others flagged with the step it began.  Series
+or time since the run started; NaN/Inf marked where they happened; the
+judge's flags (:func:`msnb.analysis.judge.judge_run`: NaN/Inf, a rank whose
+loss departed from the others, a jump that did not recover) drawn at the step
+each began.  Series
 are downsampled for drawing with M4 (spikes kept), never before smoothing.
 Short series get point markers (one point drawn as a line is invisible), and a
 step-time panel is scaled to the steady state with the compile step marked.
@@ -12,12 +14,14 @@ step-time panel is scaled to the steady state with the compile step marked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..analysis import curves, divergence_details, find_nonfinite, nonfinite_flags
+from ..analysis import DEFAULT_RULES, find_nonfinite
 from ..analysis.bands import BANDS_ABOVE, rank_bands
+from ..analysis.judge import judge_run
 from ..analysis.smoothing import ema
 from ..errors import UsageError
 from ..events.tables import ScalarTable
@@ -83,7 +87,7 @@ class PlotReport:
         for run, tag in self.unbanded:
             lines.append(f"  no bands of {tag}, run {name(run, run)}: its ranks share no step (drawn as lines)")
         for f in self.flags:
-            lines.append(f"  FLAG run {name(f.run, f.run)} rank {f.rank} ({f.tag}) from step {f.step}: {f.reason}")
+            lines.append(f"  FLAG run {name(f.run, f.run)}{f' rank {f.rank}' if f.rank >= 0 else ''} ({f.tag}) from step {f.step}: {f.reason}")
         return "\n".join(lines)
 
     def summary_line(self) -> str:
@@ -291,7 +295,8 @@ def plot_scalars(
         ranks: one line per rank instead of the mean over ranks.
         log: logarithmic y axis.
         max_points: points per line after M4 downsampling.
-        divergence_threshold: how far a rank's loss may depart before it is flagged.
+        divergence_threshold: how far a rank's loss may depart before it is flagged (relative: 0.2 is 20 %),
+            overriding the judge's ``divergence_min_gap``.
         figure: draw into this figure instead of a new one.
         title: the figure's title.
         label_for_run: run name -> legend label.
@@ -313,17 +318,16 @@ def plot_scalars(
     runs = sorted(set(run_col.tolist()))
     masks = {run: run_col == run for run in runs}
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
-    loss_tag = next((t for t in ALIASES["loss"] if t in set(scalars.tags())), None)
-    # flags and non-finite values come from the judge, on every record of every rank, whatever the view draws
+    # the flags are the judge's, run by run (the same as msnb check's); non-finite values on every record of every rank
+    rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
+    flags, judged = [], {}
+    for run in runs:
+        seen: dict = {}
+        verdict = judge_run(scalars, run, rules=rules, seen=seen)
+        flags += verdict.flags
+        judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
     found = find_nonfinite(scalars, tags)
-    flagged = [f for f in found if f.tag == loss_tag]
-    flags = nonfinite_flags(flagged, rank_map)
-    nonfinite_keys = {(f.run, f.rank) for f in flags}
-    loss_curves = curves(scalars, loss_tag) if loss_tag else []  # built once: the judge and the bands both use them
-    if loss_tag:
-        gone = {(f.run, f.rank) for f in flagged}
-        judged = divergence_details(scalars, loss_tag, threshold=divergence_threshold, curve_list=loss_curves)
-        flags += [f for f, _visible in judged if (f.run, f.rank) not in gone]
+    nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
     line_labels = _line_labels(flags, band_runs, nonfinite_keys)
     drawn_bands = []
@@ -355,7 +359,7 @@ def plot_scalars(
         panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
         tag_idx = np.flatnonzero(scalars.tag == tag)
         # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
-        every_band = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, loss_curves if tag == loss_tag else None)]
+        every_band = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, judged[run])]
         panel_bands = [b for b in every_band if b.steps.size]
         unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
         banded = {b.run for b in panel_bands}
@@ -394,11 +398,11 @@ def plot_scalars(
             if len(b.outliers) > MAX_LABELLED:
                 ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
         for f in flags:
-            if f.tag != loss_tag or tag != loss_tag:
+            if f.tag != tag:
                 continue
             fx = f.step
             if x != "step":
-                w = scalars.where(run=f.run, rank=f.rank, step=f.step).wall_time
+                w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=tag, step=f.step)).wall_time
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
                 named = f.run not in banded  # over bands the rank's own line carries its name
@@ -408,7 +412,7 @@ def plot_scalars(
                     linestyle="--",
                     linewidth=1,
                     alpha=1.0 if named else 0.5,
-                    label=f"rank {f.rank} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
+                    label=f"{f'rank {f.rank}' if f.rank >= 0 else 'run'} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
                 )
         drawn += panel.drawn
         smoothed += panel.smoothed
@@ -531,7 +535,7 @@ def _line_labels(flags, band_runs, nonfinite_keys) -> dict:
     out: dict = {}
     for f in flags:
         key = (f.run, f.rank)
-        if f.run in band_runs and key not in out:
+        if f.run in band_runs and f.rank >= 0 and key not in out:
             out[key] = f"rank {f.rank} ({'NaN/Inf' if key in nonfinite_keys else 'departs'} from step {f.step})"
     return out
 
@@ -544,9 +548,10 @@ def _mark_nonfinite(ax, xs, label: str) -> None:
     ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
 
 
-def _bands_of(scalars, tag: str, run: str, flags, loss_curves) -> list:
-    """Bands of one run, from the loss curves already built when *tag* is the loss."""
-    curve_list = [c for c in loss_curves if c.run == run] if loss_curves is not None else None
+def _bands_of(scalars, tag: str, run: str, flags, judged) -> list:
+    """Bands of one run, from the loss curves the judge already built when *tag* is the run's loss (*judged*: its tag and curves)."""
+    loss_tag, loss_curves = judged
+    curve_list = loss_curves if tag == loss_tag and loss_curves is not None else None
     return rank_bands(scalars, tag, flags=flags, run=run, curve_list=curve_list)
 
 
@@ -584,17 +589,3 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None
     return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), **options)
-
-
-def read_for_plot(paths, verify: bool = True):
-    """Moved to :func:`msnb.events.runs.read_runs` (reading belongs to the data layer); kept for callers."""
-    from ..events.runs import read_runs
-
-    return read_runs(paths, verify=verify)
-
-
-def run_labeller(paths, runs=None):
-    """Moved to :func:`msnb.events.runs.run_labeller`; kept for callers."""
-    from ..events.runs import run_labeller as labeller
-
-    return labeller(paths, runs)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, loss_trend, resolve_restarts, spearman, step_time_stability
+from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, likely_cause, loss_trend, resolve_restarts, spearman, step_time_stability
 from ..events.tags import ALIASES
 
 __all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
@@ -55,7 +55,7 @@ def loss_series(summary, logs, rank: int):
     return best
 
 
-def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES) -> list[Check]:
+def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES, scalars=None) -> list[Check]:
     """``finite`` and ``loss_falling`` for one rank's loss (the judge's rules; see :mod:`msnb.analysis`).
 
     Args:
@@ -64,6 +64,8 @@ def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES) -
         label: check-name suffix (``[rank 1]``).
         nonfinite: the first non-finite record (a :class:`~msnb.analysis.NonFinite`), found on every record.
         rules: the judge's parameters.
+        scalars: the run's other scalars (a ScalarTable: learning rate, weight and gradient norms), so a loss
+            that never fell names its likely cause (:func:`msnb.analysis.likely_cause`); None: no cause named.
 
     Returns:
         The checks; a non-finite loss skips the trend test.
@@ -74,7 +76,8 @@ def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES) -
         return [Check(f"finite{label}", FAIL, f"loss is {nonfinite.value} from step {nonfinite.step} ({nonfinite.count} of {nonfinite.records} records)")]
     if bad.any():
         return [Check(f"finite{label}", FAIL, f"loss is {values[bad][0]} from step {int(steps[bad][0])} ({int(bad.sum())} of {values.size} points)")]
-    return [Check(f"finite{label}", PASS, f"no NaN or Inf in {values.size} loss points"), loss_trend(steps, values, label, rules)]
+    cause = likely_cause(scalars) if scalars is not None else None
+    return [Check(f"finite{label}", PASS, f"no NaN or Inf in {values.size} loss points"), loss_trend(steps, values, label, rules, cause=cause)]
 
 
 def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False) -> list[Check]:

@@ -100,6 +100,24 @@ def _nan_beside_finite():
     return out
 
 
+def _lr_zero():
+    """The learning rate was 0 from the first step: the loss only moves with the batches, around where it started."""
+    rng = np.random.default_rng(13)
+    s = np.arange(1, 301)
+    return {r: [(s, noisy(rng, np.full(s.shape, 2.3), 0.05))] for r in range(2)}
+
+
+def _converged_early():
+    """The loss fell in the first 15 steps of 300, then stayed flat: converged, not stuck (the whole run's trend is weak)."""
+    rng = np.random.default_rng(14)
+    s = np.arange(1, 301)
+    clean = np.where(s < 15, base(s), base(np.full(s.shape, 15)))
+    return {r: [(s, noisy(rng, clean, 0.05))] for r in range(2)}
+
+
+# learning rate logged beside the loss ("learning-rate", mindformers' spelling) per scenario; 1e-4 when not listed
+LEARNING_RATE = {"lr_zero": 0.0}
+
 # name -> (writer, curves, expect); writer "tbx" writes mindformers' tensorboard/rank_N layout with tag "loss",
 # "ms" MindSpore SummaryRecord in rank_N directories.
 # expect: passed, flags [(rank, lo, hi)] (the flag's step must lie in [lo, hi]), and words that the named check says.
@@ -117,4 +135,14 @@ SCENARIOS = {
     "unrecovered_spike": ("tbx", _unrecovered_spike, {"passed": False, "flags": [(-1, 245, 255)], "checks": {"loss_spikes": "did not recover"}}),
     "sink_mode": ("tbx", _sink, {"passed": True, "flags": [], "checks": {"steps": "steps recorded every 4 (sink mode?)"}}),
     "nan_beside_finite": ("ms", _nan_beside_finite, {"passed": False, "flags": [(1, 80, 80)], "checks": {"finite": "rank 1"}}),
+    "lr_zero": (
+        "tbx",
+        _lr_zero,
+        {"passed": False, "flags": [], "checks": {"loss_falling": "learning rate (learning-rate) is 0"}, "status": {"loss_falling": "fail"}},
+    ),
+    "converged_early": (
+        "tbx",
+        _converged_early,
+        {"passed": True, "flags": [], "checks": {"loss_falling": "first 20 points"}, "status": {"loss_falling": "pass", "loss_stalled": "warn"}},
+    ),
 }

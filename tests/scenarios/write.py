@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from catalog import SCENARIOS  # noqa: E402
+from catalog import LEARNING_RATE, SCENARIOS  # noqa: E402
 
 out = os.path.abspath(sys.argv[1])
 which = sys.argv[2]
@@ -26,7 +26,7 @@ if which == "tbx":
                 w = SummaryWriter(os.path.join(out, name, "tensorboard", f"rank_{rank}"), filename_suffix=f".part{i}")
                 for s, v in zip(steps.tolist(), values.tolist()):
                     w.add_scalar("loss", v, s)
-                    w.add_scalar("learning-rate", 1e-4, s)
+                    w.add_scalar("learning-rate", LEARNING_RATE.get(name, 1e-4), s)
                 w.close()
 else:
     import mindspore as ms

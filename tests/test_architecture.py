@@ -1,0 +1,43 @@
+"""docs/ARCHITECTURE.md's list of layers says what the import-linter contracts in pyproject.toml check (`lint-imports`)."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def contract_layers() -> list:
+    """The layers contract's layers, lowest first: each a dict module name -> optional (written ``(name)``)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    out = []
+    for layer in reversed(layers["layers"]):
+        names = [name.strip() for name in re.split(r"[|:]", layer)]
+        out.append({name.strip("()"): name.startswith("(") for name in names})
+    return out
+
+
+def documented_layers() -> list:
+    """The numbered list under "The layers, as checked", lowest first: the module names of each item."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("### The layers, as checked", 1)[1].split("\n\n")[2]
+    out = []
+    for number, line in enumerate(section.splitlines(), start=1):
+        m = re.match(r"(\d+)\. (`\w+`(?:, `\w+`)*)", line)
+        assert m and int(m.group(1)) == number, line
+        out.append(set(re.findall(r"`(\w+)`", m.group(2))))
+    return out
+
+
+def test_the_documented_layers_are_the_checked_ones():
+    checked = contract_layers()
+    assert documented_layers() == [set(layer) for layer in checked]
+    package = {
+        p.stem if p.is_file() else p.name
+        for p in (ROOT / "msnb").iterdir()
+        if not p.name.startswith("_") and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
+    named = {name: optional for layer in checked for name, optional in layer.items()}
+    assert package <= set(named)  # every module of msnb has its layer
+    assert {name for name, optional in named.items() if not optional} <= package  # and a required layer exists

@@ -191,3 +191,13 @@ def test_summary_dir_is_kept_and_the_scratch_directory_is_not(tmp_path):
     result = run_smoke(live=False, steps=30, summary_dir=target)
     assert result.passed and result.kept and result.summary_dir == str(target)
     assert any(target.glob("*_MS")) and not Path(result.workdir).exists()
+
+
+def test_a_learning_rate_of_zero_fails_loss_falling_and_names_it():
+    result = run_smoke(live=False, steps=60, lr=0.0)
+    falling = result.check("loss_falling")
+    assert not result.passed and falling.status == "fail", result.format_text()
+    assert "learning rate (lr) is 0 on all" in falling.detail, falling.detail
+    import shutil
+
+    shutil.rmtree(result.workdir, ignore_errors=True)

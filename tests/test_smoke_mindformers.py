@@ -274,7 +274,7 @@ def test_a_learning_rate_of_zero_fails_loss_falling_and_says_why(tmp_path):
     result = run_smoke(path, live=False, steps=20, lr=0.0)
     falling = result.check("loss_falling")
     assert not result.passed and falling.status == "fail", result.format_text()
-    assert "learning rate is 0" in falling.detail
+    assert "learning rate (lr) is 0 on all" in falling.detail, falling.detail
     assert "lr_schedule.learning_rate: 0.0003 -> 0.0 (--lr)" in result.check("config_changes").detail
     shutil.rmtree(result.workdir, ignore_errors=True)
 

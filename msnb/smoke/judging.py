@@ -117,7 +117,7 @@ def judge_smoke(
             if outcome.returncode == 0 or trained:
                 checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded"))
             continue
-        checks.extend(check_loss(steps, values, label, nonfinite))
+        checks.extend(check_loss(steps, values, label, nonfinite, scalars=summary_read.scalars))
     if workers > 1 and loss_tag is not None:
         flags = [f for f in rank_divergence(summary_read.scalars, loss_tag) if f.rank >= 0]
         if flags:

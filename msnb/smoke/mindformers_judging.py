@@ -150,14 +150,6 @@ def _process(outcome, trained: int, stopped_by: str | None, failure: str | None)
     return Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)")
 
 
-def _lr_cause(everything) -> str:
-    """A learning rate of zero throughout, named as the likely reason a loss did not fall."""
-    lr = log_scalars(everything.scalars).where(tag="lr")
-    if len(lr) and np.all(np.asarray(lr.value, float) == 0):
-        return " (the learning rate is 0 at every logged step: the weights cannot move)"
-    return ""
-
-
 def judge_mindformers_smoke(ctx) -> list:
     """Every check of a mindformers smoke run.
 
@@ -205,11 +197,7 @@ def judge_mindformers_smoke(ctx) -> list:
             if ctx.outcome.returncode == 0 or trained:
                 checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded by any callback"))
             continue
-        loss_checks = check_loss(steps, values, label, nonfinite)
-        for c in loss_checks:
-            if c.name.startswith("loss_falling") and c.status != PASS:
-                c.detail += _lr_cause(ctx.everything)
-        checks.extend(loss_checks)
+        checks.extend(check_loss(steps, values, label, nonfinite, scalars=log_scalars(ctx.everything.scalars)))
     if plan.workers > 1 and "loss" in set(per_step.scalars.tags()):
         flags = [f for f in rank_divergence(per_step.scalars, "loss") if f.rank >= 0]
         if flags:

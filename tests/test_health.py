@@ -112,13 +112,17 @@ def test_other_lines_and_hostile_lines_are_refused():
 
 
 def test_log_lines_and_tensorboard_give_the_same_series(ts_runs):
-    tb = fold_head_runs(read(ts_runs / "small" / "tensorboard").scalars)
+    tb = read(ts_runs / "small" / "tensorboard").scalars  # the reader folds add_scalars' head folders itself
     logs = read(ts_runs / "small" / "log").scalars  # worker_0.log: rank 0
     files = read(ts_runs / "small" / "output").scalars  # output/log/rank_1/info.log: rank 1
     assert set(logs.rank.tolist()) == {0} and set(files.rank.tolist()) == {1}
     assert set(tb.run.tolist()) == {"."}, "add_scalars' head folders fold back into the run"
-    tree = fold_head_runs(read(ts_runs / "small").scalars)
+    tree = read(ts_runs / "small").scalars
     assert set(tree.run.tolist()) == {"tensorboard", "log", "output/log"}
+    assert fold_head_runs(tree) is tree  # nothing left to fold: every command sees one run per job
+    import msnb
+
+    assert len(msnb.check(ts_runs / "small" / "tensorboard").runs) == 1  # msnb check judges the job, not each head folder
     both = [t for t in tb.tags() if t.startswith(("local_norm/", "max_attention_logit/"))]
     assert len(both) == 4 + 2 + 2
     for table, rank in ((logs, 0), (files, 1)):

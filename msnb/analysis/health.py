@@ -398,10 +398,7 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     Raises:
         UsageError: *tag_prefix* matches no tag, or the settings are out of range.
     """
-    from ..events.training_state import fold_head_runs
-
     settings = (settings or Settings()).check()
-    scalars = fold_head_runs(scalars)
     prefixes = (tag_prefix,) if isinstance(tag_prefix, str) else tuple(tag_prefix or ())
     codes, tags = _factorize(scalars.tag)
     keep = np.array([(t.startswith(prefixes) if prefixes else scanned_by_default(t)) for t in tags], dtype=bool)

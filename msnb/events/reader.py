@@ -11,6 +11,7 @@ bytes, so memory stays bounded whatever a file holds.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -29,6 +30,7 @@ from .problems import SKIPPED_KINDS, Problem, ProblemKind
 from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .tags import spellings
+from .training_state import fold_head_runs
 from .wire import DecodeError
 
 _DECODERS = {MS_SUMMARY: mindspore_proto.decode_event_deferred, TFEVENTS: tensorboard_proto.decode_event}
@@ -110,6 +112,9 @@ class ReadResult:
 def _add(out: ReadResult, kind: str, new: Table) -> None:
     """A file read in several chunks adds to what the earlier chunks gave; joined once, by :func:`_finish`."""
     out.__dict__.setdefault("_parts", {}).setdefault(kind, []).append(new)
+
+
+_HEAD_FOLDER = re.compile(r"(?:^|/)head_\d+$")  # the last folder tensorboardX's add_scalars opens for one series
 
 
 def _finish(out: ReadResult) -> ReadResult:
@@ -256,6 +261,8 @@ class FileState:
         except OSError as exc:
             out.problems.append(Problem(path, self.pos, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
         _finish(out)
+        if _HEAD_FOLDER.search(self.source.run) and len(out.scalars):
+            out.scalars = fold_head_runs(out.scalars)  # add_scalars' head_<i> folders are the run above them: folded here, once
         if final:
             self._final_checks(out, st.st_size)
         self.results.append(out)

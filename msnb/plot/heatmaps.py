@@ -334,13 +334,12 @@ def rank_heatmap(scalars, tag: str = "loss", *, relative: str = "ranks", run=Non
 def _inputs(scalars, anomaly):
     from ..analysis.health import HealthReport
     from ..events import ReadResult
-    from ..events.training_state import fold_head_runs
 
     if isinstance(scalars, ReadResult):
-        scalars = scalars.scalars
+        scalars = scalars.scalars  # add_scalars' head folders are already folded into their run by the reader
     if isinstance(anomaly, HealthReport):
         anomaly = anomaly.first
-    return fold_head_runs(scalars), anomaly
+    return scalars, anomaly
 
 
 def _one_run(scalars, run):

@@ -55,11 +55,15 @@ class CheckResult:
                 lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {f.reason}")
         for p in self.problems:
             lines.append(f"  note: {p}")
+        verdict, summary = self.summary()
+        lines.append(f"{verdict}: {summary}")
+        return "\n".join(lines)
+
+    def summary(self) -> tuple[str, str]:
+        """(``PASSED`` or ``FAILED``, ``3 run(s), 1 failed, 2 warning(s), 4 flag(s)``): the verdict's last line, as fields."""
         failed = sum(not r.passed for r in self.runs)
         warned = sum(c.status == WARN for r in self.runs for c in r.checks)
-        verdict = "FAILED" if failed else "PASSED"
-        lines.append(f"{verdict}: {len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)")
-        return "\n".join(lines)
+        return ("FAILED" if failed else "PASSED"), f"{len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)"
 
     def __repr__(self) -> str:
         return self.format_text()

@@ -139,8 +139,8 @@ def _header(title: str, where: str, result, checked, why_not) -> str:
     if checked is None:
         line = f"{page.status('NOT JUDGED')}: {page.esc(why_not)}"
     else:
-        word, _, rest = checked.format_text().splitlines()[-1].partition(":")
-        line = f"{page.status(word)}:{page.esc(rest)}"
+        word, rest = checked.summary()  # the result's fields, never its text parsed back
+        line = f"{page.status(word)}: {page.esc(rest)}"
     return (
         f"<h1>{page.esc(title)}</h1>"
         f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {len(result.files)} file(s), {page.esc(counts)}; '

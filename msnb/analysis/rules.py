@@ -59,7 +59,10 @@ class Rules:
     first ``min_points``, twice that, ...) falls with a p below ``trend_p``
     after the Bonferroni correction for the stretches looked at; below
     ``trend_weak_p`` only, a warning; otherwise the loss never fell (a
-    failure).  Fewer than ``min_points`` points: too few to judge.  A series
+    failure), when judged on at least ``flat_fail_points`` points or when a
+    likely cause is known (a learning rate of 0, frozen weights); on fewer, no
+    fall is a warning: a short noisy series cannot tell "never fell" from
+    noise.  Fewer than ``min_points`` points: too few to judge.  A series
     longer than ``trend_max_points`` is judged as that many means of
     consecutive points (the detail says so).
 
@@ -89,6 +92,7 @@ class Rules:
     min_points: int = 10
     trend_p: float = 0.01
     trend_weak_p: float = 0.05
+    flat_fail_points: int = 50
     trend_max_points: int = 20_000
     rising_factor: float = 10.0
     stall_fraction: float = 1 / 3

@@ -146,6 +146,13 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     why = f"; likely cause: {cause}" if cause else ""
     if p_fell < rules.trend_weak_p:
         return Check(name, WARN, f"only a weak downward trend (too noisy to be sure): {over}; {smoothed}{why}", outcome="flat")
+    if n < rules.flat_fail_points and not cause:
+        return Check(
+            name,
+            WARN,
+            f"no downward trend in only {n} points (fewer than {rules.flat_fail_points}: too few to call it never fell): {over}; {smoothed}",
+            outcome="flat",
+        )
     return Check(name, FAIL, f"loss never fell: no downward trend from the start: {over}; {smoothed}{why}", outcome="flat")
 
 

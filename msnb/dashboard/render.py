@@ -9,9 +9,12 @@ ranks as lines.  Everything is cut to the step range before it is smoothed
 for drawing and downsampled with M4, so a zoom shows detail and a million
 points cost a few thousand drawn.
 
-Every line carries a ``gid`` naming what it is (``raw|run|rank|tag``,
-``smooth|...``, ``band|...``, ``focus|...``, ``flag|...``): tests and power
-users find a run's lines without relying on colours or legend order.
+Every line carries a ``gid`` naming what it is: ``raw|RUN|RANK|TAG`` (RANK is
+``mean`` for the mean over ranks) and ``smooth|...`` for a series, with
+``focus|`` before RUN for a chosen flag's rank; ``band|RUN|TAG`` and
+``median|RUN|TAG`` for bands; ``flag|RUN|RANK|STEP`` and ``nonfinite|...``
+for the judge's marks.  Tests and power users find a run's lines by it,
+without relying on colours or legend order.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ class Board:
         self.figure = None
         self.histogram_figure = None
         self._focus = None
-        self._pending = None
+        self._pending: dict = {}  # drawing method's name -> its debounced call
         self._timer = None
         self._thread = None
         self._stop = threading.Event()
@@ -230,8 +230,8 @@ class Board:
     def redraw(self) -> None:
         """Draw the scalar figure from the data in memory now (and the histograms when their tab is open)."""
         with self._lock:
-            self._pending = None
-            self.figure = render(self.data, self.view(), self.figure)
+            self._cancel("redraw")
+            self.figure = render(self.data, self.view())  # a new figure each time: one held elsewhere (or being read) never changes under it
             self.image.value = png(self.figure)
             self.renders += 1
             if self.tabs.selected_index == 1:
@@ -244,6 +244,7 @@ class Board:
         from ..plot.histograms import plot_histograms
 
         with self._lock:
+            self._cancel("redraw_histograms")
             c = self.controls
             tag, key = c["histogram"].value, c["histogram_run"].value
             fig = Figure(figsize=(8, 4.2), layout="constrained")
@@ -267,6 +268,12 @@ class Board:
             self.histogram_figure = fig
             self.histogram_image.value = png(fig)
 
+    def _cancel(self, name: str) -> None:
+        """Drop a debounced call of *name*: the drawing is being done now."""
+        handle = self._pending.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+
     def _changed(self, _change=None) -> None:
         if self._quiet:
             return
@@ -287,9 +294,10 @@ class Board:
         if loop is None:
             draw()
             return
-        if self._pending is not None and self._pending[0] is draw:
-            self._pending[1].cancel()
-        self._pending = (draw, loop.call_later(DEBOUNCE_S, draw))
+        earlier = self._pending.pop(draw.__name__, None)
+        if earlier is not None:
+            earlier.cancel()
+        self._pending[draw.__name__] = loop.call_later(DEBOUNCE_S, draw)
 
     # ------------------------------------------------------------------ flags
     def _flag_options(self) -> None:
@@ -393,6 +401,8 @@ class Board:
             tags = self.data.histogram_tags()
             if list(c["histogram"].options) != tags:
                 c["histogram"].options = tags
+            if tags and c["histogram"].value not in tags:
+                c["histogram"].value = tags[0]
             self._histogram_runs()
             self._flag_options()
         self.redraw()
@@ -403,6 +413,8 @@ class Board:
         options = [(self.data.label(k), k) for k in keys]
         if list(c["histogram_run"].options) != options:
             c["histogram_run"].options = options
+        if keys and c["histogram_run"].value not in keys:
+            c["histogram_run"].value = keys[0]
 
     def follow(self, every: float) -> None:
         """Poll every *every* seconds until :meth:`stop` (or the Stop button): on the kernel's loop, else in a thread."""

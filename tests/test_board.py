@@ -163,7 +163,7 @@ def test_ranks_as_lines_and_as_bands_with_the_flagged_rank_drawn_out(board):
     bands = [coll for coll in ax.collections if (coll.get_gid() or "").startswith("band|drifting|loss")]
     assert len(bands) == 2  # min-max and 10-90 %
     drawn = lines(board.figure, "")
-    assert "median|drifting|loss" in drawn and "smooth|drifting|1|loss" in drawn  # the judge's flagged rank, as a line
+    assert "smooth|drifting|median|loss" in drawn and "smooth|drifting|1|loss" in drawn  # the judge's flagged rank, as a line
     assert not any(gid.startswith("smooth|drifting|0|") for gid in drawn)
     c["ranks"].value = "mean"
     assert set(lines(board.figure, "smooth|")) == {"smooth|drifting|mean|loss"}

@@ -29,7 +29,10 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 
 @dataclass
 class Series:
-    """One line's data, sorted by step: ``rank`` is None for the mean over ranks."""
+    """One line's data, sorted by step: ``rank`` is None for the mean over ranks.
+
+    ``bad`` marks the steps where a value was NaN or Inf (for the mean: on any rank), whatever ``values`` holds there.
+    """
 
     run: str
     rank: int | None
@@ -37,7 +40,12 @@ class Series:
     steps: np.ndarray
     walls: np.ndarray
     values: np.ndarray
+    bad: np.ndarray = None
     smoothed: dict = field(default_factory=dict)  # weight -> smoothed values (a slider moved back costs nothing)
+
+    def __post_init__(self):
+        if self.bad is None:
+            self.bad = ~np.isfinite(self.values)
 
 
 def light(verdict: RunVerdict | None) -> str:
@@ -73,6 +81,7 @@ class RunData:
                 self._rows.setdefault(name, {})[int(scalars.rank[part[0]])] = part
         self.ranks = sorted({r for by_rank in self._rows.values() for r in by_rank if r >= 0})
         self._series: dict = {}
+        self.cache: dict = {}  # what the drawing derives from the rows once (bands, their medians), kept with them
         walls = scalars.wall_time[np.isfinite(scalars.wall_time)] if len(scalars) else np.zeros(0)
         self.start = float(walls.min()) if walls.size else 0.0
         self.step_range = (int(scalars.step.min()), int(scalars.step.max())) if len(scalars) else None
@@ -90,7 +99,9 @@ class RunData:
     def series(self, tag: str, rank: int | None) -> Series | None:
         """The rows of *tag* for one rank, or (``rank=None``) their mean at each step; cached.
 
-        The mean keeps a NaN or Inf of any rank visible at its step, as the plots do.
+        The mean is over the ranks with a finite value at the step, so one rank's NaN does not blank the
+        others' curve; the step is marked ``bad`` (drawn as a red cross), and a step where no rank is
+        finite keeps the non-finite value (a gap in the line).
         """
         key = (tag, rank)
         if key in self._series:
@@ -111,12 +122,15 @@ class RunData:
             counts = np.bincount(inv, weights=finite, minlength=uniq.size)
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean = sums / counts
-            bad = np.flatnonzero(~finite)
-            mean[inv[bad]] = values[bad]  # a NaN/Inf of one rank stays visible in the mean
+            bad_rows = np.flatnonzero(~finite)
+            bad = np.zeros(uniq.size, dtype=bool)
+            bad[inv[bad_rows]] = True
+            none = counts == 0
+            mean[inv[bad_rows[none[inv[bad_rows]]]]] = values[bad_rows[none[inv[bad_rows]]]]  # no finite rank: the NaN/Inf itself
             first_wall = np.full(uniq.size, np.inf)
             np.minimum.at(first_wall, inv, np.where(np.isfinite(walls), walls, np.inf))
             first_wall[~np.isfinite(first_wall)] = np.nan
-            out = Series(self.key, None, tag, uniq, first_wall, mean)
+            out = Series(self.key, None, tag, uniq, first_wall, mean, bad)
         self._series[key] = out
         return out
 

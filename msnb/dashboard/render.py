@@ -11,8 +11,8 @@ points cost a few thousand drawn.
 
 Every line carries a ``gid`` naming what it is: ``raw|RUN|RANK|TAG`` (RANK is
 ``mean`` for the mean over ranks) and ``smooth|...`` for a series, with
-``focus|`` before RUN for a chosen flag's rank; ``band|RUN|TAG`` and
-``median|RUN|TAG`` for bands; ``flag|RUN|RANK|STEP`` and ``nonfinite|...``
+``focus|`` before RUN for a chosen flag's rank and ``median`` as RANK for
+the bands' median; ``band|RUN|TAG`` for the bands' fills; ``flag|RUN|RANK|STEP`` and ``nonfinite|...``
 for the judge's marks.  Tests and power users find a run's lines by it,
 without relying on colours or legend order.
 """
@@ -127,9 +127,11 @@ class _Panel:
             else:
                 (line,) = self.ax.plot(rx, ry, color=color, linewidth=width * 0.75, label=label, marker=marker, markersize=4, zorder=zorder)
                 line.set_gid(f"raw|{gid}")
-        bad = ~np.isfinite(values)
+        bad = series.bad[cut]
         if bad.any():
-            self.nonfinite(xs[bad], f"NaN/Inf ({label or gid.split('|')[0]})", gid)
+            starts = bad & ~np.r_[False, bad[:-1]]  # one cross where each stretch of NaN/Inf begins, not a wall of them
+            first = int(steps[starts][0])
+            self.nonfinite(xs[starts], f"NaN/Inf from step {first} ({label or gid.split('|')[0]})", gid)
 
     def _smoothed(self, series, weight: float, cut, finite) -> np.ndarray:
         """The moving average over the whole series (a zoom shows part of the curve, not a new one), at the points drawn.
@@ -277,7 +279,7 @@ def _flag_x(panel: _Panel, run, flag) -> float | None:
 
 def _bands(run, tag: str, flags):
     """The run's cross-rank bands of *tag*, cached on the run (they depend on the data, not on the view)."""
-    cache = run.__dict__.setdefault("_bands", {})
+    cache = run.cache.setdefault("bands", {})
     if tag not in cache:
         found = rank_bands(run.scalars, tag, flags=flags, run=run.key)
         cache[tag] = found[0] if found else None
@@ -285,31 +287,44 @@ def _bands(run, tag: str, flags):
 
 
 def _draw_bands(panel: _Panel, data: BoardData, run, bands, color: str, label: str) -> None:
+    """The spread over ranks as filled bands, the median as a line smoothed like every other, the flagged ranks as lines."""
     view = panel.view
+    median = _median_series(run, bands)
     cut = _in_range(bands.steps, view)
     steps = bands.steps[cut]
     if not steps.size:
         return
-    walls = np.full(steps.size, np.nan)
-    if view.x != "step":
-        mean = run.series(bands.tag, None)
-        at = np.minimum(np.searchsorted(mean.steps, steps), mean.steps.size - 1)
-        walls = np.where(mean.steps[at] == steps, mean.walls[at], np.nan)
-    xs, panel.xlabel = _x_of(view.x, steps, walls, run.start)
+    xs, panel.xlabel = _x_of(view.x, steps, median.walls[cut], run.start)
     part = _cut_bands(bands, cut)
     before = len(panel.ax.collections)
+    lines_before = len(panel.ax.lines)
     panel.drawn += draw_bands(panel.ax, xs, part, color, label, MAX_POINTS)
     for coll in panel.ax.collections[before:]:
         coll.set_gid(f"band|{run.key}|{bands.tag}")
-    if panel.ax.lines:
-        panel.ax.lines[-1].set_gid(f"median|{run.key}|{bands.tag}")
+    for line in panel.ax.lines[lines_before:]:
+        line.remove()  # the median is drawn below as a series: faint raw, solid smoothed
+    panel.line(run, median, color, f"{label}: median", gid=f"{run.key}|median|{bands.tag}")
     for value in (part.low, part.high):
-        ok = np.isfinite(value)
-        panel.ys.append(value[ok])
+        panel.ys.append(value[np.isfinite(value)])
     for i, rank in enumerate(bands.outliers):
         series = run.series(bands.tag, rank)
         if series is not None:
             panel.line(run, series, "#d62728" if i == 0 else "#9467bd", f"{label} rank {rank} (flagged)", gid=f"{run.key}|{rank}|{bands.tag}", width=1.2)
+
+
+def _median_series(run, bands):
+    """The bands' median as a :class:`~msnb.dashboard.model.Series` (its wall times from the mean's), cached with the bands."""
+    from .model import Series
+
+    cache = run.cache.setdefault("medians", {})
+    if bands.tag not in cache:
+        walls = np.full(bands.steps.size, np.nan)
+        mean = run.series(bands.tag, None)
+        if mean is not None and mean.steps.size:
+            at = np.minimum(np.searchsorted(mean.steps, bands.steps), mean.steps.size - 1)
+            walls = np.where(mean.steps[at] == bands.steps, mean.walls[at], np.nan)
+        cache[bands.tag] = Series(run.key, None, bands.tag, bands.steps, walls, bands.median, np.zeros(bands.steps.size, dtype=bool))
+    return cache[bands.tag]
 
 
 def _cut_bands(bands, cut):

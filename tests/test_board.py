@@ -23,7 +23,7 @@ from msnb.dashboard import Board
 from msnb.dashboard.widgets import HOW_TO
 from msnb.errors import NothingReadable, UsageError
 
-from .scenarios.catalog import _drift, _healthy, _nan_rank
+from .scenarios.catalog import _drift, _healthy, _nan_rank, _resumed
 
 
 def write_run(path, curves, *, loss_tag="loss", histograms=False):
@@ -31,8 +31,8 @@ def write_run(path, curves, *, loss_tag="loss", histograms=False):
     from tensorboardX import SummaryWriter
 
     for rank, segments in curves.items():
-        for steps, values in segments:
-            with SummaryWriter(os.path.join(path, f"rank_{rank}")) as w:
+        for i, (steps, values) in enumerate(segments):
+            with SummaryWriter(os.path.join(path, f"rank_{rank}"), filename_suffix=f".part{i}") as w:  # a resumed job: a file per segment
                 for s, v in zip(steps.tolist(), values.tolist()):
                     w.add_scalar(loss_tag, v, s)
                     w.add_scalar("learning-rate", 1e-4 * min(1.0, s / 50), s)
@@ -271,6 +271,24 @@ def test_following_on_an_event_loop_stops_with_the_button(tmp_path):
 
     b, polls = asyncio.run(follow())
     assert b.controls["runs"].value == ("late",) and not b.following and b.data.polls == polls
+
+
+def test_every_row_is_kept_whatever_file_it_came_from(tmp_path):
+    """A resumed job writes a second file per rank: one run, one tag, rows from several files (each with its own name objects)."""
+    root = tmp_path / "resumed"
+    write_run(root / "job", _resumed())
+    write_run(root / "other", _healthy(3, 0.1, steps=50, seed=7))
+    b = msnb.board(root)
+    assert b.data.points() == len(msnb.read(root).scalars)
+    job = b.data.runs["job"]
+    assert job.ranks == [0, 1] and [len(list((root / "job" / f"rank_{r}").iterdir())) for r in (0, 1)] == [2, 2]
+    assert job.series("loss", None).steps.tolist() == list(range(1, 351))
+    first, second = _resumed()[0]
+    rank0 = job.series("loss", 0)
+    assert rank0.steps.tolist() == list(range(1, 351))  # one value per step: the restart at 150 replaced 150-200
+    np.testing.assert_allclose(rank0.values[:149], first[1][:149].astype(np.float32))
+    np.testing.assert_allclose(rank0.values[149:], second[1].astype(np.float32))
+    assert b.data.runs["other"].ranks == [0, 1, 2]
 
 
 def test_bad_calls_fail_with_one_clear_line(tmp_path):

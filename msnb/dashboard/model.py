@@ -17,6 +17,7 @@ import numpy as np
 
 from ..analysis.judge import RunVerdict, judge_run
 from ..analysis.rules import FAIL, PASS, WARN
+from ..analysis.series import resolve_restarts
 from ..errors import UsageError
 from ..events.reader import Follower
 from ..events.runs import _key, _root, run_labeller
@@ -58,27 +59,29 @@ def light(verdict: RunVerdict | None) -> str:
 
 
 class RunData:
-    """One run's rows, grouped once by (tag, rank) so a redraw only slices arrays."""
+    """One run's rows, grouped once by (tag, rank) so a redraw only slices arrays.
+
+    Each rank's rows of a tag are the judge's (:func:`~msnb.analysis.series.resolve_restarts`): where a resumed job
+    wrote steps again, the later records replace the earlier ones, so a line shows one value per step, the one judged.
+    """
 
     def __init__(self, key: str, scalars: ScalarTable, histograms: HistogramTable):
         self.key = key
         self.scalars = scalars
         self.histograms = histograms
         self.verdict: RunVerdict | None = None
-        tags = object_codes(scalars.tag) if len(scalars) else ([], np.zeros(0, np.uint8))
-        if tags is None:  # rows holding many tag objects: group through the strings
-            names, codes = np.unique(scalars.tag.astype(str), return_inverse=True)
-            tags = (names.tolist(), codes)
-        names, codes = tags
+        names, codes = _codes(scalars.tag)
         self.tags: list[str] = sorted(names)
         self._rows: dict = {}
         if len(scalars):
-            order = np.lexsort((scalars.step, scalars.rank, codes))  # by tag, then rank, then step
-            key_tag, key_rank = np.asarray(codes)[order], scalars.rank[order]
+            order = np.lexsort((scalars.rank, codes))  # by tag, then rank; stable, so each group stays in read order
+            key_tag, key_rank = codes[order], scalars.rank[order]
             cut = np.flatnonzero((key_tag[1:] != key_tag[:-1]) | (key_rank[1:] != key_rank[:-1])) + 1
             for part in np.split(order, cut):
+                # the judge's rule for a resumed job: a restart replaces the records it repeats (one row per step, ascending)
+                _steps, kept, _restarts, _replaced = resolve_restarts(scalars.step[part], np.arange(part.size, dtype=np.float64))
                 name = names[int(codes[part[0]])]
-                self._rows.setdefault(name, {})[int(scalars.rank[part[0]])] = part
+                self._rows.setdefault(name, {})[int(scalars.rank[part[0]])] = part[kept.astype(np.int64)]
         self.ranks = sorted({r for by_rank in self._rows.values() for r in by_rank if r >= 0})
         self._series: dict = {}
         self.cache: dict = {}  # what the drawing derives from the rows once (bands, their medians), kept with them
@@ -247,13 +250,29 @@ def _split(scalars: ScalarTable, histograms: HistogramTable):
     for kind, table in (("s", scalars), ("h", histograms)):
         if not len(table):
             continue
-        grouped = object_codes(table.run)
-        names, codes = grouped if grouped is not None else np.unique(table.run.astype(str), return_inverse=True)
-        codes = np.asarray(codes)
-        for i, name in enumerate(list(names)):
+        names, codes = _codes(table.run)
+        for i, name in enumerate(names):
             parts.setdefault(str(name), {})[kind] = table.take(codes == i) if len(names) > 1 else table
     for run in sorted(parts):
         yield run, parts[run].get("s", ScalarTable()), parts[run].get("h", HistogramTable())
+
+
+def _codes(col: np.ndarray) -> tuple[list, np.ndarray]:
+    """The distinct values of an object column and each row's index into them, grouped by value.
+
+    Every file read holds its own string objects, so one run or tag name may be several objects:
+    grouping by object first (cheap) and then by value keeps them one group.
+    """
+    if not len(col):
+        return [], np.zeros(0, dtype=np.int64)
+    grouped = object_codes(col)
+    if grouped is None:  # rows holding too many objects to group by address: group through the strings
+        names, codes = np.unique(col.astype(str), return_inverse=True)
+        return names.tolist(), codes
+    objects, codes = grouped
+    names = sorted(set(objects))
+    at = {name: i for i, name in enumerate(names)}
+    return names, np.array([at[o] for o in objects], dtype=np.int64)[codes]
 
 
 def _renamed(table, key: str):

@@ -28,6 +28,7 @@ from ..analysis.smoothing import ema
 from ..events.tags import meaning
 from ..plot.bands import draw_bands
 from ..plot.downsample import m4
+from ..plot.render import MAX_TEXT_CHARS
 from ..plot.scalars import MIN_SMOOTHED, smoothing_for
 from .model import BoardData
 
@@ -181,15 +182,11 @@ def render(data: BoardData, view: View, figure=None):
         figure.clear()
         figure.set_size_inches(*size)
     # fixed margins: a constrained layout would cost more than the drawing itself at every redraw
-    axes = figure.subplots(rows, cols, squeeze=False).ravel()
-    figure.subplots_adjust(
-        left=0.6 / size[0], right=1 - 0.15 / size[0], bottom=0.5 / size[1], top=1 - 0.35 / size[1], wspace=0.22, hspace=0.55 * 3.1 / size[1] * rows
-    )
-    for ax in axes[n:]:
-        ax.set_visible(False)
+    grid = figure.add_gridspec(rows, cols, left=0.6 / size[0], right=1 - 0.15 / size[0], bottom=0.5 / size[1], top=1 - 0.35 / size[1], wspace=0.22, hspace=0.55)
+    axes = [figure.add_subplot(grid[i // cols, i % cols]) for i in range(n)]  # no hidden axes to build for an odd panel
     runs = [key for key in data.order if key in view.runs and key in data.runs]
     if not names or not runs:
-        axes[0].text(0.5, 0.5, "no run checked" if not runs else "no tag chosen", ha="center", va="center", transform=axes[0].transAxes)
+        axes[0].text(0.5, 0.5, "no run checked" if not runs else "no tag chosen", ha="center", va="center", transform=axes[0].transAxes, parse_math=False)
         axes[0].set_axis_off()
         return figure
     for ax, name in zip(axes, names):
@@ -202,7 +199,7 @@ def render(data: BoardData, view: View, figure=None):
                 continue
             shown.append(tag)
             _draw_run(panel, data, run, tag, view)
-        ax.set_title(name if set(shown) <= {name} else f"{name} ({', '.join(sorted(set(shown)))})")
+        ax.set_title(_plain(name if set(shown) <= {name} else f"{name} ({', '.join(sorted(set(shown)))})"), parse_math=False)
         ax.set_xlabel(panel.xlabel)
         if view.log:
             ax.set_yscale("log")
@@ -216,12 +213,25 @@ def render(data: BoardData, view: View, figure=None):
         if view.ignore_outliers and panel.ys:
             _fit_y(ax, np.concatenate(panel.ys), view.log)
         if not shown:
-            ax.text(0.5, 0.5, f"no {name} in the checked runs", ha="center", va="center", transform=ax.transAxes, color="grey")
+            ax.text(0.5, 0.5, _plain(f"no {name} in the checked runs"), ha="center", va="center", transform=ax.transAxes, color="grey", parse_math=False)
         ax.grid(True, alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
         if handles:
-            ax.legend(fontsize="x-small", loc="upper right")  # "best" searches every point: slow on long runs
+            legend = ax.legend(handles, [_plain(t) for t in labels], fontsize="x-small", loc="upper right")  # "best" searches every point: slow
+            for text in legend.get_texts():
+                text.set_parse_math(False)
     return figure
+
+
+def _plain(text: str) -> str:
+    """A name from a file as it may be drawn: cut at :data:`~msnb.plot.render.MAX_TEXT_CHARS`, lone surrogates as ``?``.
+
+    (What :func:`~msnb.plot.render.plain_text` does to a whole figure, done here to the few texts that hold names:
+    walking every artist of the figure cost more than drawing it.)
+    """
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - 1] + "\u2026"
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None:

@@ -35,14 +35,17 @@ DPI = 90
 
 
 def png(figure, dpi: int = DPI) -> bytes:
-    """The figure as PNG, compressed lightly: a redraw is paid at every control change, the bytes only once over the wire."""
+    """The figure as PNG, compressed lightly: a redraw is paid at every control change, the bytes only once over the wire.
+
+    The board's figures make their texts plain (no TeX) where they are written (:func:`msnb.dashboard.render.render`);
+    the histogram figure comes from :func:`msnb.plot.histograms.plot_histograms` and is made plain by the caller.
+    """
     import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
         FigureCanvasAgg(figure)
-    plain_text(figure)  # names from files are drawn as written, never parsed as TeX
     buf = io.BytesIO()
     figure.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
@@ -265,6 +268,7 @@ class Board:
             else:
                 plot_histograms(table, tag, mode=c["histogram_mode"].value, figure=fig)
                 fig.suptitle(self.data.label(key), fontsize="small")
+            plain_text(fig)  # tag and run names from files, drawn as written
             self.histogram_figure = fig
             self.histogram_image.value = png(fig)
 

@@ -24,6 +24,7 @@ from msnb.dashboard.widgets import HOW_TO
 from msnb.errors import NothingReadable, UsageError
 
 from .scenarios.catalog import _drift, _healthy, _nan_rank, _resumed
+from .test_browser import _kernel_idle, _wait, browser, lab  # noqa: F401  (fixtures, used by name)
 
 
 def write_run(path, curves, *, loss_tag="loss", histograms=False):
@@ -329,3 +330,64 @@ def test_the_magic(base):
         ip.run_line_magic("mfmon_board", f"{base / 'nope'}")
     with pytest.raises(IPythonUsageError, match="--every must be a positive number"):
         ip.run_line_magic("mfmon_board", f"{base} --every -1")
+
+
+BOARD_PROBE = """
+const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[arguments[0]];
+const area = cell.querySelector('.jp-OutputArea');
+const imgs = area ? [...area.querySelectorAll('.jupyter-widgets img')] : [];
+const shown = imgs.filter(i => i.offsetParent !== null);
+return {
+  prompt: cell.querySelector('.jp-InputPrompt').textContent,
+  widgets: area ? area.querySelectorAll('.jupyter-widgets').length : 0,
+  images: shown.map(i => [i.src, i.naturalWidth, i.naturalHeight, i.complete]),
+  checkboxes: area ? [...area.querySelectorAll('.widget-checkbox')].map(c => c.textContent.trim()) : [],
+  errors: area ? area.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"], .jp-RenderedText[data-mime-type*="error"]').length : 0,
+  text: area ? area.textContent : ''
+};
+"""
+
+
+def test_board_in_jupyterlab(lab, browser, base, tmp_path):  # noqa: F811
+    """The board in JupyterLab with headless Chromium: drag the smoothing slider, untick a run; the figure changes each time, no error."""
+    import nbformat
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"board = %mfmon_board {base}\nboard")])
+    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
+    nbformat.write(nb, lab["root"] / "board.ipynb")
+    browser.get(f"{lab['base']}/lab/tree/board.ipynb?token={lab['token']}")
+    probe = lambda: browser.execute_script(BOARD_PROBE, 0)  # noqa: E731
+    try:
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
+        _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")
+        browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell")[0].find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").click()
+        ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.ENTER).key_up(Keys.CONTROL).perform()
+        first = _wait(lambda: (s := probe())["images"] and s["images"][0][3] and s["images"][0][1] > 0 and "*" not in s["prompt"] and s, 180, "the board")
+        browser.save_screenshot(str(shots / "1-opened.png"))
+
+        handle = browser.find_element(By.CSS_SELECTOR, ".jp-OutputArea .widget-hslider .noUi-handle")
+        ActionChains(browser).click_and_hold(handle).move_by_offset(60, 0).release().perform()
+        smoothed = _wait(lambda: (s := probe())["images"][0][0] != first["images"][0][0] and s["images"][0][3] and s, 30, "a new figure after the slider moved")
+        browser.save_screenshot(str(shots / "2-smoothed.png"))
+
+        box = next(c for c in browser.find_elements(By.CSS_SELECTOR, ".jp-OutputArea .widget-checkbox") if c.text.strip() == "healthy")
+        box.find_element(By.CSS_SELECTOR, "input").click()
+        unticked = _wait(lambda: (s := probe())["images"][0][0] != smoothed["images"][0][0] and s["images"][0][3] and s, 30, "a new figure after unticking")
+        browser.save_screenshot(str(shots / "3-unticked.png"))
+    except BaseException:
+        browser.save_screenshot(str(shots / "failure.png"))
+        raise
+    finally:
+        keep = os.environ.get("MSNB_KEEP_SCREENSHOTS")
+        if keep:
+            shutil.copytree(shots, keep, dirs_exist_ok=True)
+
+    assert first["widgets"] >= 1 and {"drifting", "healthy", "nan_rank", "log scale y", "ignore outliers"} <= set(first["checkboxes"])
+    for state in (first, smoothed, unticked):
+        assert state["errors"] == 0 and "Traceback" not in state["text"] and "Error displaying widget" not in state["text"], state["text"][:500]
+        assert state["images"][0][1] > 600 and state["images"][0][2] > 200  # a figure, not an empty frame

@@ -36,6 +36,9 @@ RANK_MODES = ("mean", "all", "bands")
 X_KINDS = ("step", "relative", "wall")
 OUTLIER_PERCENTILES = (2.0, 98.0)  # "ignore outliers": the y range holds these percentiles of what is drawn
 MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixels
+MAX_LEGEND = 8  # legend entries per panel at most: sixteen runs' names cost more to draw than their lines
+MIN_POINTS = 150  # ... when a panel holds many lines (they overlap: each needs less detail), down to this
+LINES_AT_FULL = 6  # lines a panel draws at full detail; past that the buckets shrink in proportion
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ class _Panel:
         self.ys: list = []
         self.xlabel = "step"
         self.drawn = 0
+        self.buckets = MAX_POINTS
 
     def line(self, run, series, color: str, label: str | None, *, gid: str, width: float = 1.6, faint: bool = True, zorder: float = 2) -> None:
         """Raw faint and smoothed solid (or raw alone), NaN/Inf marked at the top edge."""
@@ -113,7 +117,7 @@ class _Panel:
         fx, fy = xs[finite], values[finite]
         if fx.size:
             marker = "o" if fx.size < 30 else None
-            rx, ry = m4(fx, fy, MAX_POINTS)
+            rx, ry = m4(fx, fy, self.buckets)
             self.ys.append(ry)
             self.drawn += rx.size
             if weight > 0 and fx.size >= MIN_SMOOTHED:
@@ -121,7 +125,7 @@ class _Panel:
                     (raw,) = self.ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3, zorder=zorder)
                     raw.set_gid(f"raw|{gid}")
                 smooth = self._smoothed(series, weight, cut, finite)
-                sx, sy = m4(fx, smooth, MAX_POINTS)
+                sx, sy = m4(fx, smooth, self.buckets)
                 (line,) = self.ax.plot(sx, sy, color=color, linewidth=width, label=label, zorder=zorder + 0.5)
                 line.set_gid(f"smooth|{gid}")
                 self.drawn += sx.size
@@ -191,6 +195,8 @@ def render(data: BoardData, view: View, figure=None):
         return figure
     for ax, name in zip(axes, names):
         panel = _Panel(ax, name, view)
+        lines = sum(len(data.runs[k].ranks_of(t)) if view.ranks == "all" else 1 for k in runs if (t := data.runs[k].real_tag(name)))
+        panel.buckets = int(np.clip(LINES_AT_FULL * MAX_POINTS / max(lines, 1), MIN_POINTS, MAX_POINTS))  # 192 lines of 6,000 points took a second
         shown = []
         for key in runs:
             run = data.runs[key]
@@ -216,6 +222,10 @@ def render(data: BoardData, view: View, figure=None):
             ax.text(0.5, 0.5, _plain(f"no {name} in the checked runs"), ha="center", va="center", transform=ax.transAxes, color="grey", parse_math=False)
         ax.grid(True, alpha=0.3)
         handles, labels = ax.get_legend_handles_labels()
+        if len(handles) > MAX_LEGEND:  # the run list's swatches name the runs; keep what they do not say (flagged ranks, NaN)
+            names = {data.label(k) for k in runs}
+            kept = [(h, t) for h, t in zip(handles, labels) if t not in names][:MAX_LEGEND]
+            handles, labels = [h for h, _ in kept], [t for _, t in kept]
         if handles:
             legend = ax.legend(handles, [_plain(t) for t in labels], fontsize="x-small", loc="upper right")  # "best" searches every point: slow
             for text in legend.get_texts():
@@ -308,7 +318,7 @@ def _draw_bands(panel: _Panel, data: BoardData, run, bands, color: str, label: s
     part = _cut_bands(bands, cut)
     before = len(panel.ax.collections)
     lines_before = len(panel.ax.lines)
-    panel.drawn += draw_bands(panel.ax, xs, part, color, label, MAX_POINTS)
+    panel.drawn += draw_bands(panel.ax, xs, part, color, label, panel.buckets)
     for coll in panel.ax.collections[before:]:
         coll.set_gid(f"band|{run.key}|{bands.tag}")
     for line in panel.ax.lines[lines_before:]:

@@ -341,7 +341,7 @@ return {
   prompt: cell.querySelector('.jp-InputPrompt').textContent,
   widgets: area ? area.querySelectorAll('.jupyter-widgets').length : 0,
   images: shown.map(i => [i.src, i.naturalWidth, i.naturalHeight, i.complete]),
-  checkboxes: area ? [...area.querySelectorAll('.widget-checkbox')].map(c => c.textContent.trim()) : [],
+  checkboxes: area ? [...area.querySelectorAll('.widget-checkbox')].map(c => c.textContent.replace(/\u200b/g, '').trim()) : [],
   errors: area ? area.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"], .jp-RenderedText[data-mime-type*="error"]').length : 0,
   text: area ? area.textContent : ''
 };

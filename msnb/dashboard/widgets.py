@@ -162,37 +162,39 @@ class Board:
 
         steps = data.step_range() or (0, 1)
         many = any(len(r.ranks) > 16 for r in data.runs.values())
+        narrow = {"button_width": "78px"}  # three choices on one line of the side panel
         c = {
             "runs": RunList(),
-            "tags": w.SelectMultiple(options=data.tag_names(), value=tuple(data.default_tags()), rows=6, description="tags"),
+            "tags": w.SelectMultiple(options=data.tag_names(), value=tuple(data.default_tags()), rows=4, description="tags"),
             "smoothing": w.FloatSlider(value=0.6, min=0.0, max=0.99, step=0.01, description="smoothing", continuous_update=True),
-            "x": w.ToggleButtons(options=[("step", "step"), ("relative", "relative"), ("wall", "wall")], value="step", description="x axis"),
+            "x": w.ToggleButtons(options=[("step", "step"), ("relative", "relative"), ("wall", "wall")], value="step", description="x axis", style=narrow),
             "log": w.Checkbox(value=False, description="log scale y", indent=False),
             "outliers": w.Checkbox(value=False, description="ignore outliers", indent=False),
-            "ranks": w.ToggleButtons(options=list(RANK_MODES), value="bands" if many else "mean", description="ranks"),
+            "ranks": w.ToggleButtons(options=list(RANK_MODES), value="bands" if many else "mean", description="ranks", style=narrow),
             "steps": w.IntRangeSlider(value=steps, min=steps[0], max=max(steps[1], steps[0] + 1), description="steps", continuous_update=False),
             "flags": w.Select(options=[], rows=8, layout=w.Layout(width="100%")),
             "histogram": w.Dropdown(options=data.histogram_tags(), description="histogram"),
             "histogram_run": w.Dropdown(options=[], description="run"),
-            "histogram_mode": w.ToggleButtons(options=["ridge", "heatmap"], value="ridge", description="draw as"),
+            "histogram_mode": w.ToggleButtons(options=["ridge", "heatmap"], value="ridge", description="draw as", style=narrow),
             "stop": w.Button(description="Stop", button_style="warning", icon="stop", layout=w.Layout(display="" if every else "none")),
         }
         self.controls = c
         c["runs"].update(data)
         self._histogram_runs()
-        self.image = w.Image(format="png", layout=w.Layout(width="auto", max_width="100%"))
-        self.histogram_image = w.Image(format="png", layout=w.Layout(width="auto", max_width="100%"))
+        fit = {"width": "100%", "height": "auto", "object_fit": "contain", "min_width": "0"}  # the figure shrinks to the cell, no scroll bar
+        self.image = w.Image(format="png", layout=w.Layout(max_width="1100px", **fit))
+        self.histogram_image = w.Image(format="png", layout=w.Layout(max_width="900px", **fit))
         self.status = w.HTML()
         self.flags_note = w.HTML()
         show_all = w.Button(description="show all steps", layout=w.Layout(width="auto"))
         show_all.on_click(lambda _b: self.show_all())
         self._flag_options()
 
-        side = w.VBox(
-            [w.HTML("<b>runs</b>"), c["runs"], c["tags"], c["ranks"], c["smoothing"], c["x"], w.HBox([c["log"], c["outliers"]]), c["steps"]],
-            layout=w.Layout(width="380px", flex="0 0 auto"),
-        )
-        scalars = w.HBox([side, self.image])
+        # the controls in a row above the figure, which then gets the cell's whole width (beside them it was too small to read)
+        runs = w.VBox([w.HTML("<b>runs</b>"), c["runs"]], layout=w.Layout(min_width="200px", max_height="220px", overflow="auto", margin="0 12px 0 0"))
+        view = w.VBox([c["tags"], c["ranks"], c["x"]], layout=w.Layout(margin="0 12px 0 0"))
+        shape = w.VBox([c["smoothing"], w.HBox([c["log"], c["outliers"]]), c["steps"]])
+        scalars = w.VBox([w.HBox([runs, view, shape], layout=w.Layout(flex_flow="row wrap")), self.image])
         histograms = w.VBox([w.HBox([c["histogram"], c["histogram_run"]]), c["histogram_mode"], self.histogram_image])
         flags = w.VBox([self.flags_note, c["flags"], show_all])
         self.tabs = w.Tab(children=[scalars, histograms, flags], titles=("Scalars", "Histograms", "Flags"))

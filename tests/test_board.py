@@ -170,6 +170,22 @@ def test_ranks_as_lines_and_as_bands_with_the_flagged_rank_drawn_out(board):
     assert set(lines(board.figure, "smooth|")) == {"smooth|drifting|mean|loss"}
 
 
+def test_a_thousand_rank_job_draws_a_sample_of_rank_lines_and_says_so(tmp_path):
+    from msnb.dashboard.render import MAX_RANK_LINES
+
+    ranks = MAX_RANK_LINES + 6
+    curves = _healthy(ranks, 0.1, steps=12, seed=8)
+    curves[ranks - 1][0][1][5:] = np.nan  # the last rank goes bad: it must be among the lines drawn
+    write_run(tmp_path / "wide", curves)
+    b = msnb.board(tmp_path / "wide")
+    assert b.controls["ranks"].value == "bands"  # more than 16 ranks: bands by default
+    b.controls["ranks"].value = "all"
+    drawn = {int(gid.split("|")[2]) for gid in lines(b.figure, "raw|")}
+    assert len(drawn) == MAX_RANK_LINES and {0, ranks - 1} <= drawn
+    (note,) = lines(b.figure, "note|").values()
+    assert note.get_label() == f"wide: {MAX_RANK_LINES} of {ranks} ranks drawn (bands show them all)"
+
+
 def test_choosing_a_flag_zooms_to_its_step_and_rank(board):
     c = board.controls
     c["runs"].value = ("healthy",)
@@ -300,6 +316,9 @@ def test_bad_calls_fail_with_one_clear_line(tmp_path):
         msnb.board(tmp_path / "empty")
     with pytest.raises(UsageError, match="--every must be a positive number"):
         msnb.board(tmp_path / "empty", every=float("nan"))
+    for bad in (float("inf"), -1, 0, 1e12, "soon"):
+        with pytest.raises(UsageError, match="--every must be a"):
+            msnb.board(tmp_path / "empty", every=bad)
     with pytest.raises(UsageError, match="at least one path"):
         msnb.board()
 

@@ -36,6 +36,7 @@ RANK_MODES = ("mean", "all", "bands")
 X_KINDS = ("step", "relative", "wall")
 OUTLIER_PERCENTILES = (2.0, 98.0)  # "ignore outliers": the y range holds these percentiles of what is drawn
 MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixels
+MAX_RANK_LINES = 64  # ranks of one run drawn as lines in "all" mode, at most
 MAX_LEGEND = 8  # legend entries per panel at most: sixteen runs' names cost more to draw than their lines
 MIN_POINTS = 150  # ... when a panel holds many lines (they overlap: each needs less detail), down to this
 LINES_AT_FULL = 6  # lines a panel draws at full detail; past that the buckets shrink in proportion
@@ -262,9 +263,13 @@ def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None
         if series is not None:
             panel.line(run, series, color, label, gid=f"{run.key}|mean|{tag}")
     elif mode == "all":
-        for i, rank in enumerate(ranks):
+        drawn = _rank_lines(ranks, flags)
+        for i, rank in enumerate(drawn):
             series = run.series(tag, rank)
             panel.line(run, series, color, label if i == 0 else None, gid=f"{run.key}|{rank}|{tag}", width=1.0)
+        if len(drawn) < len(ranks):
+            (note,) = panel.ax.plot([], [], color=color, linewidth=1.0, label=f"{label}: {len(drawn)} of {len(ranks)} ranks drawn (bands show them all)")
+            note.set_gid(f"note|{run.key}|{tag}")
     focus = view.focus
     if focus is not None and focus[0] == run.key and focus[1] in ranks and len(ranks) > 1:
         series = run.series(tag, focus[1])
@@ -278,6 +283,20 @@ def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None
                 focused = focus is not None and focus[0] == run.key and focus[2] == f.step
                 line = panel.ax.axvline(at, color="red", linestyle="--", linewidth=1.4 if focused else 0.9, alpha=1.0 if focused else 0.6)
                 line.set_gid(f"flag|{run.key}|{f.rank}|{f.step}")
+
+
+def _rank_lines(ranks: list, flags) -> list:
+    """The ranks drawn one line each: all of them up to :data:`MAX_RANK_LINES`, else the flagged ones and others spread evenly.
+
+    A thousand lines draw for seconds and read as a smear; the bands are the view for that many.
+    """
+    if len(ranks) <= MAX_RANK_LINES:
+        return ranks
+    flagged = sorted({f.rank for f in flags if f.rank in ranks})[:MAX_RANK_LINES]
+    others = [r for r in ranks if r not in flagged]
+    room = MAX_RANK_LINES - len(flagged)
+    spread = [others[int(i)] for i in np.linspace(0, len(others) - 1, room)] if room > 0 else []
+    return sorted(set(flagged) | set(spread))
 
 
 def _flag_x(panel: _Panel, run, flag) -> float | None:

@@ -51,6 +51,20 @@ def png(figure, dpi: int = DPI) -> bytes:
     return buf.getvalue()
 
 
+MAX_EVERY = 86400.0  # a day between polls at most (a timer past that is no follow, and the thread's wait overflows)
+
+
+def check_every(every) -> float:
+    """*every* as seconds, or a UsageError naming ``--every`` when it is not a number in (0, a day]."""
+    try:
+        value = float(every)
+    except (TypeError, ValueError):
+        raise UsageError(f"--every must be a number of seconds, not {every!r}") from None
+    if not 0 < value <= MAX_EVERY:  # NaN fails too
+        raise UsageError(f"--every must be a positive number of seconds up to {MAX_EVERY:g}, not {every}")
+    return value
+
+
 def _running_loop():
     try:
         return asyncio.get_running_loop()
@@ -149,6 +163,7 @@ class Board:
         self.data = data
         self.every = every
         self.following = False
+        self.error = None  # what ended a follow, when something went wrong while polling
         self.renders = 0
         self.figure = None
         self.histogram_figure = None
@@ -424,9 +439,7 @@ class Board:
 
     def follow(self, every: float) -> None:
         """Poll every *every* seconds until :meth:`stop` (or the Stop button): on the kernel's loop, else in a thread."""
-        if not every > 0:
-            raise UsageError(f"--every must be a positive number of seconds, not {every}")
-        self.every = float(every)
+        self.every = check_every(every)
         self._stop.clear()
         self.following = True
         self.controls["stop"].layout.display = ""
@@ -442,15 +455,25 @@ class Board:
     def _tick(self, loop) -> None:
         if self._stop.is_set():
             return
-        try:
-            self.poll()
-        finally:
-            if not self._stop.is_set():
-                self._timer = loop.call_later(self.every, self._tick, loop)
+        self._guarded_poll()
+        if not self._stop.is_set():
+            self._timer = loop.call_later(self.every, self._tick, loop)
 
     def _follow_thread(self) -> None:
         while not self._stop.wait(self.every):
+            self._guarded_poll()
+
+    def _guarded_poll(self) -> None:
+        """One poll of the follow; an error ends the follow, says so on the board, and is raised (its traceback logged)."""
+        try:
             self.poll()
+        except Exception as exc:
+            self._stop.set()
+            self.following = False
+            self.error = exc
+            self.controls["stop"].disabled = True
+            self._status()
+            raise
 
     def stop(self) -> None:
         """End the follow (what the Stop button does); reads what is left once more, with partial records reported."""
@@ -475,7 +498,9 @@ class Board:
         runs = [k for k in d.order if k in d.runs]
         failed = sum(light(d.runs[k].verdict) == FAIL for k in runs)
         text = f"<b>msnb board</b>: {len(runs)} run{'s' if len(runs) != 1 else ''}, {d.points():,} points, {failed} failed, {len(d.flags())} flag(s)"
-        if self.following:
+        if self.error is not None:
+            text += f"; <b>follow stopped by an error</b>: {html.escape(f'{type(self.error).__name__}: {self.error}')}"
+        elif self.following:
             text += f"; following every {self.every:g} s (poll {d.polls})"
         elif self.every:
             text += f"; follow stopped after {d.polls} poll(s)"
@@ -518,8 +543,8 @@ def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = 
         UsageError: no path, a missing path, or *every* not positive.
         NothingReadable: nothing readable under the paths (and not following, which may wait for runs).
     """
-    if every is not None and not every > 0:
-        raise UsageError(f"--every must be a positive number of seconds, not {every}")
+    if every is not None:
+        every = check_every(every)
     data = BoardData(paths, verify=verify, tag=tag)
     data.poll(final=every is None)
     if not data.runs and every is None:

@@ -37,6 +37,7 @@ X_KINDS = ("step", "relative", "wall")
 OUTLIER_PERCENTILES = (2.0, 98.0)  # "ignore outliers": the y range holds these percentiles of what is drawn
 MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixels
 MAX_RANK_LINES = 64  # ranks of one run drawn as lines in "all" mode, at most
+TICKS = 6  # ticks per axis at most: each is a line and a text to build and draw at every redraw
 MAX_LEGEND = 8  # legend entries per panel at most: sixteen runs' names cost more to draw than their lines
 MIN_POINTS = 150  # ... when a panel holds many lines (they overlap: each needs less detail), down to this
 LINES_AT_FULL = 6  # lines a panel draws at full detail; past that the buckets shrink in proportion
@@ -213,7 +214,10 @@ def render(data: BoardData, view: View, figure=None):
         if view.x == "wall":
             ax.xaxis_date()
         elif view.x == "step":
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=TICKS, integer=True))
+        if not view.log:
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=TICKS))
+        if view.x == "step":
             if view.steps is not None:
                 lo, hi = view.steps
                 ax.set_xlim(lo - 0.5, hi + 0.5) if hi - lo < 2 else ax.set_xlim(lo, hi)

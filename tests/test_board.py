@@ -268,6 +268,11 @@ def test_following_picks_up_a_new_run_and_stop_ends_it(tmp_path):
     time.sleep(0.3)
     assert b.data.polls == polls
 
+    again = msnb.board(root, every=0.1)  # the cell run again: the board it replaces stops following
+    newer = msnb.board(root, every=0.1)
+    assert not again.following and newer.following
+    newer.stop()
+
 
 def test_following_on_an_event_loop_stops_with_the_button(tmp_path):
     root = tmp_path / "loop"

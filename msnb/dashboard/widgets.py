@@ -18,6 +18,7 @@ import asyncio
 import base64
 import html
 import threading
+import weakref
 
 import ipywidgets as widgets
 import traitlets
@@ -63,6 +64,9 @@ def check_every(every) -> float:
     if not 0 < value <= MAX_EVERY:  # NaN fails too
         raise UsageError(f"--every must be a positive number of seconds up to {MAX_EVERY:g}, not {every}")
     return value
+
+
+_FOLLOWING: weakref.WeakSet = weakref.WeakSet()  # boards following now, so a new board on the same paths ends the old one's follow
 
 
 def _running_loop():
@@ -440,6 +444,10 @@ class Board:
     def follow(self, every: float) -> None:
         """Poll every *every* seconds until :meth:`stop` (or the Stop button): on the kernel's loop, else in a thread."""
         self.every = check_every(every)
+        for other in list(_FOLLOWING):  # a cell run again: its earlier board would poll the same files for ever, unseen
+            if other is not self and other.following and other.data.paths == self.data.paths:
+                other.stop()
+        _FOLLOWING.add(self)
         self._stop.clear()
         self.following = True
         self.controls["stop"].layout.display = ""

@@ -58,6 +58,23 @@ def runs(base, *, tag="loss", active_within=300.0, rules=None, verify=True):
     return _runs(base, tag=tag, active_within=active_within, rules=rules, verify=verify)
 
 
+def board(*paths, every=None, tag="loss", verify=True):
+    """TensorBoard's controls in the notebook with ipywidgets, no server (see :func:`msnb.dashboard.board`).
+
+    Args:
+        *paths: run directories, trees of runs, event files or logs.
+        every: follow the runs, polling every *every* seconds, until the Stop button.
+        tag: the loss tag the judge looks at, or its meaning.
+        verify: check CRCs while reading.
+
+    Returns:
+        A ``Board`` (``.widget``, ``.controls``, ``.figure``), displayed as the widget.
+    """
+    from .dashboard import board as _board
+
+    return _board(*paths, every=every, tag=tag, verify=verify)
+
+
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
     from .registry import register_model as _register_model

@@ -183,6 +183,24 @@ class MsnbMagics(Magics):
             return runs(base, **options)
         return watch_runs(base, every=args.every, duration=args.duration, **options)
 
+    @magic_arguments()
+    @argument("paths", nargs="+", help="run directories (rank_N folders), trees of runs, event files or logs")
+    @argument("--every", type=float, default=None, help="follow the runs, polling every S seconds, until the Stop button (default: read once)")
+    @line_magic
+    @user_errors
+    def mfmon_board(self, line):
+        """TensorBoard's controls in the notebook, no server: a run list with colour and the
+        judge's light, tags, smoothing, x axis, log scale, step range, ignore outliers,
+        rank mean/lines/bands, a histograms tab and the flags (choose one to zoom to it).
+
+        Returns a ``msnb.dashboard.Board`` (``.widget``, ``.controls``, ``.figure``); without a
+        widget front end the figure is shown with a line on how to get the controls.
+        """
+        from .dashboard import board
+
+        args = parse_argstring(self.mfmon_board, line)
+        return board(*[p.strip("\"'") for p in args.paths], every=args.every)
+
     @smoke_magic_arguments
     @line_cell_magic
     @user_errors

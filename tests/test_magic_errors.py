@@ -24,6 +24,7 @@ BAD_CALLS = {
     "%mfmon_report": "%mfmon_report {tmp}/empty --out {tmp}/report.html",
     "%mfmon_runs": "%mfmon_runs {tmp}/empty",
     "%mfmon_compare": "%mfmon_compare {tmp}/missing.log {tmp}/empty",
+    "%mfmon_board": "%mfmon_board {tmp}/empty",
     "%%mfmon_smoke": "%%mfmon_smoke --steps 0\nnet = None",
 }
 

@@ -126,3 +126,19 @@ def test_plot_benchmark_runs_at_toy_size(tmp_path):
     assert all(r[-1] == "True" for r in rows[:3])  # spikes kept by every variant
     bands = next(line.split() for line in proc.stdout.splitlines() if line.strip().startswith("msnb-bands"))
     assert bands[-2:] == ["True", "False"]  # the departing rank has a line of its own, the noisy healthy one does not
+
+
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_readme_reaches_its_heading_or_file():
+    anchors = {github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", README, re.M)}
+    links = re.findall(r"\]\(([^)\s]+)\)", README)
+    assert links
+    for link in links:
+        if link.startswith("#"):
+            assert link[1:] in anchors, link
+        elif not link.startswith(("http://", "https://")):
+            assert (REPO / link.split("#")[0]).exists(), link

@@ -289,7 +289,9 @@ def _cmd_report(args) -> int:
     baseline = {"baseline": args.baseline} if args.baseline else {}  # precision alignment (msnb compare)
     result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify, **baseline)
     if args.json:
-        print(json.dumps({"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed}, indent=2))
+        judged = result.verdict.as_dict() if result.verdict is not None else {"runs": [], "flags": []}
+        doc = {"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed, "verdicts": judged["runs"], "flags": judged["flags"]}
+        print(json.dumps(doc, indent=2))
     else:
         print(result.format_text())
     return result.exit_code
@@ -452,7 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="YAML", help="the run's config: shown resolved, with its lint findings")
     p.add_argument("--title", help="the page's title (default: msnb report: PATH...)")
     p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
-    p.add_argument("--json", action="store_true", help='print {"out", "bytes", "runs", "passed"}')
+    p.add_argument(
+        "--json", action="store_true", help='print {"out", "bytes", "runs", "passed", "verdicts", "flags"}: verdicts and flags as msnb check --json gives them'
+    )
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
     p.add_argument("--baseline", metavar="PATH", help="add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)")
     p.set_defaults(func=_cmd_report)

@@ -14,7 +14,7 @@ from msnb.analysis.judge import judge_run
 from msnb.analysis.kendall import EXACT_MAX, PrefixTrends, exact_tails, inversion_counts
 from msnb.analysis.trend import block_means, stretches
 from msnb.events.tables import ScalarTable
-from msnb.smoke.verdict import check_loss
+from msnb.smoke.verdict import judge_loss
 
 
 def brute_s(y) -> int:
@@ -182,10 +182,13 @@ def test_judge_and_smoke_say_the_same_about_a_flat_loss():
     falling = next(c for c in verdict.checks if c.name == "loss_falling")
     assert not verdict.passed and falling.status == "fail" and "likely cause: the learning rate (learning-rate) is 0" in falling.detail
     assert "median of 2 ranks" in falling.detail
-    steps, values = table.series("loss", rank=0)
-    _finite, smoke = check_loss(steps, values, "[rank 0]", scalars=table)
-    assert smoke.name == "loss_falling[rank 0]" and smoke.status == "fail" and "learning rate" in smoke.detail
-    assert "likely cause" not in check_loss(steps, values, "")[1].detail  # no table given: no guess
+    smoke, flags = judge_loss([table])  # the smoke's loss checks are the judge's, on the same table
+    assert [c.as_dict() for c in smoke] == [c.as_dict() for c in verdict.checks if c.name not in ("tags", "steps")] and flags == verdict.flags
+    loss_only = table.take(table.tag == "loss")
+    alone = next(c for c in judge_loss([loss_only])[0] if c.name == "loss_falling")
+    assert "likely cause" not in alone.detail  # no learning rate in the table: no guess
+    beside = next(c for c in judge_loss([loss_only], context=table)[0] if c.name == "loss_falling")
+    assert "likely cause: the learning rate (learning-rate) is 0" in beside.detail  # the summary beside the log names it
 
 
 def test_exact_up_to_its_limit_then_normal():

@@ -36,7 +36,8 @@ def test_default_smoke_passes_and_cleans_up():
     result = run_smoke(live=False)
     assert result.passed, result.format_text()
     got = statuses(result)
-    timing = {"step_time", "monitor_overhead"}  # judged on wall time: a busy machine may make them warn, never fail
+    # judged on wall time, a busy machine may make the first two warn; a loss that converged early warns loss_stalled
+    timing = {"step_time", "monitor_overhead", "loss_stalled"}
     assert {k: v for k, v in got.items() if k not in timing} == {
         "device": "pass",
         "process": "pass",
@@ -44,6 +45,7 @@ def test_default_smoke_passes_and_cleans_up():
         "tags": "pass",
         "finite": "pass",
         "loss_falling": "pass",
+        "loss_spikes": "pass",
         "disk_per_day": "pass",
         "config_lint": "pass",
     }
@@ -72,8 +74,9 @@ def test_two_worker_msrun_smoke_has_a_verdict_per_rank():
         names = statuses(result)
         assert result.passed, result.format_text()
         for rank in (0, 1):
-            assert f"finite[rank {rank}]" in names and f"loss_falling[rank {rank}]" in names and f"step_time[rank {rank}]" in names
+            assert f"step_time[rank {rank}]" in names
             assert (Path(result.summary_dir) / f"rank_{rank}").is_dir()
+        assert {"finite", "loss_falling", "loss_spikes", "rank_divergence"} <= set(names)  # the judge's checks, over both ranks
         assert result.ranks == [0, 1]
         assert sorted(set(result.tables.scalars.where(tag="loss/auto").rank.tolist())) == [0, 1]
     finally:

@@ -115,7 +115,9 @@ def judged_tags(tag: str = "loss") -> list[str]:
     return out
 
 
-def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None) -> RunVerdict:
+def judge_run(
+    scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None, context=None
+) -> RunVerdict:
     """Judge one run of *scalars*.
 
     Args:
@@ -126,6 +128,8 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
         explicit_tag: the user named the tag (its absence then fails the run instead of warning).
         seen: where given, receives the loss curves judged (``curves``) and the run's loss
             (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
+        context: more scalars of the same run written elsewhere (a ScalarTable: the summary beside a training
+            log), looked at only for the likely cause of a loss that never fell (a learning rate of 0...).
 
     Returns:
         The run's verdict.
@@ -159,7 +163,8 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     if seen is not None:
         seen.update(curves=cs, loss=(steps, values, n_judged))
     ok = np.isfinite(values)
-    trend = loss_trend(steps[ok], values[ok], rules=rules, cause=likely_cause(mine), ranks=n_judged)
+    cause = likely_cause(mine) or (likely_cause(context) if context is not None else None)
+    trend = loss_trend(steps[ok], values[ok], rules=rules, cause=cause, ranks=n_judged)
     verdict.checks.append(trend)
     verdict.checks.append(loss_stall(steps[ok], values[ok], rules=rules))
     spike = spike_flag(run, loss_tag, steps, values, rules)

@@ -1,7 +1,7 @@
 """The smoke verdict assembled: process, summaries, tags, loss, step time, disk, config lint.
 
-The rules that judge a loss curve live in :mod:`msnb.smoke.verdict` (and the
-analysis layer below it); this module decides which of them a smoke run gets.
+The loss is judged by msnb's one judge (:func:`msnb.analysis.judge.judge_run`, through
+:func:`msnb.smoke.verdict.judge_loss`); this module adds what only a smoke run can check.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis import rank_divergence
 from ..analysis.health import first_anomaly_check
-from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
+from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
 
-_LOSS_CHECKS = ("finite", "loss_falling", "rank_divergence")
+_LOSS_CHECKS = ("finite", "loss_falling", "loss_spikes", "rank_divergence")
 
 
 def _first_anomaly(summary_read, everything):
@@ -53,9 +52,9 @@ def judge_smoke(
             Check(
                 "model",
                 WARN,
-                f"the YAML describes {spec['mindformers_model']}; msnb does not run a mindformers Trainer in smoke runs yet "
-                "(its models need Ascend: they fail on the CPU backend), so the YAML's monitor_config was tested on msnb's "
-                "built-in network",
+                f"the YAML describes {spec['mindformers_model']} but has no model.model_config (and a trainer, run_mode or "
+                "runner_config), so it is not a mindformers run config the smoke can train; its monitor_config was tested on "
+                "msnb's built-in network",
             )
         )
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
@@ -110,20 +109,10 @@ def judge_smoke(
                 )
             )
 
-    for rank in expected_ranks:
-        label = "" if rank is None else f"[rank {rank}]"
-        tag, steps, values, nonfinite = loss_series(summary_read, everything, 0 if rank is None else rank)
-        if tag is None:
-            if outcome.returncode == 0 or trained:
-                checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded"))
-            continue
-        checks.extend(check_loss(steps, values, label, nonfinite, scalars=summary_read.scalars))
-    if workers > 1 and loss_tag is not None:
-        flags = [f for f in rank_divergence(summary_read.scalars, loss_tag) if f.rank >= 0]
-        if flags:
-            checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in flags)))
-        else:
-            checks.append(Check("rank_divergence", PASS, f"{workers} ranks follow one trend within the noise between them"))
+    loss_checks, _flags = judge_loss([summary_read.scalars, everything.scalars if everything is not None else None], context=summary_read.scalars)
+    if not loss_checks and (outcome.returncode == 0 or trained):
+        checks.append(Check("loss_falling", FAIL, "no loss was recorded"))
+    checks.extend(loss_checks)
     if any(c.status == FAIL and c.name.startswith(_LOSS_CHECKS) for c in checks):
         where = _first_anomaly(summary_read, everything)
         if where is not None:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis import rank_divergence
-from .verdict import FAIL, PASS, WARN, Check, check_disk, check_loss, check_step_time, loss_series
+from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
 FORMAT_TAGS = {
@@ -190,20 +189,12 @@ def judge_mindformers_smoke(ctx) -> list:
     checks.append(_process(ctx.outcome, trained, ctx.stopped_by, ctx.failure))
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
     per_step = _LogsAndBoard(ctx.everything)
-    for rank in range(plan.workers) if plan.workers > 1 else [None]:
-        label = "" if rank is None else f"[rank {rank}]"
-        tag, steps, values, nonfinite = loss_series(ctx.summary_read, per_step, 0 if rank is None else rank)
-        if tag is None:
-            if ctx.outcome.returncode == 0 or trained:
-                checks.append(Check(f"loss_falling{label}", FAIL, "no loss was recorded by any callback"))
-            continue
-        checks.extend(check_loss(steps, values, label, nonfinite, scalars=log_scalars(ctx.everything.scalars)))
-    if plan.workers > 1 and "loss" in set(per_step.scalars.tags()):
-        flags = [f for f in rank_divergence(per_step.scalars, "loss") if f.rank >= 0]
-        if flags:
-            checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in flags)))
-        else:
-            checks.append(Check("rank_divergence", PASS, f"{plan.workers} ranks follow one trend within the noise between them"))
+    loss_checks, _flags = judge_loss(
+        [ctx.summary_read.scalars if ctx.summary_read is not None else None, per_step.scalars], context=log_scalars(ctx.everything.scalars)
+    )
+    if not loss_checks and (ctx.outcome.returncode == 0 or trained):
+        checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
+    checks.extend(loss_checks)
     if stopped:
         checks = [c for c in checks if not (c.name.startswith("loss_falling") and c.status == FAIL and trained < 5)]
     checks.extend(check_step_time({r: t[:3] for r, t in ctx.times.items()}, ctx.collect_freq, builtin_model=plan.shrunk))

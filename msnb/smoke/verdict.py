@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, likely_cause, loss_trend, resolve_restarts, spearman, step_time_stability
-from ..events.tags import ALIASES
+from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, spearman, step_time_stability
+from ..analysis.judge import judge_run
+from ..events.tables import distinct
+from ..events.tags import resolve
 
-__all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
+__all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "judge_loss", "check_step_time", "check_disk"]
 
 
 @dataclass
@@ -25,59 +27,40 @@ class ProcessOutcome:
     log_tail: str
 
 
-def loss_series(summary, logs, rank: int):
-    """(tag, steps, values, nonfinite) of the loss for *rank*: the densest of the summary's and the logs' series.
+def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Check], list]:
+    """The judge's checks of a smoke run's loss, and its flags: :func:`msnb.analysis.judge.judge_run`, nothing else.
 
-    SummaryCollector records every collect_freq steps, LossMonitor prints
-    every step; the trend test wants the most points it can get.  Restarts
-    are resolved as the judge does (:func:`msnb.analysis.resolve_restarts`);
-    ``nonfinite`` is the first NaN/Inf *record* of that series (from every
-    record, before replacing), or None.
-    """
-    best = (None, np.zeros(0, int), np.zeros(0), None)
-    for source in (summary, logs):
-        if source is None:
-            continue
-        present = set(source.scalars.tags())
-        for tag in ALIASES["loss"]:
-            if tag not in present:
-                continue
-            t = source.scalars.where(tag=tag)
-            ranks = set(t.rank.tolist())
-            pick = rank if rank in ranks else (next(iter(ranks)) if len(ranks) == 1 else None)
-            if pick is None:
-                continue
-            raw_steps, raw_values = t.series(tag, rank=pick)
-            steps, values, _restarts, _replaced = resolve_restarts(raw_steps, raw_values)
-            if steps.size > best[1].size:
-                bad = find_nonfinite(t.where(rank=pick), [tag])
-                best = (tag, steps, values, bad[0] if bad else None)
-    return best
-
-
-def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES, scalars=None) -> list[Check]:
-    """``finite`` and ``loss_falling`` for one rank's loss (the judge's rules; see :mod:`msnb.analysis`).
+    The loss is judged where it was recorded on the most steps (SummaryCollector
+    records every collect_freq steps, LossMonitor and MFLossMonitor print every
+    step). The judge's ``tags`` and ``steps`` checks are left to the smoke's
+    own (it knows which tags it asked for and why steps are strided).
 
     Args:
-        steps: the loss's steps (restarts resolved).
-        values: the loss at those steps.
-        label: check-name suffix (``[rank 1]``).
-        nonfinite: the first non-finite record (a :class:`~msnb.analysis.NonFinite`), found on every record.
+        sources: ScalarTables (a run's summaries, its logs...), None entries ignored.
+        context: the run's other scalars (learning rate, weight and gradient norms), looked at only to name why
+            a loss never fell.
         rules: the judge's parameters.
-        scalars: the run's other scalars (a ScalarTable: learning rate, weight and gradient norms), so a loss
-            that never fell names its likely cause (:func:`msnb.analysis.likely_cause`); None: no cause named.
 
     Returns:
-        The checks; a non-finite loss skips the trend test.
+        (checks, flags); no checks when no source recorded a loss.
     """
-    values = np.asarray(values, float)
-    bad = ~np.isfinite(values)
-    if nonfinite is not None:
-        return [Check(f"finite{label}", FAIL, f"loss is {nonfinite.value} from step {nonfinite.step} ({nonfinite.count} of {nonfinite.records} records)")]
-    if bad.any():
-        return [Check(f"finite{label}", FAIL, f"loss is {values[bad][0]} from step {int(steps[bad][0])} ({int(bad.sum())} of {values.size} points)")]
-    cause = likely_cause(scalars) if scalars is not None else None
-    return [Check(f"finite{label}", PASS, f"no NaN or Inf in {values.size} loss points"), loss_trend(steps, values, label, rules, cause=cause)]
+    best = None
+    for table in sources:
+        if table is None:
+            continue
+        tag = resolve("loss", set(table.tags()))
+        if tag is None:
+            continue
+        rows = table.where(tag=tag)
+        for run in sorted(distinct(rows.run)):
+            n = int(np.count_nonzero(rows.run == run)) if len(distinct(rows.run)) > 1 else len(rows)
+            if best is None or n > best[0]:
+                best = (n, table, run)
+    if best is None:
+        return [], []
+    _n, table, run = best
+    verdict = judge_run(table, run, tag="loss", rules=rules, context=context)
+    return [c for c in verdict.checks if c.name not in ("tags", "steps")], verdict.flags
 
 
 def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False) -> list[Check]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
+from ..status import ResultView
 from .rules import WARN, Check
 
 # reason codes of the vectorised core
@@ -212,10 +213,10 @@ class Anomaly:
 
 
 @dataclass
-class HealthReport:
+class HealthReport(ResultView):
     """The first anomaly, the cascade that followed, and what was looked at.
 
-    ``as_dict()`` is the JSON of ``msnb health --json``; ``anomalous`` decides the exit code.
+    ``as_dict()`` is the JSON of ``msnb health --json``; ``passed`` (no anomaly) decides the exit code.
     """
 
     first: Anomaly | None
@@ -232,6 +233,11 @@ class HealthReport:
     @property
     def anomalous(self) -> bool:
         return self.first is not None
+
+    @property
+    def passed(self) -> bool:
+        """No anomaly (``msnb health`` exits 0)."""
+        return not self.anomalous
 
     def as_dict(self) -> dict:
         return {

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..errors import NothingReadable, UsageError
 from ..outputs import check_out
+from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
 from . import page, sections
 
 DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
 
 
 @dataclass
-class ReportResult:
+class ReportResult(ResultView):
     """What :func:`report` wrote.
 
     Attributes:
@@ -44,14 +45,13 @@ class ReportResult:
     html: str = field(repr=False)
     verdict: object = field(default=None, repr=False)
 
-    @property
-    def exit_code(self) -> int:
-        """What ``msnb report`` returns: 0 written and every run passed, 1 written but a run failed or none could be judged."""
-        return 0 if self.passed else 1
-
     def verdict_word(self) -> str:
         """PASSED, FAILED or NOT JUDGED."""
-        return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
+        return "NOT JUDGED" if self.passed is None else verdict_word(self.passed)
+
+    def as_dict(self) -> dict:
+        """The JSON document ``msnb report --json`` prints."""
+        return {"out": self.path, "bytes": self.bytes, "runs": self.runs, "passed": self.passed}
 
     def _what(self) -> str:
         return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
@@ -64,10 +64,10 @@ class ReportResult:
 
     def _repr_html_(self) -> str:
         """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
-        color = {"PASSED": "#1a7f37", "FAILED": "#cf222e"}.get(self.verdict_word(), "#9a6700")
+        color = COLORS[WARN if self.passed is None else PASS if self.passed else FAIL]
         what = self._what().encode("utf-8", "backslashreplace").decode("utf-8")  # run names from folders that are not UTF-8
         caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(what)}</p>'
-        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid #d0d7de" srcdoc="{page.esc(self.html)}"></iframe>'
+        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid {BORDER}" srcdoc="{page.esc(self.html)}"></iframe>'
         return caption + frame
 
 

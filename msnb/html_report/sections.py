@@ -13,9 +13,9 @@ import json
 import numpy as np
 import yaml
 
-from ..analysis.judge import status_word
 from ..events.tables import object_codes
 from ..events.tags import ALIASES
+from ..status import status_word
 from . import page
 from .page import esc, note, table
 

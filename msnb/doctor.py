@@ -25,6 +25,7 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
     version_tuple,
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
+from .kernel import list_kernels
 from .status import ResultView
 
 
@@ -222,8 +223,6 @@ def run(*, probe: bool = False) -> Report:
     Returns:
         The :class:`Report`.
     """
-    from .kernel import list_kernels
-
     versions = installed_versions()
     findings = check_versions(versions, mindformers_version_map())
     kernels = []

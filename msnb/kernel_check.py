@@ -30,7 +30,7 @@ from pathlib import Path
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
-from .kernel import read_spec
+from .kernel import MARKER, read_spec
 from .safe_files import loads_json
 from .status import ResultView
 
@@ -398,8 +398,6 @@ def check_kernel(
     Raises:
         KernelSpecError: no kernelspec of that name exists (the CLI exits 2).
     """
-    from .kernel import MARKER
-
     ksm, spec = _resolve(name, spec_dir)
     base_env = front_end_env() if env is None else dict(env)
     argv = list(spec.argv or [])

@@ -9,7 +9,11 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
+
 from ..errors import NothingReadable
+from ..events.reader import ReadResult
+from ..events.runs import read_runs, run_labeller
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from .health import first_anomaly_check
@@ -94,10 +98,6 @@ def read_labelled(paths, verify: bool = True):
     the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
     the run is named after its directory, never ".".
     """
-    import numpy as np
-
-    from ..events.runs import read_runs, run_labeller
-
     result = read_runs(paths, verify=verify)
     label = run_labeller(paths, result.runs)
     for name in result.TABLES:
@@ -125,8 +125,6 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     Raises:
         NothingReadable: no scalars were found, or no run has the tag.
     """
-    from ..events.reader import ReadResult
-
     if isinstance(source, ReadResult):
         result, where = source, "the data given"
     else:

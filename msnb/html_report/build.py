@@ -17,10 +17,15 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..analysis.check import check, read_labelled
+from ..config import check_config
+from ..environment import installed_major
 from ..errors import NothingReadable, UsageError
+from ..events.reader import ReadResult
 from ..outputs import check_out
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
 from . import page, sections
+from .compare_section import alignment
 
 DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
 
@@ -170,16 +175,10 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ConfigError: *config* cannot be loaded.
         NothingReadable: nothing could be read from *source*, or no run has the *tag* named (other than the default).
     """
-    from ..analysis.check import check, read_labelled
-    from ..events.reader import ReadResult
-
     out, target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)")
     _check_writable(out, target)
     checked_config = None
     if config is not None:
-        from ..config import check_config
-        from ..environment import installed_major
-
         checked_config = check_config(config, protobuf_major=installed_major("protobuf"))
     if isinstance(source, ReadResult):
         result, where = source, "the data given"
@@ -212,8 +211,6 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("environment", "Versions", sections.environment()),
     ]
     if baseline is not None:  # precision alignment (msnb compare): one added section
-        from .compare_section import alignment
-
         if not os.path.exists(baseline) or os.path.realpath(baseline) == target:
             raise UsageError(
                 f"--baseline {baseline}: no such file or directory" if not os.path.exists(baseline) else f"--baseline {baseline} is the report's --out"

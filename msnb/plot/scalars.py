@@ -23,7 +23,8 @@ from ..analysis import DEFAULT_RULES, find_nonfinite
 from ..analysis.bands import BANDS_ABOVE, rank_bands
 from ..analysis.judge import judge_run
 from ..analysis.smoothing import ema
-from ..errors import UsageError
+from ..errors import NothingReadable, UsageError
+from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
 from ..status import ResultView
@@ -584,9 +585,6 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     Raises:
         NothingReadable: no scalars were read.
     """
-    from ..errors import NothingReadable
-    from ..events.runs import run_labeller
-
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None

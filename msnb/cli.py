@@ -15,9 +15,7 @@ import sys
 from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
-
-# shared with %mfmon_plot; the number is msnb.analysis.bands.BANDS_ABOVE (a test checks), spelled out so the parser needs no numpy
-BANDS_HELP = "draw each run's ranks as bands (min-max, 10-90 %%, median) with the flagged ranks as lines; default: on for runs of more than 16 ranks"
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 
 
 def _cmd_install_kernel(args) -> int:
@@ -44,7 +42,7 @@ def _cmd_install_kernel(args) -> int:
         print("Checking it the way an editor will start it (skip with --no-check)...")
         readiness = check_kernel(args.name, spec_dir=path)
         print(readiness.format_text())
-        if readiness.blocking:
+        if readiness.exit_code:
             print(f"The kernelspec is installed, but the kernel is not ready: fix the errors above, then `msnb doctor --kernel {args.name}`.")
             return 1
     return 0
@@ -103,25 +101,22 @@ def _cmd_plot(args) -> int:
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(out, dpi=args.dpi)
-    if args.json:
-        print(json.dumps({**report.as_dict(), "out": out}, indent=2))
-    else:
-        print(f"wrote {out}: " + report.format_text())
-    return 0
+    print(report.to_json(out=out) if args.json else f"wrote {out}: " + report.format_text())
+    return report.exit_code
 
 
 def _cmd_check(args) -> int:
     from .analysis.check import check
 
-    result = check(args.paths, tag=args.tag or "loss", verify=not args.no_verify)
-    print(json.dumps(result.as_dict(), indent=2) if args.json else result.format_text())
+    result = check(args.paths, tag=args.tag, verify=not args.no_verify)
+    print(result.to_json() if args.json else result.format_text())
     return result.exit_code
 
 
 def _cmd_runs(args) -> int:
     from .panel import runs
 
-    table = runs(args.base, tag=args.tag or "loss", active_within=args.active_within, verify=not args.no_verify)
+    table = runs(args.base, tag=args.tag, active_within=args.active_within, verify=not args.no_verify)
     if args.json:
         for problem in table.all_problems:  # stdout stays one JSON document
             print(f"msnb runs: {problem.severity}: {problem}", file=sys.stderr)
@@ -142,14 +137,14 @@ def _cmd_smoke(args) -> int:
     result = run_smoke(options=options, view=view)
     saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
-        print(json.dumps({**result.as_dict(), "plot": os.path.abspath(args.out) if saved else None}, indent=2))
+        print(result.to_json(plot=os.path.abspath(args.out) if saved else None))
     else:
         print(result.format_text())
         if saved:
             print(
                 f"  plot: wrote {os.path.abspath(args.out)}" + (" (in the current directory; --out FILE to write elsewhere)" if args.out == DEFAULT_OUT else "")
             )
-    return 0 if result.passed else 1
+    return result.exit_code
 
 
 def _cmd_model_types(path: str, as_json: bool) -> int:
@@ -203,7 +198,7 @@ def _cmd_doctor(args) -> int:
 
     report = doctor.run(probe=args.probe)
     print(report.to_json() if args.json else report.format_text())
-    return 1 if report.blocking else 0
+    return report.exit_code
 
 
 def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
@@ -211,7 +206,7 @@ def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
 
     readiness = check_kernel(name)
     print(readiness.to_json() if as_json else readiness.format_text())
-    return 1 if readiness.blocking else 0
+    return readiness.exit_code
 
 
 def _cmd_export_parquet(args) -> int:
@@ -261,8 +256,8 @@ def _cmd_health(args) -> int:
 
     settings = Settings(window=args.window, threshold=args.threshold)
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
-    print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
-    return 1 if report.anomalous else 0
+    print(report.to_json() if args.json else report.format_text())
+    return report.exit_code
 
 
 def _cmd_convert(args) -> int:
@@ -287,13 +282,8 @@ def _cmd_report(args) -> int:
     from .html_report import report
 
     baseline = {"baseline": args.baseline} if args.baseline else {}  # precision alignment (msnb compare)
-    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag or "loss", verify=not args.no_verify, **baseline)
-    if args.json:
-        judged = result.verdict.as_dict() if result.verdict is not None else {"runs": [], "flags": []}
-        doc = {"out": result.path, "bytes": result.bytes, "runs": result.runs, "passed": result.passed, "verdicts": judged["runs"], "flags": judged["flags"]}
-        print(json.dumps(doc, indent=2))
-    else:
-        print(result.format_text())
+    result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag, verify=not args.no_verify, **baseline)
+    print(result.to_json() if args.json else result.format_text())
     return result.exit_code
 
 
@@ -315,7 +305,7 @@ def _cmd_compare(args) -> int:
         plain_text(figure)  # tag names from files are no TeX
         figure.savefig(out, dpi=100)
     if args.json:
-        print(json.dumps({**result.as_dict(), "out": os.path.abspath(out) if out else None}, indent=2))
+        print(result.to_json(out=os.path.abspath(out) if out else None))
     else:
         print(result.format_text())
         if out:
@@ -388,37 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_config)
 
     p = sub.add_parser("plot", help="draw the scalar curves under PATH(s) to a PNG or SVG file")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--out", required=True, help="FILE.png or FILE.svg")
-    p.add_argument("--tags", help="comma-separated tags or panel names (loss, lr, grad_norm, step_time, throughput)")
-    p.add_argument("--smooth", type=float, default=0.6)
-    p.add_argument("--x", default="step", choices=["step", "wall", "relative"])
-    p.add_argument("--ranks", action="store_true", help="one line per rank")
-    p.add_argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
-    p.add_argument("--log", action="store_true", help="logarithmic y axis")
-    p.add_argument("--dpi", type=int, default=100)
-    p.add_argument("--json", action="store_true", help="print the report as JSON (runs, tags, points, flags)")
-    p.add_argument("--no-verify", action="store_true")
-    p.set_defaults(func=_cmd_plot)
+    add_arguments(p, PLOT_OPTIONS).set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("check", help="judge existing runs: NaN/Inf, loss trend and stall, spikes, rank divergence, step time")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a run directory (rank_N folders), a file, a log, or a directory of runs")
-    p.add_argument("--json", action="store_true", help='print {"passed", "runs": [...], "flags": [...]} as one JSON document')
-    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
-    p.set_defaults(func=_cmd_check)
+    add_arguments(p, CHECK_OPTIONS).set_defaults(func=_cmd_check)
 
     p = sub.add_parser("runs", help="the team panel: one row per run under BASE (status, ranks, last loss, trend, verdict, flags, size, age)")
-    p.add_argument("base", metavar="BASE", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help='print {"runs": [{"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write"}]}',
-    )
-    p.add_argument("--active-within", type=float, default=300.0, metavar="SECONDS", help="a run written to within this many seconds is active (default 300)")
-    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss, which finds loss/auto, lm-loss...)")
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
-    p.set_defaults(func=_cmd_runs)
+    add_arguments(p, RUNS_OPTIONS).set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
     from .smoke.options import add_smoke_arguments
@@ -440,26 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("health", help="the first anomaly across ranks x tags x steps (which rank, which parameter, which step) and what followed")
-    p.add_argument("path", help="a run directory (TensorBoard rank_N folders, logs), a tree of runs or a file")
-    p.add_argument("--json", action="store_true", help='print {"first": ..., "cascade": [...], "ranks": [...], "tags_scanned": N}')
-    p.add_argument("--tag-prefix", action="append", metavar="PREFIX", help="only tags starting with PREFIX, e.g. local_norm (repeatable)")
-    p.add_argument("--window", type=int, default=64, help="trailing points each point is compared with (default 64)")
-    p.add_argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure (default 10)")
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
-    p.set_defaults(func=_cmd_health)
+    add_arguments(p, HEALTH_OPTIONS).set_defaults(func=_cmd_health)
 
     p = sub.add_parser("report", help="one self-contained HTML file: verdict, curves, step time, histograms, config lint, lineage, problems, versions")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a run directory (rank_N folders), a file, a log, or a directory of runs")
-    p.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write (replaced if it exists)")
-    p.add_argument("--config", metavar="YAML", help="the run's config: shown resolved, with its lint findings")
-    p.add_argument("--title", help="the page's title (default: msnb report: PATH...)")
-    p.add_argument("--tag", help="the loss tag to judge, or its meaning (default: loss)")
-    p.add_argument(
-        "--json", action="store_true", help='print {"out", "bytes", "runs", "passed", "verdicts", "flags"}: verdicts and flags as msnb check --json gives them'
-    )
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks")
-    p.add_argument("--baseline", metavar="PATH", help="add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)")
-    p.set_defaults(func=_cmd_report)
+    add_arguments(p, REPORT_OPTIONS).set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
         "compare", help="precision alignment: judge a candidate run against a baseline (Megatron-LM, Hugging Face...) by MindSpore's migration standard"

@@ -7,35 +7,8 @@ what either parsed into the keyword arguments of :func:`msnb.analysis.compare.co
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Option:
-    """One option of both parsers; ``where`` is "both", "cli" or "magic"."""
-
-    flags: tuple
-    help: str
-    type: object = None
-    default: object = None
-    action: str | None = None
-    metavar: str | None = None
-    dest: str | None = None
-    where: str = "both"
-
-    def kwargs(self) -> dict:
-        kw = {"help": self.help}
-        if self.action:
-            kw["action"] = self.action
-        if self.action != "store_true":
-            kw["default"] = self.default
-        if self.type is not None:
-            kw["type"] = self.type
-        for name in ("metavar", "dest"):
-            if getattr(self, name) is not None:
-                kw[name] = getattr(self, name)
-        return kw
-
+from .options import Option, add_arguments, magic_arguments_from, unquote
 
 COMPARE_OPTIONS: tuple[Option, ...] = (
     Option(
@@ -67,35 +40,21 @@ COMPARE_OPTIONS: tuple[Option, ...] = (
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Declare every ``msnb compare`` option on *parser* (the ``compare`` subparser); returns it."""
-    for opt in COMPARE_OPTIONS:
-        if opt.where in ("both", "cli"):
-            parser.add_argument(*opt.flags, **opt.kwargs())
-    return parser
+    return add_arguments(parser, COMPARE_OPTIONS)
 
 
-def compare_magic_arguments(func):
-    """Decorate the compare magic with IPython ``magic_arguments`` built from the same list; returns *func*."""
-    from IPython.core.magic_arguments import argument, magic_arguments
-
-    for opt in reversed(COMPARE_OPTIONS):  # decorators apply bottom-up; this keeps the list's order in the help
-        if opt.where in ("both", "magic"):
-            func = argument(*opt.flags, **opt.kwargs())(func)
-    return magic_arguments()(func)
-
-
-def _unquote(value):
-    return value.strip("\"'") if isinstance(value, str) else value
+compare_magic_arguments = magic_arguments_from(COMPARE_OPTIONS)  # the compare magic's arguments, from the same list
 
 
 def compare_kwargs(args: argparse.Namespace) -> dict:
     """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced (quotes a notebook user typed removed)."""
     return {
-        "baseline": _unquote(args.baseline),
-        "candidate": _unquote(args.candidate),
-        "reruns": [_unquote(p) for p in (args.reruns or [])],
-        "tag": _unquote(args.tag),
-        "steps": _unquote(args.steps),
+        "baseline": unquote(args.baseline),
+        "candidate": unquote(args.candidate),
+        "reruns": [unquote(p) for p in (args.reruns or [])],
+        "tag": unquote(args.tag),
+        "steps": unquote(args.steps),
         "offset": args.offset,
-        "rank": _unquote(args.rank),
+        "rank": unquote(args.rank),
         "verify": not getattr(args, "no_verify", False),
     }

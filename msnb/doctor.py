@@ -10,7 +10,6 @@ The kernel readiness check (``msnb doctor --kernel``) lives in
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from dataclasses import asdict, dataclass, field
@@ -26,10 +25,12 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
     version_tuple,
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
+from .kernel import list_kernels
+from .status import ResultView
 
 
 @dataclass
-class Report:
+class Report(ResultView):
     """Everything ``msnb doctor`` found; ``blocking`` when any finding is an error."""
 
     python: str
@@ -43,6 +44,11 @@ class Report:
     @property
     def blocking(self) -> bool:
         return any(f.severity == ERROR for f in self.findings)
+
+    @property
+    def passed(self) -> bool:
+        """Nothing blocks (``msnb doctor`` exits 0)."""
+        return not self.blocking
 
     @property
     def best_device(self) -> str | None:
@@ -63,9 +69,6 @@ class Report:
             "kernels": self.kernels,
             "blocking": self.blocking,
         }
-
-    def to_json(self) -> str:
-        return json.dumps(self.as_dict(), indent=2)
 
     def __repr__(self) -> str:
         errors = sum(f.severity == ERROR for f in self.findings)
@@ -220,8 +223,6 @@ def run(*, probe: bool = False) -> Report:
     Returns:
         The :class:`Report`.
     """
-    from .kernel import list_kernels
-
     versions = installed_versions()
     findings = check_versions(versions, mindformers_version_map())
     kernels = []

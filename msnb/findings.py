@@ -8,16 +8,8 @@ attention, ``info`` is context.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class Severity(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-
-ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+from .status import ERROR, INFO, WARNING, Severity  # noqa: F401  (spelled in msnb.status; imported from here by the finders)
 
 
 @dataclass

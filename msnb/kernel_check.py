@@ -14,7 +14,6 @@ what the kernel has with what a login shell (``bash -lc env``) and the machine
 from __future__ import annotations
 
 import collections
-import json
 import os
 import queue
 import re
@@ -31,8 +30,9 @@ from pathlib import Path
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
-from .kernel import read_spec
+from .kernel import MARKER, read_spec
 from .safe_files import loads_json
+from .status import ResultView
 
 DEFAULT_KERNEL = "mindspore"
 MARK = "__msnb_probe__"
@@ -84,7 +84,7 @@ del __msnb_probe
 
 
 @dataclass
-class KernelReadiness:
+class KernelReadiness(ResultView):
     """What ``msnb doctor --kernel`` found about one kernel; ``blocking`` when a finding is an error."""
 
     name: str
@@ -103,16 +103,17 @@ class KernelReadiness:
         """True when a finding is an error: the kernel will not work as a MindSpore notebook kernel."""
         return any(f.severity == ERROR for f in self.findings)
 
+    @property
+    def passed(self) -> bool:
+        """The kernel is ready: nothing blocks (``msnb doctor --kernel`` exits 0)."""
+        return not self.blocking
+
     def as_dict(self) -> dict:
         """The JSON ``msnb doctor --kernel --json`` prints."""
         return {
             "kernel": {"name": self.name, "path": self.path, "python": self.python, "starts": self.starts, "start_s": self.start_s, "inside": self.inside},
             "findings": [{"rule": f.rule, "severity": str(f.severity), "message": f.message, "fix": f.fix} for f in self.findings],
         }
-
-    def to_json(self) -> str:
-        """:meth:`as_dict` as indented JSON."""
-        return json.dumps(self.as_dict(), indent=2)
 
     def __repr__(self) -> str:
         errors = sum(f.severity == ERROR for f in self.findings)
@@ -397,8 +398,6 @@ def check_kernel(
     Raises:
         KernelSpecError: no kernelspec of that name exists (the CLI exits 2).
     """
-    from .kernel import MARKER
-
     ksm, spec = _resolve(name, spec_dir)
     base_env = front_end_env() if env is None else dict(env)
     argv = list(spec.argv or [])

@@ -6,16 +6,15 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
-import argparse
 import functools
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from .cli import BANDS_HELP
 from .compare_options import compare_magic_arguments
 from .errors import MsnbError
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from, unquote
 from .smoke.options import smoke_magic_arguments
 
 
@@ -87,16 +86,9 @@ class MsnbMagics(Magics):
         from .environment import installed_major
 
         args = parse_argstring(self.mfmon_config, line)
-        return check_config(args.file.strip("\"'"), steps=args.steps, protobuf_major=installed_major("protobuf"))
+        return check_config(unquote(args.file), steps=args.steps, protobuf_major=installed_major("protobuf"))
 
-    @magic_arguments()
-    @argument("paths", nargs="+", help="summary directories, TensorBoard directories, event files or logs")
-    @argument("--tags", default=None, help="comma-separated tags or panel names (loss, lr, grad_norm, step_time, throughput)")
-    @argument("--smooth", type=float, default=0.6, help="TensorBoard-style smoothing weight in [0, 1)")
-    @argument("--x", default="step", choices=["step", "wall", "relative"], help="x axis")
-    @argument("--ranks", action="store_true", help="one line per rank instead of the mean over ranks")
-    @argument("--bands", action=argparse.BooleanOptionalAction, default=None, help=BANDS_HELP)
-    @argument("--log", action="store_true", help="logarithmic y axis")
+    @magic_arguments_from(PLOT_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_plot(self, line):
@@ -111,7 +103,7 @@ class MsnbMagics(Magics):
         from .plot.scalars import plot_read
 
         args = parse_argstring(self.mfmon_plot, line)
-        paths = [p.strip("\"'") for p in args.paths]
+        paths = [unquote(p) for p in args.paths]
         result = read_for_plot(paths)
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
@@ -121,9 +113,7 @@ class MsnbMagics(Magics):
             print(report.format_text())
         return report
 
-    @magic_arguments()
-    @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
-    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @magic_arguments_from(CHECK_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_check(self, line):
@@ -136,7 +126,7 @@ class MsnbMagics(Magics):
         from .analysis.check import check
 
         args = parse_argstring(self.mfmon_check, line)
-        return check([p.strip("\"'") for p in args.paths], tag=args.tag or "loss")
+        return check([unquote(p) for p in args.paths], tag=args.tag)
 
     @magic_arguments()
     @argument("path", help="the summary directory, TensorBoard directory or log of a running job")
@@ -155,14 +145,9 @@ class MsnbMagics(Magics):
 
         args = parse_argstring(self.mfmon_tail, line)
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
+        return tail(unquote(args.path), every=args.every, duration=args.duration, tags=tags)
 
-    @magic_arguments()
-    @argument("base", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
-    @argument("--every", type=float, default=None, help="keep the table up to date, polling every S seconds (default: show it once)")
-    @argument("--for", dest="duration", type=float, default=600.0, help="with --every: seconds to watch before stopping")
-    @argument("--active-within", type=float, default=300.0, help="a run written to within this many seconds is active")
-    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @magic_arguments_from(RUNS_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_runs(self, line):
@@ -177,8 +162,8 @@ class MsnbMagics(Magics):
         from .panel import runs, watch_runs
 
         args = parse_argstring(self.mfmon_runs, line)
-        base = args.base.strip("\"'")
-        options = {"tag": args.tag or "loss", "active_within": args.active_within}
+        base = unquote(args.base)
+        options = {"tag": args.tag, "active_within": args.active_within}
         if args.every is None:
             return runs(base, **options)
         return watch_runs(base, every=args.every, duration=args.duration, **options)
@@ -199,7 +184,7 @@ class MsnbMagics(Magics):
         from .dashboard import board
 
         args = parse_argstring(self.mfmon_board, line)
-        return board(*[p.strip("\"'") for p in args.paths], every=args.every)
+        return board(*[unquote(p) for p in args.paths], every=args.every)
 
     @smoke_magic_arguments
     @line_cell_magic
@@ -225,11 +210,7 @@ class MsnbMagics(Magics):
         result.show()
         return result
 
-    @magic_arguments()
-    @argument("path", help="a run directory (TensorBoard rank_N folders, logs), a tree of runs or a file")
-    @argument("--tag-prefix", action="append", default=None, help="only tags starting with this, e.g. local_norm (repeatable)")
-    @argument("--window", type=int, default=64, help="trailing points each point is compared with")
-    @argument("--threshold", type=float, default=10.0, help="robust z-score that counts as a departure")
+    @magic_arguments_from(HEALTH_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_health(self, line):
@@ -241,14 +222,9 @@ class MsnbMagics(Magics):
         from .analysis.health import Settings, health
 
         args = parse_argstring(self.mfmon_health, line)
-        return health(args.path.strip("\"'"), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+        return health(unquote(args.path), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
 
-    @magic_arguments()
-    @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
-    @argument("--out", required=True, help="the HTML file to write")
-    @argument("--config", default=None, help="the run's YAML: shown resolved, with its lint findings")
-    @argument("--title", default=None, help="the page's title")
-    @argument("--tag", default=None, help="the loss tag to judge, or its meaning (default: loss)")
+    @magic_arguments_from(REPORT_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_report(self, line):
@@ -261,8 +237,7 @@ class MsnbMagics(Magics):
         from .html_report import report
 
         args = parse_argstring(self.mfmon_report, line)
-        config = args.config.strip("\"'") if args.config else None
-        return report([p.strip("\"'") for p in args.paths], out=args.out.strip("\"'"), config=config, title=args.title, tag=args.tag or "loss")
+        return report([unquote(p) for p in args.paths], out=unquote(args.out), config=unquote(args.config) or None, title=args.title, tag=args.tag)
 
     @compare_magic_arguments
     @line_magic
@@ -282,7 +257,7 @@ class MsnbMagics(Magics):
         from .plot.render import show_figure
 
         args = parse_argstring(self.mfmon_compare, line)
-        out = figure_out(args.out.strip("\"'")) if args.out else None
+        out = figure_out(unquote(args.out)) if args.out else None
         result = compare(**compare_kwargs(args))
         figure = plot_compare(result)
         show_figure(figure)

@@ -12,7 +12,8 @@ import pytest
 
 import msnb
 from msnb.analysis.bands import BANDS_ABOVE, band_statistics, judged_flags, rank_bands
-from msnb.cli import BANDS_HELP, main
+from msnb.cli import main
+from msnb.options import BANDS_HELP
 from msnb.plot import plot_scalars
 
 from .conftest import REPO, WRITERS

@@ -9,16 +9,19 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
+
 from ..errors import NothingReadable
+from ..events.reader import ReadResult
+from ..events.runs import read_runs, run_labeller
 from ..events.tables import distinct
+from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from .health import first_anomaly_check
-from .judge import RunVerdict, judge_run, status_word
-from .rules import DEFAULT_RULES, FAIL, WARN, Rules
-
-_COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+from .judge import RunVerdict, judge_run
+from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Rules
 
 
-class CheckResult:
+class CheckResult(ResultView):
     """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
 
     def __init__(self, runs: list[RunVerdict], problems=None):
@@ -32,11 +35,6 @@ class CheckResult:
     @property
     def flags(self) -> list:
         return [f for r in self.runs for f in r.flags]
-
-    @property
-    def exit_code(self) -> int:
-        """What ``msnb check`` returns: 0 every run passed (warnings allowed), 1 a run failed."""
-        return 0 if self.passed else 1
 
     def as_dict(self) -> dict:
         """The JSON document ``msnb check --json`` prints."""
@@ -63,7 +61,7 @@ class CheckResult:
         """(``PASSED`` or ``FAILED``, ``3 run(s), 1 failed, 2 warning(s), 4 flag(s)``): the verdict's last line, as fields."""
         failed = sum(not r.passed for r in self.runs)
         warned = sum(c.status == WARN for r in self.runs for c in r.checks)
-        return ("FAILED" if failed else "PASSED"), f"{len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)"
+        return verdict_word(not failed), f"{len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)"
 
     def __repr__(self) -> str:
         return self.format_text()
@@ -71,7 +69,7 @@ class CheckResult:
     def _repr_html_(self) -> str:
         rows = []
         for r in self.runs:
-            color = _COLORS["pass" if r.passed else "fail"]
+            color = COLORS[PASS if r.passed else FAIL]
             ranks = f" ranks {', '.join(map(str, r.ranks))}" if r.ranks else ""
             rows.append(
                 f'<tr><th colspan="3" style="text-align:left">run {html.escape(r.run)}{ranks}: '
@@ -79,15 +77,15 @@ class CheckResult:
             )
             for c in r.checks:
                 rows.append(
-                    f'<tr><td style="color:{_COLORS.get(c.status, "inherit")};font-weight:bold">{status_word(c.status)}</td>'
+                    f'<tr><td style="color:{status_color(c.status)};font-weight:bold">{status_word(c.status)}</td>'
                     f"<td>{html.escape(c.name)}</td><td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
                 )
             for f in r.flags:
                 where = f"rank {f.rank}" if f.rank >= 0 else "run"
                 rows.append(
-                    f'<tr><td style="color:{_COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td><td style="text-align:left">{html.escape(f.reason)}</td></tr>'
+                    f'<tr><td style="color:{COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td><td style="text-align:left">{html.escape(f.reason)}</td></tr>'
                 )
-        head = f"<b>msnb check: {'PASSED' if self.passed else 'FAILED'}</b>"
+        head = f"<b>msnb check: {verdict_word(self.passed)}</b>"
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
@@ -100,10 +98,6 @@ def read_labelled(paths, verify: bool = True):
     the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
     the run is named after its directory, never ".".
     """
-    import numpy as np
-
-    from ..events.runs import read_runs, run_labeller
-
     result = read_runs(paths, verify=verify)
     label = run_labeller(paths, result.runs)
     for name in result.TABLES:
@@ -131,8 +125,6 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     Raises:
         NothingReadable: no scalars were found, or no run has the tag.
     """
-    from ..events.reader import ReadResult
-
     if isinstance(source, ReadResult):
         result, where = source, "the data given"
     else:

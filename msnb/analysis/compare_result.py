@@ -10,10 +10,8 @@ import html
 import math
 from dataclasses import asdict, dataclass, field
 
-from .judge import status_word
-from .rules import FAIL, WARN
-
-_COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+from ..status import COLORS, ResultView, status_color, status_word
+from .rules import FAIL, PASS, WARN
 
 
 @dataclass
@@ -46,7 +44,7 @@ class Divergence:
 
 
 @dataclass
-class CompareResult:
+class CompareResult(ResultView):
     """The comparison of a candidate run with a baseline (and its reruns).
 
     Attributes:
@@ -79,11 +77,6 @@ class CompareResult:
     def passed(self) -> bool:
         """No check failed (warnings allowed)."""
         return not any(c.status == FAIL for c in self.checks)
-
-    @property
-    def exit_code(self) -> int:
-        """What ``msnb compare`` returns: 0 aligned (warnings allowed), 1 not aligned."""
-        return 0 if self.passed else 1
 
     def check(self, name: str) -> CompareCheck | None:
         """The check called *name*, or None."""
@@ -138,18 +131,18 @@ class CompareResult:
         rows = []
         for c in self.checks:
             rows.append(
-                f'<tr><td style="color:{_COLORS.get(c.status, "inherit")};font-weight:bold">{status_word(c.status)}</td>'
+                f'<tr><td style="color:{status_color(c.status)};font-weight:bold">{status_word(c.status)}</td>'
                 f"<td>{html.escape(c.name)}</td><td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
             )
         d = self.first_divergence
         if d is not None:
             rows.append(
-                f'<tr><td style="color:{_COLORS[FAIL]}">LEFT</td><td>step {d.step}</td><td style="text-align:left">'
+                f'<tr><td style="color:{COLORS[FAIL]}">LEFT</td><td>step {d.step}</td><td style="text-align:left">'
                 f"{html.escape(d.tag)}: baseline {_num(d.baseline)}, candidate {_num(d.candidate)}; {html.escape(d.reason)}</td></tr>"
             )
         for note in self.notes:
             rows.append(f"<tr><td>note</td><td></td><td style='text-align:left'>{html.escape(note)}</td></tr>")
-        color = _COLORS["pass" if self.passed else "fail"]
+        color = COLORS[PASS if self.passed else FAIL]
         sides = f"baseline {html.escape(', '.join(self.baseline))} against candidate {html.escape(', '.join(self.candidate))}"
         return f'<div><b style="color:{color}">msnb compare: {html.escape(self._headline())}</b><br><small>{sides}</small><table>{"".join(rows)}</table></div>'
 

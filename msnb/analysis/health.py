@@ -24,8 +24,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import NothingReadable, UsageError
+from ..events import ReadResult, read
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
+from ..events.training_state import find_global_norm_records
+from ..status import ResultView
 from .rules import WARN, Check
 
 # reason codes of the vectorised core
@@ -59,8 +63,6 @@ class Settings:
     rel_floor: float = 0.05
 
     def check(self) -> Settings:
-        from ..errors import UsageError
-
         if self.window < 4 or self.block < 1 or self.min_history < 4:
             raise UsageError(f"window must be >= 4, block >= 1 and min_history >= 4 (got {self.window}, {self.block}, {self.min_history})")
         if not (self.threshold > 0 and math.isfinite(self.threshold)):
@@ -212,10 +214,10 @@ class Anomaly:
 
 
 @dataclass
-class HealthReport:
+class HealthReport(ResultView):
     """The first anomaly, the cascade that followed, and what was looked at.
 
-    ``as_dict()`` is the JSON of ``msnb health --json``; ``anomalous`` decides the exit code.
+    ``as_dict()`` is the JSON of ``msnb health --json``; ``passed`` (no anomaly) decides the exit code.
     """
 
     first: Anomaly | None
@@ -232,6 +234,11 @@ class HealthReport:
     @property
     def anomalous(self) -> bool:
         return self.first is not None
+
+    @property
+    def passed(self) -> bool:
+        """No anomaly (``msnb health`` exits 0)."""
+        return not self.anomalous
 
     def as_dict(self) -> dict:
         return {
@@ -404,8 +411,6 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     keep = np.array([(t.startswith(prefixes) if prefixes else scanned_by_default(t)) for t in tags], dtype=bool)
     wanted = [t for t, k in zip(tags, keep.tolist()) if k]
     if prefixes and not wanted and len(tags):
-        from ..errors import UsageError
-
         raise UsageError(f"no tag starts with {' or '.join(map(repr, prefixes))} (tags: {', '.join(sorted(tags)[:8])}{', ...' if len(tags) > 8 else ''})")
     table = scalars if keep.all() else scalars.take(keep[codes]) if len(tags) else scalars
     found = []
@@ -498,10 +503,6 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
     Raises:
         NothingReadable: the path is missing or holds no scalars.
     """
-    from ..errors import NothingReadable
-    from ..events import ReadResult, read
-    from ..events.training_state import find_global_norm_records
-
     if isinstance(source, ReadResult):
         result, records, problems = source, [], []
         where = "the data given"

@@ -190,8 +190,3 @@ def judge_run(
             verdict.checks.append(step_time_stability(c.values, label, rules))
     verdict.flags.sort(key=lambda f: (f.step, f.rank))
     return verdict
-
-
-def status_word(status: str) -> str:
-    """PASS / WARN / FAIL."""
-    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL"}.get(status, status.upper())

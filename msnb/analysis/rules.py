@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
+from ..status import FAIL, PASS, WARN  # noqa: F401  (the judge's words, re-exported where the rules are)
 
 
 @dataclass

@@ -26,11 +26,12 @@ import traitlets
 from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
 from ..plot.render import plain_text
+from ..status import COLORS
 from .model import BoardData, light
 from .render import RANK_MODES, View, render
 
 DEBOUNCE_S = 0.15
-LIGHTS = {PASS: ("#1a7f37", "passed"), WARN: ("#9a6700", "passed with warnings"), FAIL: ("#cf222e", "failed")}
+LIGHTS = {PASS: (COLORS[PASS], "passed"), WARN: (COLORS[WARN], "passed with warnings"), FAIL: (COLORS[FAIL], "failed")}
 HOW_TO = "interactive controls need a notebook front end with ipywidgets (JupyterLab, Notebook 7, VS Code); shown here: the figure as drawn"
 DPI = 90
 

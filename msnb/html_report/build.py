@@ -17,15 +17,21 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..analysis.check import check, read_labelled
+from ..config import check_config
+from ..environment import installed_major
 from ..errors import NothingReadable, UsageError
+from ..events.reader import ReadResult
 from ..outputs import check_out
+from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
 from . import page, sections
+from .compare_section import alignment
 
 DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
 
 
 @dataclass
-class ReportResult:
+class ReportResult(ResultView):
     """What :func:`report` wrote.
 
     Attributes:
@@ -44,14 +50,14 @@ class ReportResult:
     html: str = field(repr=False)
     verdict: object = field(default=None, repr=False)
 
-    @property
-    def exit_code(self) -> int:
-        """What ``msnb report`` returns: 0 written and every run passed, 1 written but a run failed or none could be judged."""
-        return 0 if self.passed else 1
-
     def verdict_word(self) -> str:
         """PASSED, FAILED or NOT JUDGED."""
-        return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
+        return "NOT JUDGED" if self.passed is None else verdict_word(self.passed)
+
+    def as_dict(self) -> dict:
+        """The JSON document ``msnb report --json`` prints: what was written, and the judge's verdicts and flags as ``msnb check --json`` gives them."""
+        judged = self.verdict.as_dict() if self.verdict is not None else {"runs": [], "flags": []}
+        return {"out": self.path, "bytes": self.bytes, "runs": self.runs, "passed": self.passed, "verdicts": judged["runs"], "flags": judged["flags"]}
 
     def _what(self) -> str:
         return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
@@ -64,10 +70,10 @@ class ReportResult:
 
     def _repr_html_(self) -> str:
         """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
-        color = {"PASSED": "#1a7f37", "FAILED": "#cf222e"}.get(self.verdict_word(), "#9a6700")
+        color = COLORS[WARN if self.passed is None else PASS if self.passed else FAIL]
         what = self._what().encode("utf-8", "backslashreplace").decode("utf-8")  # run names from folders that are not UTF-8
         caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(what)}</p>'
-        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid #d0d7de" srcdoc="{page.esc(self.html)}"></iframe>'
+        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid {BORDER}" srcdoc="{page.esc(self.html)}"></iframe>'
         return caption + frame
 
 
@@ -170,16 +176,10 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ConfigError: *config* cannot be loaded.
         NothingReadable: nothing could be read from *source*, or no run has the *tag* named (other than the default).
     """
-    from ..analysis.check import check, read_labelled
-    from ..events.reader import ReadResult
-
     out, target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)")
     _check_writable(out, target)
     checked_config = None
     if config is not None:
-        from ..config import check_config
-        from ..environment import installed_major
-
         checked_config = check_config(config, protobuf_major=installed_major("protobuf"))
     if isinstance(source, ReadResult):
         result, where = source, "the data given"
@@ -212,8 +212,6 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("environment", "Versions", sections.environment()),
     ]
     if baseline is not None:  # precision alignment (msnb compare): one added section
-        from .compare_section import alignment
-
         if not os.path.exists(baseline) or os.path.realpath(baseline) == target:
             raise UsageError(
                 f"--baseline {baseline}: no such file or directory" if not os.path.exists(baseline) else f"--baseline {baseline} is the report's --out"

@@ -6,8 +6,8 @@ What ``msnb compare`` prints, as a table, with its figure; the comparison is
 
 from __future__ import annotations
 
-from ..analysis.judge import status_word
 from ..errors import NothingReadable
+from ..status import status_word
 from . import page
 from .page import esc, note, table
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import html
 
+from ..status import FAIL, PASS, SEVERITY_STATUS, WARN, status_css, status_word, verdict_word
+
 MAX_ROWS = 200  # rows a table shows before it says how many it left out
 MAX_TEXT = 20_000  # characters of one text block (a config, a logged text) before it is cut
 
 # even if something slipped through escaping, the browser runs no script and fetches nothing
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-STATUS_CLASS = {"PASS": "pass", "PASSED": "pass", "WARN": "warn", "FAIL": "fail", "FAILED": "fail", "FLAG": "fail"}
+STATUS_CLASS = {status_word(s): s for s in (PASS, WARN, FAIL)} | {verdict_word(True): PASS, verdict_word(False): FAIL, "FLAG": FAIL}
 
 CSS = """
 :root { color-scheme: light; }
@@ -29,7 +31,7 @@ table { border-collapse: collapse; margin: .4em 0 1em; font-size: .9em; max-widt
 td { overflow-wrap: break-word; } td.path { word-break: break-all; }
 th, td { border: 1px solid #d0d7de; padding: .25em .55em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.pass { color: #1a7f37; font-weight: bold; } .warn { color: #9a6700; font-weight: bold; } .fail { color: #cf222e; font-weight: bold; }
+STATUS_CSS
 .verdict { font-size: 1.25em; margin: .6em 0; } .note { color: #59636e; font-style: italic; }
 figure { margin: .6em 0 1.2em; } figure img { max-width: 100%; height: auto; box-sizing: border-box; border: 1px solid #eaeef2; }
 figcaption { color: #59636e; font-size: .85em; }
@@ -43,7 +45,7 @@ code, pre { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, mono
   a { color: inherit; text-decoration: none; }
   pre { white-space: pre-wrap; }
 }
-"""
+""".replace("STATUS_CSS", status_css())  # the status colours, from msnb.status
 
 
 def esc(value) -> str:
@@ -60,7 +62,7 @@ def status(word: str) -> str:
 def severity(value) -> str:
     """A finding's severity (error / warning / info), coloured like FAIL / WARN."""
     word = str(value)
-    cls = {"error": "fail", "warning": "warn"}.get(word, "")
+    cls = SEVERITY_STATUS.get(word, "")
     return f'<span class="{cls}">{esc(word)}</span>' if cls else esc(word)
 
 

@@ -13,9 +13,11 @@ import json
 import numpy as np
 import yaml
 
-from ..analysis.judge import status_word
+from ..doctor import check_versions, mindformers_version_map
+from ..environment import installed_versions
 from ..events.tables import object_codes
-from ..events.tags import ALIASES
+from ..events.tags import ALIASES, DEFAULT_PANELS
+from ..status import status_word
 from . import page
 from .page import esc, note, table
 
@@ -147,7 +149,6 @@ def scalars(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..events.tags import DEFAULT_PANELS
     from ..plot.scalars import plot_scalars
 
     table_ = result.scalars
@@ -365,9 +366,6 @@ def environment() -> str:
         The section's HTML.
     """
     import platform
-
-    from ..doctor import check_versions, mindformers_version_map
-    from ..environment import installed_versions
 
     versions = installed_versions()
     found = check_versions(versions, mindformers_version_map())

@@ -11,9 +11,10 @@ from __future__ import annotations
 import html
 import math
 
+from ..status import IDLE, LIGHT_COLORS
 from .table import COLUMNS, text_cells
 
-LIGHTS = {"red": "#cf222e", "amber": "#bf8700", "green": "#1a7f37"}
+LIGHTS = LIGHT_COLORS
 SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 160, 28, 2
 
 
@@ -48,7 +49,7 @@ def sparkline_svg(values, color: str, *, width: int = SPARK_WIDTH, height: int =
     )
 
 
-STATUS_COLORS = {"failed": LIGHTS["red"], "active": "inherit", "idle": "#6e7781"}
+STATUS_COLORS = {"failed": LIGHTS["red"], "active": "inherit", "idle": IDLE}
 NUMERIC = {"last step", "loss", "smoothed", "size", "age"}
 PAD = "padding:0.1em 0.5em"
 KEEP = ";white-space:nowrap"  # a status, a number, a size or an age on one line in a narrow notebook (runs and flags may wrap)

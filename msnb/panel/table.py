@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..status import ResultView
 from .rows import FAILED, RunRow
 
 
@@ -87,7 +88,7 @@ def text_cells(row: RunRow, now: float) -> list[str]:
     ]
 
 
-class RunsTable:
+class RunsTable(ResultView):
     """Every run under a base, one :class:`~msnb.panel.rows.RunRow` each, as ``msnb runs`` prints them.
 
     Attributes:
@@ -111,11 +112,6 @@ class RunsTable:
     def passed(self) -> bool:
         """True when no run's verdict failed (warnings allowed)."""
         return all(r.passed for r in self.rows)
-
-    @property
-    def exit_code(self) -> int:
-        """What ``msnb runs`` returns: 0 every run passed, 1 a run failed."""
-        return 0 if self.passed else 1
 
     @property
     def all_problems(self) -> list:

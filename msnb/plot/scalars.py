@@ -23,15 +23,17 @@ from ..analysis import DEFAULT_RULES, find_nonfinite
 from ..analysis.bands import BANDS_ABOVE, rank_bands
 from ..analysis.judge import judge_run
 from ..analysis.smoothing import ema
-from ..errors import UsageError
+from ..errors import NothingReadable, UsageError
+from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
+from ..status import ResultView
 from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
 
 
 @dataclass
-class PlotReport:
+class PlotReport(ResultView):
     """What was drawn: the figure plus the facts a reader of the plot should know.
 
     ``points`` counts the points read for the drawn tags; ``drawn_points`` the
@@ -51,6 +53,7 @@ class PlotReport:
     labels: dict = field(default_factory=dict)
     bands: list = field(default_factory=list)
     unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
+    passed = True  # a plot draws, it does not judge: its flags are shown, and ``msnb plot`` exits 0
 
     def as_dict(self) -> dict:
         return {
@@ -582,9 +585,6 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     Raises:
         NothingReadable: no scalars were read.
     """
-    from ..errors import NothingReadable
-    from ..events.runs import run_labeller
-
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
-_COLOR = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+from ..status import COLORS, FAIL, PASS, WARN, ResultView, status_color, status_word, verdict_word
+
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
 TRACEBACK_HEAD = "Traceback (most recent call last)"
 TRACEBACK_MAX_LINES = 400
@@ -40,7 +39,7 @@ def last_traceback(text: str) -> str:
 
 
 @dataclass
-class SmokeResult:
+class SmokeResult(ResultView):
     passed: bool
     checks: list
     summary_dir: str
@@ -67,7 +66,7 @@ class SmokeResult:
             self.traceback = self._find_traceback()
         if self.figure is not None:
             # the verdict goes on the figure itself, so a saved PNG says what it shows
-            self.figure.suptitle(self.headline(), color=_COLOR["pass" if self.passed else "fail"], fontweight="bold")
+            self.figure.suptitle(self.headline(), color=COLORS[PASS if self.passed else FAIL], fontweight="bold")
 
     def _find_traceback(self) -> str:
         """From the training logs on disk (the whole traceback, not the tail's last lines), else from the tail."""
@@ -88,9 +87,9 @@ class SmokeResult:
     def verdict_word(self) -> str:
         """``PASSED``, ``PASSED with 2 warnings`` or ``FAILED``: a pass with warnings never reads as a clean pass."""
         if not self.passed:
-            return "FAILED"
-        warns = sum(1 for c in self.checks if c.status == "warn")
-        return "PASSED" if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
+            return verdict_word(False)
+        warns = sum(1 for c in self.checks if c.status == WARN)
+        return verdict_word(True) if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
 
     def headline(self) -> str:
         """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s`` (or ``PASSED with 1 warning: ...``)"""
@@ -118,13 +117,10 @@ class SmokeResult:
             "traceback": self.traceback,
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.as_dict(), indent=2)
-
     def format_text(self) -> str:
         lines = [self.headline()]
         for c in self.checks:
-            lines.append(f"  [{_MARK[c.status]}] {c.name}: {c.detail}")
+            lines.append(f"  [{status_word(c.status)}] {c.name}: {c.detail}")
         where = f"summaries kept in {self.summary_dir}" if self.kept else f"summary directory {self.summary_dir} removed (pass --keep to keep it)"
         lines.append(f"  {where}")
         if self.traceback:
@@ -139,14 +135,14 @@ class SmokeResult:
         return self.format_text()
 
     def __repr__(self) -> str:
-        return f"<SmokeResult: {'PASSED' if self.passed else 'FAILED'}, {sum(c.status == 'fail' for c in self.checks)} failed / {len(self.checks)} checks, {self.device}>"
+        return f"<SmokeResult: {verdict_word(self.passed)}, {sum(c.status == FAIL for c in self.checks)} failed / {len(self.checks)} checks, {self.device}>"
 
     def to_html(self, figures: bool = True) -> str:
         """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
         head = self.verdict_word
-        color = _COLOR["fail" if not self.passed else ("warn" if head != "PASSED" else "pass")]
+        color = COLORS[FAIL if not self.passed else (WARN if head != verdict_word(True) else PASS)]
         rows = "".join(
-            f"<tr><td style='color:{_COLOR[c.status]};font-weight:bold'>{_MARK[c.status]}</td><td><code>{html.escape(c.name)}</code></td>"
+            f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
             for c in self.checks
         )

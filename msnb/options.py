@@ -132,7 +132,12 @@ REPORT_OPTIONS: tuple[Option, ...] = (
     Option(("--config",), "the run's config: shown resolved, with its lint findings", metavar="YAML"),
     Option(("--title",), "the page's title (default: msnb report: PATH...)"),
     TAG,
-    Option(("--json",), 'print {"out", "bytes", "runs", "passed", "verdicts", "flags"}: verdicts and flags as msnb check --json gives them', action="store_true", where="cli"),
+    Option(
+        ("--json",),
+        'print {"out", "bytes", "runs", "passed", "verdicts", "flags"}: verdicts and flags as msnb check --json gives them',
+        action="store_true",
+        where="cli",
+    ),
     NO_VERIFY,
     Option(("--baseline",), "add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)", metavar="PATH", where="cli"),
 )

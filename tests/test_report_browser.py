@@ -3,7 +3,8 @@
 Asserted from the browser itself: the screenshot is not blank, the console has
 no error, every request the page made was the file itself or a data: URI, every
 figure decoded, and the DOM shows the run names, the PASS/FAIL words and the tag
-titles.  Printing to PDF gives pages.  Needs Debian's ``chromium`` and
+titles.  Printing to PDF gives pages.  Every contents link is clicked in the saved file and in
+``%mfmon_report``'s frame inside JupyterLab (JavaScript on there, as JupyterLab needs; the frame stays sandboxed).  Needs Debian's ``chromium`` and
 ``chromium-driver`` and ``selenium`` (the ``test`` extra); skipped, saying which,
 without them.  Screenshots and the PDF stay in the test's temporary directory.
 """

@@ -36,7 +36,13 @@ def _cmd_install_kernel(args) -> int:
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
         print(f"  with {len(spec['env'])} environment variable(s): {', '.join(sorted(spec['env']))}")
-    if not args.no_check:
+    if args.no_check:  # the check says the same among its findings
+        from .kernel_check import spec_location_finding
+
+        location = spec_location_finding(args.name, str(path))
+        if location is not None:
+            print(f"WARNING {location.message}\n  fix: {location.fix}")
+    else:
         from .kernel_check import check_kernel
 
         print("Checking it the way an editor will start it (skip with --no-check)...")
@@ -51,9 +57,27 @@ def _cmd_install_kernel(args) -> int:
 def _cmd_uninstall_kernel(args) -> int:
     from . import kernel
 
-    path = kernel.uninstall(args.name, force=args.force, user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)
-    print(f"Removed kernelspec {args.name!r} from {path}")
-    return 0
+    if args.all:
+        removed, refused = kernel.uninstall_all(args.name, force=args.force)
+    else:
+        removed = [kernel.uninstall(args.name, force=args.force, user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix)]
+        refused = []
+    for path in removed:
+        print(f"Removed kernelspec {args.name!r} {kernel.where_of(path.parent)[0]}: {path}")
+    for info, why in refused:
+        print(f"Left kernelspec {args.name!r} {info.where}: {why}")
+    left = kernel.locate(args.name)
+    if not left:
+        print(f"No kernelspec named {args.name!r} is left where Jupyter looks: front ends no longer offer it.")
+        return 0
+    first = left[0]
+    print(f"Jupyter and editors now start the kernelspec {args.name!r} {first.where}: {first.resource_dir}")
+    for info in left[1:]:
+        print(f"  also left, never started while the one above exists: {info.resource_dir} ({info.where})")
+    if not refused:
+        others = f"; every one named {args.name!r}: msnb uninstall-kernel --name {args.name} --all" if len(left) > 1 else ""
+        print(f"To remove it too: {kernel.removal_command(first)}{others}")
+    return 1 if refused else 0
 
 
 def _cmd_list_kernels(args) -> int:
@@ -65,14 +89,29 @@ def _cmd_list_kernels(args) -> int:
         return 0
     if not infos:
         print("No kernelspecs found.")
+    copies = {}
+    for info in infos:
+        copies[info.name] = copies.get(info.name, 0) + 1
     for info in infos:
         marks = []
         if info.made_by_msnb:
             marks.append("msnb")
         if not info.interpreter_exists:
             marks.append("interpreter missing")
+        if info.shadowed_by:
+            marks.append("SHADOWED: never started, the one above comes first")
+        elif copies[info.name] > 1:
+            marks.append(f"started: first of {copies[info.name]} named {info.name!r}")
         mark = f"  [{', '.join(marks)}]" if marks else ""
-        print(f"{info.name:<20} {info.display_name!r}{mark}\n{'':<20} {info.interpreter}\n{'':<20} {info.resource_dir}")
+        print(f"{info.name:<20} {info.display_name!r}{mark}\n{'':<20} {info.interpreter}\n{'':<20} {info.resource_dir}  ({info.where})")
+    shadowed = [i for i in infos if i.shadowed_by]
+    if shadowed:
+        print(
+            "\nA front end starts, for each name, the first kernelspec in Jupyter's search order; a shadowed one is never started."
+            "\nRemove one: "
+            + "; ".join(sorted({kernel.removal_command(i) for i in shadowed}))
+            + "; every one of a name: msnb uninstall-kernel --name NAME --all"
+        )
     return 0
 
 
@@ -336,16 +375,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-check", action="store_true", help="do not start the installed kernel to check it is ready")
     p.set_defaults(func=_cmd_install_kernel)
 
-    p = sub.add_parser("uninstall-kernel", help="remove a kernelspec msnb installed")
+    p = sub.add_parser(
+        "uninstall-kernel", help="remove a kernelspec msnb installed (the one Jupyter starts, unless --user/--sys-prefix/--prefix/--all), saying what is left"
+    )
     p.add_argument("--name", default="mindspore")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="look only in this user's kernels folder")
     where.add_argument("--sys-prefix", action="store_true", help="look only in this Python environment (sys.prefix)")
     where.add_argument("--prefix", metavar="DIR", help="look only in DIR/share/jupyter/kernels (where install-kernel --prefix DIR put it)")
+    where.add_argument("--all", action="store_true", help="remove every kernelspec of that name Jupyter can find, the shadowed ones too")
     p.add_argument("--force", action="store_true", help="remove a kernelspec folder even if msnb did not make it (never a package's own files)")
     p.set_defaults(func=_cmd_uninstall_kernel)
 
-    p = sub.add_parser("list-kernels", help="list kernelspecs, marking msnb's and those whose interpreter is gone")
+    p = sub.add_parser(
+        "list-kernels", help="list kernelspecs: where each lives, msnb's, those whose interpreter is gone, those shadowed by one of the same name"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 

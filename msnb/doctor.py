@@ -25,7 +25,7 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
     version_tuple,
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
-from .kernel import list_kernels
+from .kernel import list_kernels, removal_command
 from .status import ResultView
 
 
@@ -93,6 +93,8 @@ class Report(ResultView):
                 marks.append("msnb")
             if not k["interpreter_exists"]:
                 marks.append("INTERPRETER MISSING")
+            if k.get("shadowed_by"):
+                marks.append("shadowed: never started")
             mark = f" [{', '.join(marks)}]" if marks else ""
             lines.append(f"  {k['name']:<20} {k['display_name']!r}{mark}  {k['interpreter']}")
         lines.append("")
@@ -233,7 +235,18 @@ def run(*, probe: bool = False) -> Report:
         findings.append(Finding("kernelspecs-unreadable", WARNING, f"could not list kernelspecs: {exc}"))
     for info in infos:
         kernels.append(info.as_dict())
-        if not info.interpreter_exists:
+        if info.shadowed_by:  # never started: whether its interpreter exists does not matter until the other one goes
+            findings.append(
+                Finding(
+                    "kernel-shadowed",
+                    INFO,
+                    f"kernel {info.name!r} {info.where} ({info.resource_dir}) is never started: the one at {info.shadowed_by} "
+                    "comes first in Jupyter's search order (`msnb list-kernels` shows both)",
+                    f"{removal_command(info)}, or every one of that name: msnb uninstall-kernel --name {info.name} --all",
+                    key=info.name,
+                )
+            )
+        elif not info.interpreter_exists:
             findings.append(
                 Finding(
                     "kernel-interpreter-missing",
@@ -243,7 +256,7 @@ def run(*, probe: bool = False) -> Report:
                     key=info.name,
                 )
             )
-    if not any(k["made_by_msnb"] and k["interpreter_exists"] for k in kernels):
+    if not any(k["made_by_msnb"] and k["interpreter_exists"] and not k["shadowed_by"] for k in kernels):
         findings.append(Finding("no-msnb-kernel", INFO, "no MindSpore Kernel is installed for Jupyter / VS Code", "msnb install-kernel"))
     return Report(
         python=platform.python_version(),

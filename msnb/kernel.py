@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,9 @@ class KernelInfo:
     interpreter_exists: bool
     made_by_msnb: bool
     env: dict = field(default_factory=dict)
+    where: str = ""  # the folder in words: "for the user", "in this Python environment (sys.prefix)", ...
+    option: str | None = None  # the install-kernel / uninstall-kernel option naming that folder, None when none does
+    shadowed_by: str | None = None  # the kernelspec of the same name Jupyter starts instead (it comes first in the search order)
 
     def as_dict(self) -> dict:
         return {
@@ -57,6 +61,8 @@ class KernelInfo:
             "interpreter": self.interpreter,
             "interpreter_exists": self.interpreter_exists,
             "made_by_msnb": self.made_by_msnb,
+            "where": self.where,
+            "shadowed_by": self.shadowed_by,
         }
 
 
@@ -506,6 +512,11 @@ def uninstall(name: str = DEFAULT_NAME, *, force: bool = False, user: bool = Fal
     if spec_dir is None:
         looked = ", ".join(str(d) for d in dirs)
         raise KernelSpecError(f"no kernelspec named {name!r} is installed in {looked} (see `msnb list-kernels`)")
+    return _remove(name, spec_dir, force)
+
+
+def _remove(name: str, spec_dir: Path, force: bool) -> Path:
+    """Remove the kernelspec folder *spec_dir* after :func:`uninstall`'s checks; raises KernelSpecError saying why not."""
     if os.path.islink(spec_dir):
         raise KernelSpecError(f"{spec_dir} is a symbolic link (to {os.readlink(spec_dir)}); msnb does not follow it: remove the link yourself")
     if not spec_dir.is_dir():
@@ -533,40 +544,138 @@ def uninstall(name: str = DEFAULT_NAME, *, force: bool = False, user: bool = Fal
     return spec_dir
 
 
-def list_kernels() -> list[KernelInfo]:
-    """Every kernelspec Jupyter can see, marking msnb's and those whose interpreter is gone.
+def uninstall_all(name: str = DEFAULT_NAME, *, force: bool = False) -> tuple[list[Path], list[tuple[KernelInfo, str]]]:
+    """Remove every kernelspec named *name* in the folders Jupyter searches, each as :func:`uninstall` would.
 
-    Each kernel.json is read by :func:`read_spec`; one that cannot be read (a
-    FIFO, a list for ``env``, 100,000 nested brackets) is listed with the
-    reason as its display name and no interpreter, never raised.
+    One that is refused (not made by msnb without *force*, a link, inside a
+    package) is left, with the reason, and the others are still removed.
+
+    Returns:
+        (the folders removed, the kernelspecs left with why each was left).
+
+    Raises:
+        KernelSpecError: no kernelspec of that name is installed anywhere Jupyter looks.
+    """
+    validate_name(name)
+    found = locate(name)
+    if not found:
+        looked = ", ".join(str(d) for d in search_dirs())
+        raise KernelSpecError(f"no kernelspec named {name!r} is installed in {looked} (see `msnb list-kernels`)")
+    removed, left = [], []
+    for info in found:
+        try:
+            removed.append(_remove(name, Path(info.resource_dir), force))
+        except KernelSpecError as exc:
+            left.append((info, str(exc)))
+    return removed, left
+
+
+def where_of(kernels: str | os.PathLike) -> tuple[str, str | None]:
+    """A ``kernels`` folder in words, and the ``--user`` / ``--sys-prefix`` / ``--prefix DIR`` option naming it (None if none does)."""
+    here = _real(kernels)
+    if here == _real(kernels_dir(True, None)):
+        return "for the user", "--user"
+    if here == _real(kernels_dir(False, sys.prefix)):
+        return "in this Python environment (sys.prefix)", "--sys-prefix"
+    path = Path(kernels)
+    if path.parts[-3:] == ("share", "jupyter", "kernels"):
+        prefix = str(path.parent.parent.parent)
+        return f"under the prefix {prefix}", f"--prefix {shlex.quote(prefix)}"
+    return f"in {path}", None
+
+
+def _real(path) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return str(path)
+
+
+def _info(name: str, resource_dir: str) -> KernelInfo:
+    """One kernelspec folder read by :func:`read_spec`; an unreadable one gets the reason as its display name, never raised."""
+    where, option = where_of(Path(resource_dir).parent)
+    try:
+        spec = read_spec(Path(resource_dir) / "kernel.json")
+    except KernelSpecError as exc:
+        return KernelInfo(
+            name=name,
+            display_name=f"(unreadable: {exc})",
+            resource_dir=resource_dir,
+            interpreter="",
+            interpreter_exists=False,
+            made_by_msnb=False,
+            where=where,
+            option=option,
+        )
+    interpreter = spec["argv"][0]
+    exists = os.path.exists(interpreter) if os.path.isabs(interpreter) else shutil.which(interpreter) is not None
+    return KernelInfo(
+        name=name,
+        display_name=spec.get("display_name", ""),
+        resource_dir=resource_dir,
+        interpreter=interpreter,
+        interpreter_exists=exists,
+        made_by_msnb=_made_by_msnb(spec),
+        env=spec.get("env") or {},
+        where=where,
+        option=option,
+    )
+
+
+def _same_name(ksm, name: str, started: str | None) -> list[KernelInfo]:
+    """Every kernelspec named *name* in *ksm*'s folders, in Jupyter's search order; the one it starts (*started*) first."""
+    folders = [os.path.join(d, name) for d in ksm.kernel_dirs if os.path.isfile(os.path.join(d, name, "kernel.json"))]
+    started = started or (folders[0] if folders else None)
+    if started is None:
+        return []
+    ordered = [started, *(f for f in folders if _real(f) != _real(started))]
+    seen, infos = set(), []
+    for folder in ordered:
+        if _real(folder) in seen:  # the same folder reached twice (a JUPYTER_PATH entry that is also the prefix)
+            continue
+        seen.add(_real(folder))
+        info = _info(name, folder)
+        info.shadowed_by = None if not infos else infos[0].resource_dir
+        infos.append(info)
+    return infos
+
+
+def locate(name: str = DEFAULT_NAME) -> list[KernelInfo]:
+    """Every kernelspec named *name*, in Jupyter's search order: the first is the one a front end starts, the rest are shadowed.
+
+    jupyter_client looks in ``jupyter_path('kernels')`` in order and the first
+    folder holding the name wins.  In a virtual environment that order puts the
+    environment (``--sys-prefix``) before the user's folder (``--user``), and
+    ``JUPYTER_PATH`` before both, so a ``--user`` kernel of a name already
+    installed there is never started.
     """
     from jupyter_client.kernelspec import KernelSpecManager
 
+    ksm = KernelSpecManager()
+    return _same_name(ksm, name, ksm.find_kernel_specs().get(name))
+
+
+def removal_command(info: KernelInfo) -> str:
+    """The command that removes exactly the kernelspec *info* (a folder no option names: remove it by hand)."""
+    if info.option is None:
+        return f"rm -r {shlex.quote(info.resource_dir)}"
+    force = "" if info.made_by_msnb else " --force"
+    return f"msnb uninstall-kernel --name {info.name} {info.option}{force}"
+
+
+def list_kernels() -> list[KernelInfo]:
+    """Every kernelspec Jupyter can see, marking msnb's, those whose interpreter is gone, and those shadowed.
+
+    A name installed in several folders is listed once per folder, the one a
+    front end starts first and the others with ``shadowed_by`` naming it.  Each
+    kernel.json is read by :func:`read_spec`; one that cannot be read (a FIFO,
+    a list for ``env``, 100,000 nested brackets) is listed with the reason as
+    its display name and no interpreter, never raised.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    ksm = KernelSpecManager()
     infos = []
-    for name, resource_dir in sorted(KernelSpecManager().find_kernel_specs().items()):
-        try:
-            spec = read_spec(Path(resource_dir) / "kernel.json")
-        except KernelSpecError as exc:
-            infos.append(
-                KernelInfo(
-                    name=name, display_name=f"(unreadable: {exc})", resource_dir=resource_dir, interpreter="", interpreter_exists=False, made_by_msnb=False
-                )
-            )
-            continue
-        interpreter = spec["argv"][0]
-        if os.path.isabs(interpreter):
-            exists = os.path.exists(interpreter)
-        else:
-            exists = shutil.which(interpreter) is not None
-        infos.append(
-            KernelInfo(
-                name=name,
-                display_name=spec.get("display_name", ""),
-                resource_dir=resource_dir,
-                interpreter=interpreter,
-                interpreter_exists=exists,
-                made_by_msnb=_made_by_msnb(spec),
-                env=spec.get("env") or {},
-            )
-        )
+    for name, resource_dir in sorted(ksm.find_kernel_specs().items()):
+        infos.extend(_same_name(ksm, name, resource_dir) or [_info(name, resource_dir)])
     return infos

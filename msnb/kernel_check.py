@@ -174,24 +174,41 @@ def front_end_env(source: dict | None = None) -> dict:
     return env
 
 
-def _spec_location_finding(name: str, resource_dir: str) -> Finding | None:
-    """``kernel-location``: a kernelspec found only under an environment prefix (editors list it conditionally),
-    nowhere Jupyter looks, or shadowed by another kernelspec of the same name."""
+def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
+    """``kernel-location``: a kernelspec shadowed by another of the same name, nowhere Jupyter looks, or found only
+    under an environment prefix (editors list it conditionally).
+
+    The fix is never the install just made: a shadowed kernelspec is fixed by
+    removing the one that comes first (or this one), and a ``--user`` install
+    is advised alone only where the user's folder comes before this one in
+    Jupyter's search order (in a virtual environment it does not).
+    """
     from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
+    from jupyter_core.paths import SYSTEM_JUPYTER_PATH
+
+    from .kernel import kernels_dir, locate, removal_command, where_of
 
     here = Path(resource_dir).resolve()
-    found = KernelSpecManager().find_kernel_specs().get(name)
-    if found is None or Path(found).resolve() != here:
+    found = locate(name)
+    this = next((i for i in found if Path(i.resource_dir).resolve() == here), None)
+    if not found or this is None:
+        first = f"; they start the one {found[0].where} ({found[0].resource_dir})" if found else ""
+        if found and found[0].option:  # a --user copy could be shadowed by that one: replace the one they start
+            fix = f"install it over the one they start: msnb install-kernel --name {name} {found[0].option} --force"
+        else:
+            fix = f"install it where they look: msnb install-kernel --user --name {name}"
+        where = f"Jupyter and editors do not find the kernelspec at {here}: its folder is not on Jupyter's search path{first}"
+        return Finding("kernel-location", WARNING, where, fix)
+    if this.shadowed_by:
+        first = found[0]
         return Finding(
             "kernel-location",
             WARNING,
-            f"Jupyter and editors do not find the kernelspec at {here}: "
-            + (f"another kernelspec named {name!r} at {found} comes first" if found else "its folder is not on Jupyter's search path"),
-            f"install it where they look: msnb install-kernel --user --name {name}"
-            + (f" (or remove the other one: jupyter kernelspec remove {name})" if found else ""),
+            f"Jupyter and editors start another kernelspec named {name!r}: the one {first.where} ({first.resource_dir}) comes first "
+            f"in their search order, so this one {this.where} ({here}) is never started (`msnb list-kernels` shows both)",
+            f"remove the one that comes first: {removal_command(first)} (or keep it and remove this one: {removal_command(this)})",
         )
-    user_dir = Path(jupyter_data_dir()) / "kernels"
+    user_dir = kernels_dir(True, None)
     everywhere = [user_dir, *(Path(p) / "kernels" for p in SYSTEM_JUPYTER_PATH)]
     if any(here.parent == d.resolve() or (d / name / "kernel.json").is_file() for d in everywhere):
         return None
@@ -202,12 +219,21 @@ def _spec_location_finding(name: str, resource_dir: str) -> Finding | None:
         where = str(kernels)
     on_path = [p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p and Path(p).resolve() == kernels.parent]
     how = " (found here only because JUPYTER_PATH names it)" if on_path else ""
+    dirs = [Path(d).resolve() for d in KernelSpecManager().kernel_dirs]
+    user_first = user_dir.resolve() in dirs and (kernels not in dirs or dirs.index(user_dir.resolve()) < dirs.index(kernels))
+    if user_first:
+        fix = f"install it for the user instead, with the same interpreter: msnb install-kernel --user --name {name}"
+    else:  # a --user copy alone would be shadowed by this one: move it, do not copy it
+        fix = (
+            f"move it to the user's folder (a user copy alone would be shadowed by this one, which Jupyter searches first {where_of(kernels)[0]}): "
+            f"msnb install-kernel --user --name {name} && {removal_command(this)}"
+        )
     return Finding(
         "kernel-location",
         WARNING,
         f"the kernelspec {name!r} lives only under {where}{how}: VS Code lists it only while that "
         "environment's interpreter is selected, and Jupyter only when started from that environment",
-        f"install it for the user instead, with the same interpreter: msnb install-kernel --user --name {name}",
+        fix,
     )
 
 
@@ -445,7 +471,7 @@ def check_kernel(
             )
         )
     references = {k: v for k, v in (spec.env or {}).items() if isinstance(v, str) and _REFERENCE.search(v)}
-    location = _spec_location_finding(name, spec.resource_dir)
+    location = spec_location_finding(name, spec.resource_dir)
 
     if exists and not not_text:  # a non-string env value stops every front end before the kernel runs
         _start_and_probe(report, ksm, base_env, startup_timeout, mindspore_timeout, made_by_msnb)

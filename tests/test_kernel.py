@@ -259,3 +259,79 @@ def test_real_kernel_from_the_kernelspec_has_msnb_loaded(tmp_path, jupyter_dirs)
         import msnb
 
         assert msnb.__version__ in stream_text(outputs)
+
+
+def _advice(stdout: str) -> list[str]:
+    """The fix lines an install printed."""
+    return [line.split("fix:", 1)[1].strip() for line in stdout.splitlines() if line.strip().startswith("fix:")]
+
+
+def test_prefix_then_user_kernel_of_the_same_name_one_story(jupyter_dirs, run_msnb):
+    """A kernel installed where Jupyter searches first (here JUPYTER_PATH's prefix; in a virtual environment --sys-prefix),
+    then for the user under the same name: the advice never repeats the install just made, list-kernels shows both
+    and which one a front end starts, and uninstall says what it removed and what it left."""
+    name = "msnb-test-twice"  # never "mindspore": --all would also reach the test venv's own --sys-prefix kernel
+    prefix = jupyter_dirs["prefix"]
+    first, second = spec_dir(prefix, name), jupyter_dirs["data"] / "kernels" / name
+
+    proc = run_msnb("install-kernel", "--name", name, "--prefix", prefix, "--no-check", check=0)
+    advice = _advice(proc.stdout)
+    assert len(advice) == 1 and f"--prefix {prefix}" not in advice[0].split("&&")[0], advice  # not the install just run
+    # a --user copy alone would be shadowed by this one: the advice moves it (install for the user, remove this one)
+    assert f"msnb install-kernel --user --name {name} && msnb uninstall-kernel --name {name} --prefix {prefix}" in advice[0]
+
+    proc = run_msnb("install-kernel", "--name", name, "--user", "--no-check", check=0)
+    assert "never started" in proc.stdout and str(first) in proc.stdout
+    advice = _advice(proc.stdout)
+    assert len(advice) == 1 and "msnb install-kernel" not in advice[0], advice  # not the install just run, nor a repeat of it
+    assert f"msnb uninstall-kernel --name {name} --prefix {prefix}" in advice[0]
+
+    listed = [k for k in json.loads(run_msnb("list-kernels", "--json", check=0).stdout) if k["name"] == name]
+    assert [k["resource_dir"] for k in listed] == [str(first), str(second)]  # Jupyter's search order, the started one first
+    assert listed[0]["shadowed_by"] is None and listed[1]["shadowed_by"] == str(first)
+    assert listed[1]["where"] == "for the user" and str(prefix) in listed[0]["where"]
+    text = run_msnb("list-kernels", check=0).stdout
+    marks = [line for line in text.splitlines() if line.startswith(name)]
+    assert "started: first of 2" in marks[0] and "SHADOWED" in marks[1], marks
+    assert f"msnb uninstall-kernel --name {name} --user" in text  # how to remove the shadowed one
+
+    report = json.loads(run_msnb("doctor", "--json", check=0).stdout)
+    shadowed = [f for f in report["findings"] if f["rule"] == "kernel-shadowed" and str(second) in f["message"]]
+    assert len(shadowed) == 1 and f"--name {name} --user" in shadowed[0]["fix"], report["findings"]
+
+    # uninstall removes the one Jupyter starts and says the user's one is what it starts now, with the command for it
+    proc = run_msnb("uninstall-kernel", "--name", name, check=0)
+    assert not first.exists() and second.exists()
+    assert f"Removed kernelspec {name!r} under the prefix {prefix}: {first}" in proc.stdout
+    assert f"now start the kernelspec {name!r} for the user: {second}" in proc.stdout
+    assert f"msnb uninstall-kernel --name {name} --user" in proc.stdout and "uninstall-kernel --name {name}\n" not in proc.stdout
+
+    # --all removes every one of that name and says nothing is left
+    kernel.install(name, prefix=prefix)
+    proc = run_msnb("uninstall-kernel", "--name", name, "--all", check=0)
+    assert not first.exists() and not second.exists()
+    assert proc.stdout.count("Removed kernelspec") == 2 and f"No kernelspec named {name!r} is left" in proc.stdout
+
+
+def test_uninstall_all_leaves_what_msnb_did_not_make_and_says_why(jupyter_dirs, run_msnb):
+    name = "msnb-test-mixed"
+    prefix = jupyter_dirs["prefix"]
+    kernel.install(name)  # the user's, made by msnb
+    foreign = spec_dir(prefix, name)
+    foreign.mkdir(parents=True)
+    (foreign / "kernel.json").write_text(json.dumps({"argv": [sys.executable], "display_name": "Other", "language": "python"}))
+
+    proc = run_msnb("uninstall-kernel", "--name", name, "--all", check=1)
+    assert not (jupyter_dirs["data"] / "kernels" / name).exists() and foreign.exists()
+    assert f"Left kernelspec {name!r} under the prefix {prefix}" in proc.stdout and "not made by msnb" in proc.stdout
+    assert f"now start the kernelspec {name!r} under the prefix {prefix}" in proc.stdout
+
+
+def test_a_kernel_off_the_search_path_is_pointed_at_the_one_jupyter_starts(jupyter_dirs, run_msnb, tmp_path):
+    name = "msnb-test-offpath"
+    other = tmp_path / "other-env"  # not on JUPYTER_PATH
+    kernel.install(name, prefix=jupyter_dirs["prefix"])
+    proc = run_msnb("install-kernel", "--name", name, "--prefix", other, "--no-check", check=0)
+    assert "not on Jupyter's search path" in proc.stdout and str(spec_dir(jupyter_dirs["prefix"], name)) in proc.stdout
+    (advice,) = _advice(proc.stdout)
+    assert advice.endswith(f"msnb install-kernel --name {name} --prefix {jupyter_dirs['prefix']} --force") and str(other) not in advice

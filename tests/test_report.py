@@ -260,7 +260,10 @@ def test_magic_shows_the_page_in_a_sandboxed_frame(runs, tmp_path):
     answer = json.loads(out.stdout.strip().splitlines()[-1])
     assert answer["passed"] is False and answer["error"] == "UsageError"
     (frame,) = Page(answer["html"]).tags("iframe")
-    assert frame["sandbox"] == "" and frame["srcdoc"] == (tmp_path / "m.html").read_text()
+    saved = (tmp_path / "m.html").read_text()
+    # the saved page, its contents' links made the frame's own (a plain #anchor would load the notebook's URL into the frame)
+    assert frame["sandbox"] == "" and frame["srcdoc"] == saved.replace('href="#', 'href="about:srcdoc#') and 'href="#verdict"' in saved
+    assert frame["srcdoc"].count('href="about:srcdoc#') == saved.count("<section id=")
     assert "FAILED" in answer["plain"]
 
 

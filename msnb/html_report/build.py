@@ -69,11 +69,15 @@ class ReportResult(ResultView):
         return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {len(self.runs)} run(s)>"
 
     def _repr_html_(self) -> str:
-        """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
+        """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption.
+
+        The contents' links are the frame's own (:func:`page.for_frame`): a plain
+        ``#anchor`` would load the notebook's URL into the frame.
+        """
         color = COLORS[WARN if self.passed is None else PASS if self.passed else FAIL]
         what = self._what().encode("utf-8", "backslashreplace").decode("utf-8")  # run names from folders that are not UTF-8
         caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(what)}</p>'
-        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid {BORDER}" srcdoc="{page.esc(self.html)}"></iframe>'
+        frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid {BORDER}" srcdoc="{page.esc(page.for_frame(self.html))}"></iframe>'
         return caption + frame
 
 

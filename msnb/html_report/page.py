@@ -17,6 +17,11 @@ MAX_TEXT = 20_000  # characters of one text block (a config, a logged text) befo
 
 # even if something slipped through escaping, the browser runs no script and fetches nothing
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+# the contents' links: "#anchor" in the file; in a notebook's srcdoc frame "#anchor" resolves against the
+# notebook's own URL (clicking it loaded JupyterLab's login page into the frame), "about:srcdoc#anchor" is the
+# frame's own document, so the browser scrolls, with no script and the CSP above unchanged
+CONTENTS_LINK = 'href="#'
+FRAME_CONTENTS_LINK = 'href="about:srcdoc#'
 STATUS_CLASS = {status_word(s): s for s in (PASS, WARN, FAIL)} | {verdict_word(True): PASS, verdict_word(False): FAIL, "FLAG": FAIL}
 
 CSS = """
@@ -124,7 +129,7 @@ def section(anchor: str, title: str, body: str) -> str:
 
 def document(title: str, header: str, sections: list[tuple[str, str, str]]) -> str:
     """The whole page: title, header block, a table of contents and the sections (anchor, title, body)."""
-    toc = "".join(f'<li><a href="#{anchor}">{esc(name)}</a></li>' for anchor, name, _ in sections)
+    toc = "".join(f'<li><a {CONTENTS_LINK}{anchor}">{esc(name)}</a></li>' for anchor, name, _ in sections)
     body = "".join(section(anchor, name, html_body) for anchor, name, html_body in sections)
     return (
         "<!DOCTYPE html>\n"
@@ -134,3 +139,12 @@ def document(title: str, header: str, sections: list[tuple[str, str, str]]) -> s
         f"<title>{esc(title)}</title><style>{CSS}</style></head>"
         f"<body><header>{header}</header><nav><h2>Contents</h2><ol>{toc}</ol></nav>{body}</body></html>\n"
     ).replace("\0", "\ufffd")  # a NUL from a tag, a text or a path that reached the page by any route
+
+
+def for_frame(page: str) -> str:
+    """*page* as an ``<iframe srcdoc>`` holds it: the contents' links point at the frame's document, not the notebook's URL.
+
+    Text from the data cannot hold ``href="#`` (:func:`esc` turns the quote
+    into ``&quot;``), so only this package's own links are rewritten.
+    """
+    return page.replace(CONTENTS_LINK, FRAME_CONTENTS_LINK)

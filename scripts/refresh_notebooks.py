@@ -21,9 +21,11 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 SCRATCH = re.compile(r"(/tmp/msnb-[a-z]+-)[A-Za-z0-9_]{8}")
 
 
-def scrub(text: str) -> str:
-    """*text* with every scratch folder's random suffix replaced by ``XXXXXXXX``."""
-    return SCRATCH.sub(r"\1XXXXXXXX", text)
+def scrub(text: str, prefix: str = sys.prefix) -> str:
+    """*text* with every scratch folder's random suffix replaced by ``XXXXXXXX``, and this environment's
+    folder (the doctor prints the kernel's interpreter) by ``…``."""
+    text = SCRATCH.sub(r"\1XXXXXXXX", text)
+    return text.replace(prefix.rstrip("/") + "/", "…/") if prefix.rstrip("/") else text
 
 
 def _scrub_outputs(nb) -> None:

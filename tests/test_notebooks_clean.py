@@ -44,3 +44,5 @@ def test_the_refresh_script_scrubs_what_this_test_refuses():
     raw = "summary directory /tmp/msnb-smoke-fef85sm_/summary removed; kept /tmp/msnb-notebook-a1B2c3D4"
     assert MACHINE_PATH.search(raw) and not MACHINE_PATH.search(refresh.scrub(raw))
     assert refresh.scrub(raw) == "summary directory /tmp/msnb-smoke-XXXXXXXX/summary removed; kept /tmp/msnb-notebook-XXXXXXXX"
+    venv = "Python 3.11.7 (/work/main/.venv/bin/python3)"  # the doctor names the interpreter
+    assert MACHINE_PATH.search(venv) and refresh.scrub(venv, prefix="/work/main/.venv") == "Python 3.11.7 (…/bin/python3)"

@@ -231,8 +231,10 @@ def test_a_run_without_loss_is_reported_but_not_judged(runs, tmp_path):
 def test_cli_exit_codes_and_json(runs, run_msnb, tmp_path):
     ok = run_msnb("report", runs["healthy"], "--out", tmp_path / "ok.html", "--json", check=0)
     doc = json.loads(ok.stdout)
-    names = [r.run for r in msnb.check(runs["healthy"]).runs]
-    assert doc == {"out": str(tmp_path / "ok.html"), "bytes": (tmp_path / "ok.html").stat().st_size, "runs": names, "passed": True}
+    judged = msnb.check(runs["healthy"]).as_dict()  # the verdicts and flags are msnb check's, word for word
+    names = [r["run"] for r in judged["runs"]]
+    want = {"out": str(tmp_path / "ok.html"), "bytes": (tmp_path / "ok.html").stat().st_size, "runs": names, "passed": True}
+    assert doc == {**want, "verdicts": judged["runs"], "flags": judged["flags"]}
     failed = run_msnb("report", runs["healthy"], runs["drift"], "--out", tmp_path / "bad.html", check=1)
     assert failed.stdout.startswith(f"msnb report FAILED: wrote {tmp_path / 'bad.html'}")
     nothing = run_msnb("report", tmp_path / "nothing", "--out", tmp_path / "n.html", check=2)

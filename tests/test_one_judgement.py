@@ -186,9 +186,9 @@ def test_a_smoke_verdict_is_the_judges_on_what_the_smoke_wrote(smoke, views):
 
 def test_a_loss_tag_named_and_missing_fails_the_run_on_the_board_as_in_msnb_runs(corpus):
     """Naming a loss tag the run lacks fails it (msnb check --tag, msnb runs --tag); the board judges it the same way."""
-    board = BoardData([corpus / "healthy_2"], tag="lm-loss")
+    board = BoardData([corpus / "healthy_2"], tag="val_loss")
     board.poll(final=True)
     (data,) = board.runs.values()
-    (row,) = msnb.runs(corpus / "healthy_2", tag="lm-loss").rows
+    (row,) = msnb.runs(corpus / "healthy_2", tag="val_loss").rows
     assert data.verdict.passed is False and row.passed is False
     assert [(c.name, c.status) for c in data.verdict.checks] == [(c.name, c.status) for c in row.verdict.checks] == [("tags", "fail")]

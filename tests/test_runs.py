@@ -335,3 +335,20 @@ def test_a_one_shot_table_equals_a_kept_board_and_a_board_polled_after_it_reads_
         assert [(r.curve, r.smoothed_loss, r.trend, [str(p) for p in r.problems]) for r in table.rows] == [
             (r.curve, r.smoothed_loss, r.trend, [str(p) for p in r.problems]) for r in kept.rows
         ]
+
+
+def test_add_scalars_head_folders_belong_to_their_run(tmp_path):
+    """tensorboardX's add_scalars writes ``rank_N/<tag>/head_<i>`` folders: the panel lists the job once, as msnb check does,
+    with its heads among its series, instead of a phantom run per head folder that cannot be found on disk."""
+    code = "import sys; sys.path.insert(0, sys.argv[2]); from writers.training_state import write_small_run; write_small_run(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "small"), str(REPO / "tests")], check=True, capture_output=True, timeout=300)
+    assert list((tmp_path / "small" / "tensorboard" / "rank_0" / "max_attention_logit").rglob("head_*"))  # the folders are there
+    table = msnb.runs(tmp_path / "small")
+    assert sorted(r.run for r in table.rows) == ["log", "output/log", "tensorboard"]
+    assert not table.all_problems, table.all_problems
+    assert len(msnb.check(tmp_path / "small").runs) == 3  # the judge's runs too (named by their shortest distinct tail)
+    from msnb.panel.collect import _read_run, find_runs
+
+    (tb,) = [r for r in find_runs(tmp_path / "small") if r.name == "tensorboard"]
+    heads = [t for t in _read_run(tb)[1].scalars.tags() if "/head_" in t]
+    assert heads == ["max_attention_logit/model.layers.0.attention/head_0", "max_attention_logit/model.layers.0.attention/head_1"]

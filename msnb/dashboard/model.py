@@ -194,7 +194,7 @@ class BoardData:
                     continue
                 self.runs[key] = data = RunData(key, _renamed(scalars, key), _renamed(histograms, key))
                 if len(data.scalars):
-                    data.verdict = judge_run(data.scalars, key, tag=self.tag)
+                    data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss")  # as msnb check judges it
                 changed.append(key)
         self.problems = problems
         for key in sorted(changed):

@@ -31,6 +31,30 @@ _INT64_MAX = (1 << 63) - 1
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
 
 
+HEAD_FOLDER = re.compile(r"(?:^|/)head_\d+$")
+"""The last folder tensorboardX's ``add_scalars`` opens for one series (``<run>/rank_N/<tag>/head_<i>``)."""
+
+
+def head_owner(name: str, runs) -> str | None:
+    """The run an ``add_scalars`` head folder belongs to: the deepest other run above it, or None.
+
+    Discovery names ``run/rank_0/<tag>/head_0`` as run ``run/<tag>/head_0``; the
+    reader folds its rows back into ``run`` (:func:`msnb.events.training_state.fold_head_runs`),
+    so whoever lists runs or reads one run's files must count it as ``run``'s too.
+
+    Args:
+        name: a run name from :func:`discover`.
+        runs: every run name found beside it.
+
+    Returns:
+        The owning run's name, or None when *name* is no head folder or no run lies above it.
+    """
+    if not HEAD_FOLDER.search(name):
+        return None
+    owners = [r for r in runs if r != name and not HEAD_FOLDER.search(r) and (r == "." or name.startswith(r + "/"))]
+    return max(owners, key=len) if owners else None
+
+
 def rank_in_name(component: str) -> int | None:
     """The rank a single path component names, or None.
 

@@ -11,7 +11,6 @@ bytes, so memory stays bounded whatever a file holds.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -21,7 +20,7 @@ import numpy as np
 
 from . import mindspore_proto, records, tensorboard_proto
 from .decoded import Landscape
-from .discovery import LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover
+from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .logs import LogParser
@@ -112,9 +111,6 @@ class ReadResult:
 def _add(out: ReadResult, kind: str, new: Table) -> None:
     """A file read in several chunks adds to what the earlier chunks gave; joined once, by :func:`_finish`."""
     out.__dict__.setdefault("_parts", {}).setdefault(kind, []).append(new)
-
-
-_HEAD_FOLDER = re.compile(r"(?:^|/)head_\d+$")  # the last folder tensorboardX's add_scalars opens for one series
 
 
 def _finish(out: ReadResult) -> ReadResult:
@@ -261,7 +257,7 @@ class FileState:
         except OSError as exc:
             out.problems.append(Problem(path, self.pos, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
         _finish(out)
-        if _HEAD_FOLDER.search(self.source.run) and len(out.scalars):
+        if HEAD_FOLDER.search(self.source.run) and len(out.scalars):
             out.scalars = fold_head_runs(out.scalars)  # add_scalars' head_<i> folders are the run above them: folded here, once
         if final:
             self._final_checks(out, st.st_size)
@@ -590,8 +586,9 @@ class Follower:
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
-        if self.run is not None:
-            sources = [s for s in sources if s.run == self.run]
+        if self.run is not None:  # the run's own files, and its add_scalars head folders (the reader folds them into it)
+            runs = {s.run for s in sources}
+            sources = [s for s in sources if s.run == self.run or head_owner(s.run, runs) == self.run]
         for problem in found:
             if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
                 self._reported.add((problem.path, problem.kind))

@@ -154,15 +154,15 @@ def scalars(result, *, dpi: int, first=()) -> str:
     table_ = result.scalars
     if not len(table_):
         return note("No scalars were read.")
-    present = table_.tags()
+    runs = _runs(table_, first)
+    shown = table_.where(run=runs[:MAX_FIGURE_RUNS]) if len(runs) > MAX_FIGURE_RUNS else table_
+    present = shown.tags()  # the panels are of the runs drawn: a tag only a run left out has is no panel
     usual = [t for p in DEFAULT_PANELS for t in ALIASES[p] if t in present][:8]
     others = [t for t in present if t not in usual]
     groups = [("usual panels", usual or others[:MAX_OTHER_PANELS])]
     if usual and others:
         groups.append(("other tags", others[:MAX_OTHER_PANELS]))
     parts, drawn, nonfinite = [], [], []
-    runs = _runs(table_, first)
-    shown = table_.where(run=runs[:MAX_FIGURE_RUNS]) if len(runs) > MAX_FIGURE_RUNS else table_
     ranks = _most_ranks(shown)
     per_rank = 1 < ranks <= PER_RANK_UP_TO
     for name, tags in groups:
@@ -174,7 +174,7 @@ def scalars(result, *, dpi: int, first=()) -> str:
         caption = f"{name}: {', '.join(report.tags)}; {how}; {marks}. {report.summary_line()}"
         parts.append(page.figure(_png(report.figure, dpi), _alt(report.figure), caption))
     parts.append(_too_many(runs, "Curves are"))
-    left = [t for t in present if t not in drawn]
+    left = [t for t in table_.tags() if t not in drawn]
     if left:
         parts.append(note(f"{len(left):,} more tag(s) not drawn (in the table below): {', '.join(left[:20])}" + (" ..." if len(left) > 20 else "")))
     if nonfinite:

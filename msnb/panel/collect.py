@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from ..events.discovery import _SKIP_DIRS, _not_regular, classify, discover
+from ..events.discovery import _SKIP_DIRS, _not_regular, classify, discover, head_owner
 from ..events.problems import ProblemKind
 from ..events.reader import Follower, ReadResult
 from ..events.records import Problem
@@ -84,7 +84,8 @@ def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problem
     root = Path(base)
     dir_cache = {} if dir_cache is None else dir_cache
     walk_base(root, dir_cache, problems)
-    names = sorted({s.run for s in discover(root, dir_cache, problems)})
+    found = {s.run for s in discover(root, dir_cache, problems)}
+    names = sorted(n for n in found if head_owner(n, found) is None)  # add_scalars' head folders are their run's
     return [RunDir(name, root if name == "." else root / name, dir_cache) for name in names]
 
 

@@ -53,6 +53,7 @@ class PlotReport(ResultView):
     labels: dict = field(default_factory=dict)
     bands: list = field(default_factory=list)
     unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
+    verdicts: list = field(default_factory=list)  # the judge's RunVerdict of each run, whose flags are drawn
     passed = True  # a plot draws, it does not judge: its flags are shown, and ``msnb plot`` exits 0
 
     def as_dict(self) -> dict:
@@ -67,6 +68,7 @@ class PlotReport(ResultView):
             "bands": bool(self.bands),
             "band_details": [b.as_dict() for b in self.bands],
             "unbanded": [{"run": run, "tag": tag} for run, tag in self.unbanded],
+            "verdicts": [{"run": v.run, "passed": v.passed, "checks": [c.as_dict() for c in v.checks]} for v in self.verdicts],
         }
 
     def format_text(self) -> str:
@@ -323,10 +325,11 @@ def plot_scalars(
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
     # the flags are the judge's, run by run (the same as msnb check's); non-finite values on every record of every rank
     rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
-    flags, judged = [], {}
+    flags, judged, verdicts = [], {}, []
     for run in runs:
         seen: dict = {}
         verdict = judge_run(scalars, run, rules=rules, seen=seen)
+        verdicts.append(verdict)
         flags += verdict.flags
         judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
     found = find_nonfinite(scalars, tags)
@@ -455,6 +458,7 @@ def plot_scalars(
         labels=labels,
         bands=drawn_bands,
         unbanded=unbanded,
+        verdicts=verdicts,
     )
 
 

@@ -38,13 +38,15 @@ def judge_smoke(
     *,
     device_usable: bool = True,
     stopped_by: str | None = None,
+    flags_out: list | None = None,
 ) -> list:
     """The smoke verdict: every check, from what the run left on disk and how its process ended.
 
     A device requested but not usable fails ``device``.  A run stopped from
     outside (Ctrl-C, ``timeout``, a stop signal named by *stopped_by*) fails
     ``process`` only: the record its writer was cut off in is expected, so it
-    does not also fail ``summaries``.
+    does not also fail ``summaries``.  *flags_out*, where given, receives the judge's flags on the loss
+    (rank, step, reason), the very ones behind its ``finite``, ``loss_spikes`` and ``rank_divergence`` checks.
     """
     checks = [Check("device", PASS if device_usable else FAIL, device_reason)]
     if spec.get("mindformers_model"):
@@ -109,7 +111,9 @@ def judge_smoke(
                 )
             )
 
-    loss_checks, _flags = judge_loss([summary_read.scalars, everything.scalars if everything is not None else None], context=summary_read.scalars)
+    loss_checks, flags = judge_loss([summary_read.scalars, everything.scalars if everything is not None else None], context=summary_read.scalars)
+    if flags_out is not None:
+        flags_out.extend(flags)
     if not loss_checks and (outcome.returncode == 0 or trained):
         checks.append(Check("loss_falling", FAIL, "no loss was recorded"))
     checks.extend(loss_checks)

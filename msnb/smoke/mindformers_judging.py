@@ -149,12 +149,14 @@ def _process(outcome, trained: int, stopped_by: str | None, failure: str | None)
     return Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)")
 
 
-def judge_mindformers_smoke(ctx) -> list:
+def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     """Every check of a mindformers smoke run.
 
     Args:
         ctx: a :class:`~msnb.smoke.runner.Judged` bundle: the plan, the process outcome, the tables read, the step
             times, the device, the lint findings, the rehearsal the child reported and its failure line.
+
+        flags_out: where given, receives the judge's flags on the loss (those behind its loss checks).
 
     Returns:
         The checks, in the order they are shown.
@@ -189,9 +191,11 @@ def judge_mindformers_smoke(ctx) -> list:
     checks.append(_process(ctx.outcome, trained, ctx.stopped_by, ctx.failure))
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
     per_step = _LogsAndBoard(ctx.everything)
-    loss_checks, _flags = judge_loss(
+    loss_checks, flags = judge_loss(
         [ctx.summary_read.scalars if ctx.summary_read is not None else None, per_step.scalars], context=log_scalars(ctx.everything.scalars)
     )
+    if flags_out is not None:
+        flags_out.extend(flags)
     if not loss_checks and (ctx.outcome.returncode == 0 or trained):
         checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
     checks.extend(loss_checks)

@@ -58,6 +58,7 @@ class SmokeResult(ResultView):
     histogram_figure: object = None
     first_live_delay_s: float | None = None
     ranks: list = field(default_factory=list)
+    flags: list = field(default_factory=list)  # the judge's flags on the loss (rank, tag, step, reason): msnb check's on the same files
     traceback: str = field(default="", init=False)  # the whole last traceback of the training's logs, when it failed
     _shown_in: object = field(default=None, init=False, repr=False, compare=False)
 
@@ -105,12 +106,14 @@ class SmokeResult(ResultView):
             "summary_dir": self.summary_dir if self.kept else None,  # a removed directory is no path to follow
             "summary_dir_note": None if self.kept else f"{self.summary_dir} was removed after the run (--keep keeps it)",
             "kept": self.kept,
+            "workdir": self.workdir if self.workdir and Path(self.workdir).is_dir() else None,  # the training's logs, while kept
             "device": self.device,
             "device_reason": self.device_reason,
             "steps": self.steps,
             "steps_trained": self.steps_trained,
             "elapsed_s": round(self.elapsed_s, 3),
             "ranks": self.ranks,
+            "flags": [f.as_dict() for f in self.flags],
             "first_live_delay_s": None if self.first_live_delay_s is None else round(self.first_live_delay_s, 3),
             "findings": [f.as_dict() for f in self.findings],
             "log_tail": self.log_tail,

@@ -673,6 +673,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
     elapsed = time.monotonic() - launched.started
     outcome = ProcessOutcome(watched.returncode, watched.interrupted, watched.timed_out, elapsed, log_tail)
 
+    flags: list = []  # the judge's flags on the loss, beside its checks
     if prepared.plan is not None:
         checks = judge_mindformers_smoke(
             MindformersRun(
@@ -690,7 +691,8 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
                 stopped_by=watched.stopped_by,
                 rehearsal=_read_json(workdir / "rehearsal.json"),
                 failure=next((line for p in sorted(workdir.glob("failure*.txt")) if (line := _tail(p, 1))), None),
-            )
+            ),
+            flags_out=flags,
         )
     else:
         checks = judge_smoke(
@@ -706,6 +708,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
             o.workers,
             device_usable=prepared.device_usable,
             stopped_by=watched.stopped_by,
+            flags_out=flags,
         )
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
@@ -737,6 +740,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         histogram_figure=hist_figure,
         first_live_delay_s=delay,
         ranks=sorted(times) if times else [],
+        flags=flags,
     )
 
 

@@ -7,14 +7,27 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def build(out: Path) -> Path:
-    """Write every scenario under *out* (once: a finished corpus is reused), in child processes."""
-    done = out / ".complete"
-    if done.exists():
+def build(out: Path, *, notebooks: bool = False) -> Path:
+    """Write every scenario under *out* (once: a finished corpus is reused), in child processes run side by side.
+
+    With *notebooks*, the notebooks' data is written too, under ``out/notebooks`` (see notebook_data.py).
+    """
+    jobs = []
+    if not (out / ".complete").exists():
+        jobs += [("write.py", str(out), which) for which in ("tbx", "ms")]
+    if notebooks and not (out / ".notebooks").exists():
+        jobs.append(("notebook_data.py", str(out / "notebooks")))
+    if not jobs:
         return out
     out.mkdir(parents=True, exist_ok=True)
-    for which in ("tbx", "ms"):
-        proc = subprocess.run([sys.executable, str(HERE / "write.py"), str(out), which], capture_output=True, text=True, timeout=600, cwd=str(out))
-        assert proc.returncode == 0, f"write.py {which} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    done.write_text("ok")
+    started = [
+        (job, subprocess.Popen([sys.executable, str(HERE / job[0]), *job[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(out)))
+        for job in jobs
+    ]
+    for job, proc in started:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{' '.join(job)} failed:\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    (out / ".complete").write_text("ok")
+    if notebooks:
+        (out / ".notebooks").write_text("ok")
     return out

@@ -15,6 +15,7 @@ import sys
 from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
+from .words import count
 
 # shared with %mfmon_plot; the number is msnb.analysis.bands.BANDS_ABOVE (a test checks), spelled out so the parser needs no numpy
 BANDS_HELP = "draw each run's ranks as bands (min-max, 10-90 %%, median) with the flagged ranks as lines; default: on for runs of more than 16 ranks"
@@ -37,7 +38,7 @@ def _cmd_install_kernel(args) -> int:
     print(f"Installed kernelspec {args.name!r} ({args.display_name}) in {path}")
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
-        print(f"  with {len(spec['env'])} environment variable(s): {', '.join(sorted(spec['env']))}")
+        print(f"  with {count(len(spec['env']), 'environment variable')}: {', '.join(sorted(spec['env']))}")
     if not args.no_check:
         from .kernel_check import check_kernel
 
@@ -175,7 +176,7 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
             )
         )
     else:
-        print(f"Scanned {found['files']} .py/.yaml file(s): {len(found['definitions'])} model_type definition(s)")
+        print(f"Scanned {count(found['files'], '.py/.yaml file')}: {count(len(found['definitions']), 'model_type definition')}")
         for name, v in sorted(found["collisions"].items()):
             print(f"  COLLISION {name!r} is shipped by {v['library']}:")
             for u in v["uses"]:
@@ -226,7 +227,7 @@ def _cmd_export_parquet(args) -> int:
     print(report.format_text())
     skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
     if args.strict and skipped:
-        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        print(f"msnb export: error: {count(len(skipped), 'damaged or truncated record')} skipped (--strict)", file=sys.stderr)
         return 3
     return 0
 
@@ -251,7 +252,7 @@ def _cmd_export(args) -> int:
     if not n:
         print(f"msnb export: note: {args.path} holds no {args.kind} (it has: {result!r})", file=sys.stderr)
     if args.strict and skipped:
-        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        print(f"msnb export: error: {count(len(skipped), 'damaged or truncated record')} skipped (--strict)", file=sys.stderr)
         return 3
     return 0
 
@@ -270,7 +271,7 @@ def _cmd_convert(args) -> int:
 
     def progress(report):
         if not args.json:
-            print(f"msnb convert: {report.total} row(s) written so far", file=sys.stderr)
+            print(f"msnb convert: {count(report.total, 'row')} written so far", file=sys.stderr)
 
     follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
     report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
@@ -385,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
     p.set_defaults(func=_cmd_config)
 
-    p = sub.add_parser("plot", help="draw the scalar curves under PATH(s) to a PNG or SVG file")
+    p = sub.add_parser("plot", help="draw the scalar curves under the PATHs to a PNG or SVG file")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--out", required=True, help="FILE.png or FILE.svg")
     p.add_argument("--tags", help="comma-separated tags or panel names (loss, lr, grad_norm, step_time, throughput)")

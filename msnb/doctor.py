@@ -26,6 +26,7 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
     version_tuple,
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
+from .words import count
 
 
 @dataclass
@@ -69,7 +70,7 @@ class Report:
 
     def __repr__(self) -> str:
         errors = sum(f.severity == ERROR for f in self.findings)
-        return f"<doctor Report: {len(self.findings)} finding(s), {errors} blocking; best device {self.best_device}>"
+        return f"<doctor Report: {count(len(self.findings), 'finding')}, {errors} blocking; best device {self.best_device}>"
 
     def format_text(self) -> str:
         lines = [f"Python      {self.python} ({self.executable})", f"Platform    {self.platform}", ""]

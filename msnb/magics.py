@@ -100,14 +100,15 @@ class MsnbMagics(Magics):
     @line_magic
     @user_errors
     def mfmon_plot(self, line):
-        """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
+        """Draw the scalar curves under the PATHs inline: raw faint, smoothed solid,
         NaN/Inf marked, ranks that left the others flagged (over 16 ranks: bands, flagged ranks as lines).
 
-        Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
-        figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
+        Shows the figure with a short text under it (points read and drawn; NaN/Inf as step
+        ranges and the flags, when there are any).  Returns a ``msnb.plot.PlotReport`` (runs, tags,
+        points, flags and the figure), so ``report = %mfmon_plot ...`` keeps what was drawn; as the
+        cell's last line it adds nothing more to what was shown.
         """
         from .events.runs import read_for_plot
-        from .plot.render import show_figure
         from .plot.scalars import plot_read
 
         args = parse_argstring(self.mfmon_plot, line)
@@ -116,9 +117,7 @@ class MsnbMagics(Magics):
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
         report = plot_read(result, paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
-        show_figure(report.figure)
-        if report.flags or report.nonfinite:
-            print(report.format_text())
+        report.show()
         return report
 
     @magic_arguments()

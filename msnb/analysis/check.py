@@ -11,11 +11,23 @@ import os
 
 from ..errors import NothingReadable
 from ..events.tables import distinct
+from ..words import count
 from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run, status_word
-from .rules import DEFAULT_RULES, FAIL, WARN, Rules
+from .rules import DEFAULT_RULES, FAIL, SKIP, WARN, Rules
 
-_COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+_COLORS = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "skip": "#6e7781"}
+
+
+def flag_note(run: RunVerdict, flag) -> str:
+    """What a flag row says after where and when: the check it already stands in (``see finite``), else its reason.
+
+    A failed check's detail is often the flags' reasons joined; a row repeating it word for word says nothing new.
+    """
+    for c in run.checks:
+        if c.status == FAIL and flag.reason and flag.reason in c.detail.split("; "):
+            return f"see {c.name}"
+    return flag.reason
 
 
 class CheckResult:
@@ -52,7 +64,7 @@ class CheckResult:
                 lines.append(f"  {status_word(c.status)}  {c.name}: {c.detail}")
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
-                lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {f.reason}")
+                lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
         for p in self.problems:
             lines.append(f"  note: {p}")
         verdict, summary = self.summary()
@@ -60,10 +72,17 @@ class CheckResult:
         return "\n".join(lines)
 
     def summary(self) -> tuple[str, str]:
-        """(``PASSED`` or ``FAILED``, ``3 run(s), 1 failed, 2 warning(s), 4 flag(s)``): the verdict's last line, as fields."""
+        """(``PASSED`` or ``FAILED``, ``3 runs, 1 failed, 2 warnings, 4 flags``): the verdict's last line, as fields.
+
+        Checks not judged (``SKIP``) count neither as passed nor as warnings; they are counted apart when there are any.
+        """
         failed = sum(not r.passed for r in self.runs)
         warned = sum(c.status == WARN for r in self.runs for c in r.checks)
-        return ("FAILED" if failed else "PASSED"), f"{len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)"
+        skipped = sum(c.status == SKIP for r in self.runs for c in r.checks)
+        rest = f"{count(len(self.runs), 'run')}, {failed} failed, {count(warned, 'warning')}, {count(len(self.flags), 'flag')}"
+        if skipped:
+            rest += f", {count(skipped, 'check')} not judged"
+        return ("FAILED" if failed else "PASSED"), rest
 
     def __repr__(self) -> str:
         return self.format_text()
@@ -85,9 +104,11 @@ class CheckResult:
             for f in r.flags:
                 where = f"rank {f.rank}" if f.rank >= 0 else "run"
                 rows.append(
-                    f'<tr><td style="color:{_COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td><td style="text-align:left">{html.escape(f.reason)}</td></tr>'
+                    f'<tr><td style="color:{_COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td>'
+                    f'<td style="text-align:left">{html.escape(flag_note(r, f))}</td></tr>'
                 )
-        head = f"<b>msnb check: {'PASSED' if self.passed else 'FAILED'}</b>"
+        word = "PASSED" if self.passed else "FAILED"
+        head = f'<b>msnb check: <span style="color:{_COLORS["pass" if self.passed else "fail"]}">{word}</span></b>'  # coloured as each run's word
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 

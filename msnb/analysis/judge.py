@@ -12,9 +12,10 @@ import numpy as np
 
 from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
+from ..words import count
 from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
-from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
 from .series import align, curves, stride
 from .spikes import run_curve, spike_flag
 from .steptime import step_time_stability
@@ -62,7 +63,7 @@ def _steps_check(cs, rules: Rules) -> Check:
         who = "" if len(cs) == 1 else (" (all ranks)" if len(ranks) == len(cs) else f" (rank {', '.join(map(str, sorted(set(ranks))))})")
         parts.append(f"restarted at step {s}{who}")
     if restarts:
-        parts.append(f"{replaced} earlier record(s) replaced by the later ones")
+        parts.append(f"{count(replaced, 'earlier record')} replaced by the later ones")
     strides = {stride(c.steps) for c in cs if c.steps.size >= 3}
     if len(strides) == 1 and (n := strides.pop()) > 1:
         parts.append(f"steps recorded every {n} (sink mode?)")
@@ -175,7 +176,9 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
         if div:
             verdict.checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)))
         else:
-            verdict.checks.append(Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {steps.size} common steps"))
+            verdict.checks.append(
+                Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {count(steps.size, 'common step')}")
+            )
         verdict.flags.extend(div)
 
     st_tag = resolve("step_time", present)
@@ -188,5 +191,5 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
 
 
 def status_word(status: str) -> str:
-    """PASS / WARN / FAIL."""
-    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL"}.get(status, status.upper())
+    """PASS / WARN / FAIL / SKIP: the one spelling of a check's status in text and HTML."""
+    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}.get(status, status.upper())

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
+SKIP = "skip"
+"""A check that was not judged (too few points for the rule): neither a pass nor a warning, and it fails nothing."""
+STATUSES = (PASS, WARN, FAIL, SKIP)
 
 
 @dataclass
 class Check:
-    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail), ``detail`` (why, with numbers).
+    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail/skip), ``detail`` (why, with numbers).
 
     ``outcome`` is the rule's answer in one word where it has one (``loss_falling``: ``falling``, ``rising``,
     ``flat``, ``too short``; ``loss_stalled``: ``stalled``), so a view can show it without reading the detail;

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import MissingDependency, NothingReadable, UsageError
 from ..safe_files import inside
+from ..words import count
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -76,9 +77,9 @@ class ParquetReport:
 
     def format_text(self) -> str:
         if not self.total:
-            return f"nothing new to export to {self.out}" + (f" ({self.unchanged} file(s) unchanged since the last export)" if self.unchanged else "")
+            return f"nothing new to export to {self.out}" + (f" ({count(self.unchanged, 'file')} unchanged since the last export)" if self.unchanged else "")
         kinds = ", ".join(f"{n} {k}" for k, n in self.rows.items() if n)
-        return f"wrote {kinds} in {len(self.files)} Parquet file(s) under {self.out}"
+        return f"wrote {kinds} in {count(len(self.files), 'Parquet file')} under {self.out}"
 
 
 # ---------------------------------------------------------------- columns

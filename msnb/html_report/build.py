@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..errors import NothingReadable, UsageError
 from ..outputs import check_out
+from ..words import count
 from . import page, sections
 
 DPI = 80  # figures sharp on screen and on paper, a few tens of KB each
@@ -54,13 +55,13 @@ class ReportResult:
         return "NOT JUDGED" if self.passed is None else "PASSED" if self.passed else "FAILED"
 
     def _what(self) -> str:
-        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
+        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {count(len(self.runs), 'run')}: {', '.join(self.runs)}"
 
     def format_text(self) -> str:
         return f"msnb report {self.verdict_word()}: {self._what()}"
 
     def __repr__(self) -> str:
-        return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {len(self.runs)} run(s)>"
+        return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {count(len(self.runs), 'run')}>"
 
     def _repr_html_(self) -> str:
         """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption."""
@@ -143,8 +144,8 @@ def _header(title: str, where: str, result, checked, why_not) -> str:
         line = f"{page.status(word)}: {page.esc(rest)}"
     return (
         f"<h1>{page.esc(title)}</h1>"
-        f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {len(result.files)} file(s), {page.esc(counts)}; '
-        f"{len(result.problems)} problem(s) while reading.</p>"
+        f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {count(len(result.files), "file")}, {page.esc(counts)}; '
+        f"{count(len(result.problems), 'problem')} while reading.</p>"
         f'<p class="verdict" id="overall">{line}</p>'
     )
 

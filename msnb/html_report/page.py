@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import html
 
+from ..words import count
+
 MAX_ROWS = 200  # rows a table shows before it says how many it left out
 MAX_TEXT = 20_000  # characters of one text block (a config, a logged text) before it is cut
 
 # even if something slipped through escaping, the browser runs no script and fetches nothing
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-STATUS_CLASS = {"PASS": "pass", "PASSED": "pass", "WARN": "warn", "FAIL": "fail", "FAILED": "fail", "FLAG": "fail"}
+STATUS_CLASS = {"PASS": "pass", "PASSED": "pass", "WARN": "warn", "FAIL": "fail", "FAILED": "fail", "FLAG": "fail", "SKIP": "skip"}
 
 CSS = """
 :root { color-scheme: light; }
@@ -30,6 +32,7 @@ td { overflow-wrap: break-word; } td.path { word-break: break-all; }
 th, td { border: 1px solid #d0d7de; padding: .25em .55em; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass { color: #1a7f37; font-weight: bold; } .warn { color: #9a6700; font-weight: bold; } .fail { color: #cf222e; font-weight: bold; }
+.skip { color: #6e7781; font-weight: bold; }
 .verdict { font-size: 1.25em; margin: .6em 0; } .note { color: #59636e; font-style: italic; }
 figure { margin: .6em 0 1.2em; } figure img { max-width: 100%; height: auto; box-sizing: border-box; border: 1px solid #eaeef2; }
 figcaption { color: #59636e; font-size: .85em; }
@@ -52,7 +55,7 @@ def esc(value) -> str:
 
 
 def status(word: str) -> str:
-    """A PASS / WARN / FAIL word, coloured by its class."""
+    """A PASS / WARN / FAIL / SKIP word, coloured by its class."""
     cls = STATUS_CLASS.get(word.upper(), "")
     return f'<span class="{cls}">{esc(word)}</span>' if cls else esc(word)
 
@@ -104,7 +107,7 @@ def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=(), pa
             cls = "num" if i in numeric else "path" if i in paths else ""
             cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    more = note(f"{len(rows) - limit:,} more row(s) left out; the full data: msnb export or msnb.read()") if len(rows) > limit else ""
+    more = note(f"{count(len(rows) - limit, 'more row', thousands=True)} left out; the full data: msnb export or msnb.read()") if len(rows) > limit else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import math
 
+from ..analysis.judge import status_word
+from ..analysis.rules import PASS, SKIP
 from .table import COLUMNS, text_cells
 
 LIGHTS = {"red": "#cf222e", "amber": "#bf8700", "green": "#1a7f37"}
@@ -56,7 +58,7 @@ KEEP = ";white-space:nowrap"  # a status, a number, a size or an age on one line
 
 def verdict_title(row) -> str:
     """The light's tooltip: the checks that did not pass, or that all did."""
-    bad = [f"{c.status.upper()} {c.name}: {c.detail}" for c in row.verdict.checks if c.status != "pass"]
+    bad = [f"{status_word(c.status)} {c.name}: {c.detail}" for c in row.verdict.checks if c.status not in (PASS, SKIP)]
     if row.missing_ranks:
         bad.append(f"ranks missing: {', '.join(map(str, row.missing_ranks))}" + (f" and {row.missing_more:,} more" if row.missing_more else ""))
     return "\n".join(bad) or "every check passed"

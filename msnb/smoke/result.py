@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL"}
-_COLOR = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e"}
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}  # the judge's spelling (msnb.analysis.judge.status_word)
+_COLOR = {"pass": "#1a7f37", "warn": "#9a6700", "fail": "#cf222e", "skip": "#6e7781"}
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
 TRACEBACK_HEAD = "Traceback (most recent call last)"
 TRACEBACK_MAX_LINES = 400

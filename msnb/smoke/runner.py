@@ -43,6 +43,7 @@ from ..config.lint import lint
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
+from ..words import count
 from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
@@ -179,7 +180,7 @@ def _check_summary_dir(summary_dir) -> Path:
         raise SmokeError(f"--summary-dir {summary_dir}: not writable")
     earlier = [p for p in target.rglob("*") if p.is_file()]
     if earlier:  # their records would be judged as this run's
-        raise SmokeError(f"--summary-dir {summary_dir}: already holds {len(earlier)} file(s), e.g. {earlier[0].name}; give a new or empty directory")
+        raise SmokeError(f"--summary-dir {summary_dir}: already holds {count(len(earlier), 'file')}, e.g. {earlier[0].name}; give a new or empty directory")
     return target.resolve()
 
 
@@ -551,7 +552,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     out.returncode = launched.proc.returncode
     left = _marked_processes(launched.marker)
     if left:
-        out.extra_checks.append(Check("cleanup", FAIL, f"{len(left)} process(es) of this run could not be stopped: pids {left}"))
+        out.extra_checks.append(Check("cleanup", FAIL, f"{count(len(left), 'process')} of this run could not be stopped: pids {left}"))
     follower.close()
     out.everything = follower.result
     return out
@@ -616,7 +617,7 @@ def check_sink(sink_size: int | None, device: str, mode: str, times: dict) -> li
         if device == "CPU"
         else ("MindSpore's PyNative mode trains without sink mode (use --mode graph)" if mode == "pynative" else "MindSpore did not sink the dataset")
     )
-    seen = f"callbacks ran every {stride} step(s)" if stride else "no steps were timed"
+    seen = f"callbacks ran every {count(stride, 'step')}" if stride else "no steps were timed"
     return [Check("sink_mode", WARN, f"sink mode not rehearsed: {why}; dataset_sink_mode=True, sink_size={sink_size} was accepted but {seen}")]
 
 

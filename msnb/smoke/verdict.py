@@ -12,6 +12,7 @@ import numpy as np
 
 from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, likely_cause, loss_trend, resolve_restarts, spearman, step_time_stability
 from ..events.tags import ALIASES
+from ..words import count
 
 __all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
 
@@ -73,7 +74,9 @@ def check_loss(steps, values, label: str, nonfinite=None, rules=DEFAULT_RULES, s
     values = np.asarray(values, float)
     bad = ~np.isfinite(values)
     if nonfinite is not None:
-        return [Check(f"finite{label}", FAIL, f"loss is {nonfinite.value} from step {nonfinite.step} ({nonfinite.count} of {nonfinite.records} records)")]
+        return [
+            Check(f"finite{label}", FAIL, f"loss is {nonfinite.value} from step {nonfinite.step} ({nonfinite.count} of {count(nonfinite.records, 'record')})")
+        ]
     if bad.any():
         return [Check(f"finite{label}", FAIL, f"loss is {values[bad][0]} from step {int(steps[bad][0])} ({int(bad.sum())} of {values.size} points)")]
     cause = likely_cause(scalars) if scalars is not None else None
@@ -133,7 +136,7 @@ def check_disk(summary_bytes: int, trained_steps: int, median_ms: float | None, 
     per_step = summary_bytes / trained_steps
     gb = per_step * 86400 / (median_ms / 1000) / 1e9
     detail = (
-        f"{summary_bytes / 1e6:.2f} MB for {trained_steps} steps ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
+        f"{summary_bytes / 1e6:.2f} MB for {count(trained_steps, 'step')} ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
         f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day"
     )
     if builtin_model:

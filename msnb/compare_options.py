@@ -83,19 +83,15 @@ def compare_magic_arguments(func):
     return magic_arguments()(func)
 
 
-def _unquote(value):
-    return value.strip("\"'") if isinstance(value, str) else value
-
-
 def compare_kwargs(args: argparse.Namespace) -> dict:
-    """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced (quotes a notebook user typed removed)."""
+    """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced."""
     return {
-        "baseline": _unquote(args.baseline),
-        "candidate": _unquote(args.candidate),
-        "reruns": [_unquote(p) for p in (args.reruns or [])],
-        "tag": _unquote(args.tag),
-        "steps": _unquote(args.steps),
+        "baseline": args.baseline,
+        "candidate": args.candidate,
+        "reruns": list(args.reruns or []),
+        "tag": args.tag,
+        "steps": args.steps,
         "offset": args.offset,
-        "rank": _unquote(args.rank),
+        "rank": args.rank,
         "verify": not getattr(args, "no_verify", False),
     }

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
+import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from .cli import BANDS_HELP
 from .compare_options import compare_magic_arguments
@@ -37,6 +39,27 @@ def user_errors(func):
     return wrapper
 
 
+def split_line(line: str) -> list[str]:
+    """A magic's line split as a shell splits it: quotes group words and are removed (``--title "job 4711"`` is ``job 4711``).
+
+    IPython's own ``parse_argstring`` splits with ``shlex`` in non-POSIX mode, which keeps the quotes in the
+    values; on Windows (backslashes in paths) that mode is kept and one pair of surrounding quotes is taken off.
+    """
+    try:
+        if os.name != "nt":
+            return shlex.split(line)
+        from IPython.utils.process import arg_split
+
+        return [w[1:-1] if len(w) >= 2 and w[0] == w[-1] and w[0] in "\"'" else w for w in arg_split(line, posix=False)]
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"msnb: {exc}: {line}") from None
+
+
+def parse_line(magic, line: str) -> argparse.Namespace:
+    """The arguments of *magic* (a method decorated with ``magic_arguments``) from its *line*; a bad line is a ``UsageError``."""
+    return magic.parser.parse_args(split_line(line))
+
+
 @magics_class
 class MsnbMagics(Magics):
     """The ``%mfmon_*`` magics."""
@@ -59,7 +82,7 @@ class MsnbMagics(Magics):
         """
         from . import doctor
 
-        args = parse_argstring(self.mfmon_doctor, line)
+        args = parse_line(self.mfmon_doctor, line)
         if args.kernel is not None:
             from .kernel_check import check_kernel
 
@@ -86,8 +109,8 @@ class MsnbMagics(Magics):
         from .config import check_config
         from .environment import installed_major
 
-        args = parse_argstring(self.mfmon_config, line)
-        return check_config(args.file.strip("\"'"), steps=args.steps, protobuf_major=installed_major("protobuf"))
+        args = parse_line(self.mfmon_config, line)
+        return check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
 
     @magic_arguments()
     @argument("paths", nargs="+", help="summary directories, TensorBoard directories, event files or logs")
@@ -111,8 +134,8 @@ class MsnbMagics(Magics):
         from .events.runs import read_for_plot
         from .plot.scalars import plot_read
 
-        args = parse_argstring(self.mfmon_plot, line)
-        paths = [p.strip("\"'") for p in args.paths]
+        args = parse_line(self.mfmon_plot, line)
+        paths = args.paths
         result = read_for_plot(paths)
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
@@ -134,8 +157,8 @@ class MsnbMagics(Magics):
         """
         from .analysis.check import check
 
-        args = parse_argstring(self.mfmon_check, line)
-        return check([p.strip("\"'") for p in args.paths], tag=args.tag or "loss")
+        args = parse_line(self.mfmon_check, line)
+        return check(args.paths, tag=args.tag or "loss")
 
     @magic_arguments()
     @argument("path", help="the summary directory, TensorBoard directory or log of a running job")
@@ -152,9 +175,9 @@ class MsnbMagics(Magics):
         """
         from .plot import tail
 
-        args = parse_argstring(self.mfmon_tail, line)
+        args = parse_line(self.mfmon_tail, line)
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        return tail(args.path.strip("\"'"), every=args.every, duration=args.duration, tags=tags)
+        return tail(args.path, every=args.every, duration=args.duration, tags=tags)
 
     @magic_arguments()
     @argument("base", help="the directory holding the runs (run directories of event files or rank_N folders, nested folders allowed)")
@@ -175,8 +198,8 @@ class MsnbMagics(Magics):
         """
         from .panel import runs, watch_runs
 
-        args = parse_argstring(self.mfmon_runs, line)
-        base = args.base.strip("\"'")
+        args = parse_line(self.mfmon_runs, line)
+        base = args.base
         options = {"tag": args.tag or "loss", "active_within": args.active_within}
         if args.every is None:
             return runs(base, **options)
@@ -197,8 +220,8 @@ class MsnbMagics(Magics):
         """
         from .dashboard import board
 
-        args = parse_argstring(self.mfmon_board, line)
-        return board(*[p.strip("\"'") for p in args.paths], every=args.every)
+        args = parse_line(self.mfmon_board, line)
+        return board(*args.paths, every=args.every)
 
     @smoke_magic_arguments
     @line_cell_magic
@@ -216,7 +239,7 @@ class MsnbMagics(Magics):
         from .smoke.options import SmokeOptions
         from .smoke.runner import run_smoke, save_figure
 
-        args = parse_argstring(self.mfmon_smoke, line)
+        args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
         result = run_smoke(options=options)
         if options.out:
@@ -239,8 +262,8 @@ class MsnbMagics(Magics):
         """
         from .analysis.health import Settings, health
 
-        args = parse_argstring(self.mfmon_health, line)
-        return health(args.path.strip("\"'"), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+        args = parse_line(self.mfmon_health, line)
+        return health(args.path, tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
 
     @magic_arguments()
     @argument("paths", nargs="+", help="run directories (rank_N folders), files, logs, or directories of runs")
@@ -259,9 +282,9 @@ class MsnbMagics(Magics):
         """
         from .html_report import report
 
-        args = parse_argstring(self.mfmon_report, line)
-        config = args.config.strip("\"'") if args.config else None
-        return report([p.strip("\"'") for p in args.paths], out=args.out.strip("\"'"), config=config, title=args.title, tag=args.tag or "loss")
+        args = parse_line(self.mfmon_report, line)
+        config = args.config if args.config else None
+        return report(args.paths, out=args.out, config=config, title=args.title, tag=args.tag or "loss")
 
     @compare_magic_arguments
     @line_magic
@@ -280,8 +303,8 @@ class MsnbMagics(Magics):
         from .plot.compare import plot_compare
         from .plot.render import show_figure
 
-        args = parse_argstring(self.mfmon_compare, line)
-        out = figure_out(args.out.strip("\"'")) if args.out else None
+        args = parse_line(self.mfmon_compare, line)
+        out = figure_out(args.out) if args.out else None
         result = compare(**compare_kwargs(args))
         figure = plot_compare(result)
         show_figure(figure)

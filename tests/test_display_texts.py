@@ -139,3 +139,29 @@ def test_plot_magic_shows_the_figure_and_a_short_text_once(runs):
         everything = shown["stdout"] + "\n".join(shown["texts"])
         assert "<PlotReport" not in everything  # (a terminal shell still prints an empty "Out[n]: " prompt; a kernel sends nothing)
         assert everything.count("nan in loss") == 1 and "at steps 150-300 (151 steps)" in everything
+
+
+def test_magic_lines_are_split_as_a_shell_splits_them(runs, tmp_path):
+    from IPython.core.error import UsageError
+
+    from msnb.magics import split_line
+
+    assert split_line('a "b c" --title "job 4711" \'x y\'') == ["a", "b c", "--title", "job 4711", "x y"]
+    with pytest.raises(UsageError):
+        split_line('--title "job 4711')
+    out = tmp_path / "with space" / "r.html"
+    out.parent.mkdir()
+    code = (
+        "import json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+        f'r = ip.run_line_magic(\'mfmon_report\', \'"{runs["healthy"]}" --out "{out}" --title "job 4711"\')\n'
+        f"c = ip.run_line_magic('mfmon_check', \"'{runs['healthy']}'\")\n"
+        "print(json.dumps({'path': str(r.path), 'passed': c.passed}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert answer["path"] == str(out) and answer["passed"]
+    text = out.read_text()
+    assert "<title>job 4711</title>" in text and "<h1>job 4711</h1>" in text

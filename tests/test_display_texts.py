@@ -165,3 +165,17 @@ def test_magic_lines_are_split_as_a_shell_splits_them(runs, tmp_path):
     assert answer["path"] == str(out) and answer["passed"]
     text = out.read_text()
     assert "<title>job 4711</title>" in text and "<h1>job 4711</h1>" in text
+
+
+def test_a_stride_from_collect_freq_is_not_called_sink_mode(tmp_path):
+    run = write_scenario(tmp_path, "sink_mode")  # recorded every 4 steps
+    steps = lambda result: next(c.detail for r in result.runs for c in r.checks if c.name == "steps")  # noqa: E731
+    assert steps(msnb.check(run)).endswith("steps recorded every 4 (a collection frequency, or sink mode's one callback per sink)")
+    from msnb.analysis.check import check
+
+    said = steps(check(run, collect_freq=4))
+    assert said.endswith("steps recorded every 4 (collect_freq 4)") and "sink" not in said
+    config = tmp_path / "run.yaml"
+    config.write_text("monitor_config:\n  collect_freq: 4\n")
+    text = Path(msnb.report(run, out=tmp_path / "r.html", config=config).path).read_text()
+    assert "steps recorded every 4 (collect_freq 4)" in text

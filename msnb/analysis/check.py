@@ -136,7 +136,7 @@ def read_labelled(paths, verify: bool = True):
     return result
 
 
-def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True) -> CheckResult:
+def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True, collect_freq: int | None = None) -> CheckResult:
     """Judge every run in *source* with the analysis layer's rules.
 
     Args:
@@ -145,6 +145,8 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
             that a run lacks fails that run.
         rules: the rules' parameters (:class:`msnb.analysis.Rules`).
         verify: check CRCs while reading.
+        collect_freq: the runs' collection frequency where known (``msnb report --config``): the steps check then
+            says a stride equal to it comes from it.
 
     Returns:
         A :class:`CheckResult`: ``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``.
@@ -165,7 +167,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
-    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in names]
+    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
     for verdict in runs:
         if not verdict.passed and verdict.tag is not None:
             started = first_anomaly_check(scalars if len(names) == 1 else scalars.take(scalars.run == verdict.run))  # one run: no copy of the table

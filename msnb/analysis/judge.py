@@ -48,8 +48,12 @@ class RunVerdict:
         }
 
 
-def _steps_check(cs, rules: Rules) -> Check:
-    """Steps covered, restarts and a fixed stride (sink mode), said once per run."""
+def _steps_check(cs, rules: Rules, collect_freq: int | None = None) -> Check:
+    """Steps covered, restarts and a fixed stride, said once per run.
+
+    A stride equal to the config's *collect_freq* is said to come from it; an unexplained stride names both
+    usual causes (the collection frequency, or sink mode's one callback per sink) rather than guessing one.
+    """
     lo = min(int(c.steps[0]) for c in cs if c.steps.size)
     hi = max(int(c.steps[-1]) for c in cs if c.steps.size)
     parts = [f"steps {lo}-{hi}" + (f" on {len(cs)} ranks" if len(cs) > 1 else "")]
@@ -66,7 +70,8 @@ def _steps_check(cs, rules: Rules) -> Check:
         parts.append(f"{count(replaced, 'earlier record')} replaced by the later ones")
     strides = {stride(c.steps) for c in cs if c.steps.size >= 3}
     if len(strides) == 1 and (n := strides.pop()) > 1:
-        parts.append(f"steps recorded every {n} (sink mode?)")
+        why = f"collect_freq {collect_freq}" if collect_freq == n else "a collection frequency, or sink mode's one callback per sink"
+        parts.append(f"steps recorded every {n} ({why})")
     return Check("steps", PASS, "; ".join(parts))
 
 
@@ -116,7 +121,9 @@ def judged_tags(tag: str = "loss") -> list[str]:
     return out
 
 
-def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None) -> RunVerdict:
+def judge_run(
+    scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None, collect_freq: int | None = None
+) -> RunVerdict:
     """Judge one run of *scalars*.
 
     Args:
@@ -127,6 +134,7 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
         explicit_tag: the user named the tag (its absence then fails the run instead of warning).
         seen: where given, receives the loss curves judged (``curves``) and the run's loss
             (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
+        collect_freq: the run's collection frequency where known (its config): a stride equal to it is said to come from it.
 
     Returns:
         The run's verdict.
@@ -154,7 +162,7 @@ def judge_run(scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RU
     verdict.flags.extend(nf_flags)
 
     cs = curves(mine, loss_tag)
-    verdict.checks.append(_steps_check(cs, rules))
+    verdict.checks.append(_steps_check(cs, rules, collect_freq))
     ranked = [c for c in cs if c.rank >= 0]
     steps, values, n_judged = run_loss(cs, rules)
     if seen is not None:

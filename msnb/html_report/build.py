@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
-from ..errors import NothingReadable, UsageError
+from ..errors import MsnbError, NothingReadable, UsageError
 from ..outputs import check_out
 from ..words import count
 from . import page, sections
@@ -134,6 +134,20 @@ def _check_writable(out: str, target: str) -> None:
         raise UsageError(f"--out {out}: the directory {parent} is not writable")
 
 
+def _collect_freq(checked_config) -> int | None:
+    """The config's ``monitor_config`` collection frequency, when the config has one (so a stride is not called sink mode)."""
+    if checked_config is None or not isinstance(checked_config.config.get("monitor_config"), dict):
+        return None
+    from ..config.loader import LoadedConfig
+    from ..config.monitor_schema import monitor_settings
+
+    try:
+        settings = monitor_settings(LoadedConfig(data=checked_config.config, path=checked_config.path))
+    except MsnbError:
+        return None
+    return settings.collect_freq if "collect_freq" in settings.present else None  # a default is no fact about the run
+
+
 def _header(title: str, where: str, result, checked, why_not) -> str:
     written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     counts = ", ".join(f"{len(getattr(result, t)):,} {t}" for t in result.TABLES if len(getattr(result, t)))
@@ -194,7 +208,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         raise NothingReadable(f"nothing readable under {where}{first}")
     _refuse_input(out, target, result.files)
     try:
-        checked, why_not = check(result, tag=tag), None
+        checked, why_not = check(result, tag=tag, collect_freq=_collect_freq(checked_config)), None
     except NothingReadable as exc:
         if tag != "loss":
             raise  # a tag the user named that no run has is a mistake, as in msnb check

@@ -135,7 +135,7 @@ def _cmd_smoke(args) -> int:
 
     matplotlib.use("Agg")
     from .plot.live import LiveView
-    from .smoke.options import DEFAULT_OUT, SmokeOptions
+    from .smoke.options import SmokeOptions
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
@@ -145,11 +145,7 @@ def _cmd_smoke(args) -> int:
     if args.json:
         print(json.dumps({**result.as_dict(), "plot": os.path.abspath(args.out) if saved else None}, indent=2))
     else:
-        print(result.format_text())
-        if saved:
-            print(
-                f"  plot: wrote {os.path.abspath(args.out)}" + (" (in the current directory; --out FILE to write elsewhere)" if args.out == DEFAULT_OUT else "")
-            )
+        print(result.format_text())  # its last line says where the figure went
     return 0 if result.passed else 1
 
 

@@ -179,3 +179,34 @@ def test_a_stride_from_collect_freq_is_not_called_sink_mode(tmp_path):
     config.write_text("monitor_config:\n  collect_freq: 4\n")
     text = Path(msnb.report(run, out=tmp_path / "r.html", config=config).path).read_text()
     assert "steps recorded every 4 (collect_freq 4)" in text
+
+
+def test_smoke_says_passed_once_no_removed_scratch_path_and_where_the_figure_went(tmp_path):
+    import shutil
+
+    from msnb.plot import LiveView
+    from msnb.smoke import run_smoke
+    from msnb.smoke.runner import save_figure
+
+    stream = io.StringIO()
+    view = LiveView(text=True, stream=stream, total=20, title="msnb smoke", status=None)
+    result = run_smoke(steps=20, view=view)
+    try:
+        assert result.passed and not result.kept, result.format_text()
+        live = stream.getvalue().strip().splitlines()
+        assert live[-1] == "[msnb smoke] training ended after 20 steps; the verdict follows"
+        assert not any("PASSED" in line for line in live)  # the verdict says it, once
+        text = result.format_text()
+        assert result.summary_dir not in text and "removed" not in text and result.summary_dir not in result.to_html(figures=False)
+        assert "(s)" not in text
+        assert save_figure(result, tmp_path / "fig.png") is None
+        assert result.format_text().splitlines()[-1] == f"  figure: wrote {tmp_path / 'fig.png'}"
+        assert f"figure: wrote {tmp_path / 'fig.png'}" in result.to_html(figures=False)
+    finally:
+        shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def test_smoke_cli_names_the_figure_in_its_last_line(tmp_path, run_msnb):
+    out = run_msnb("smoke", "--steps", "20", "--no-live", cwd=tmp_path, check=0).stdout
+    assert out.strip().splitlines()[-1] == f"  figure: wrote {tmp_path / 'msnb_smoke.png'} (in the current directory; --out FILE to write elsewhere)"
+    assert (tmp_path / "msnb_smoke.png").exists() and "removed" not in out and "(s)" not in out

@@ -50,7 +50,7 @@ from .guard import marked_processes, sweep
 from .judging import judge_smoke
 from .mindformers_judging import judge_mindformers_smoke, log_scalars
 from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
-from .options import BUILTIN_STEPS, MINDFORMERS_STEPS, SmokeOptions
+from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
@@ -591,6 +591,8 @@ def save_figure(result: SmokeResult, out) -> Check | None:
 
         plain_text(result.figure)  # names from files are no TeX
         result.figure.savefig(out, dpi=100)
+        result.figure_file = os.path.abspath(out)
+        result.figure_note = "in the current directory; --out FILE to write elsewhere" if str(out) == DEFAULT_OUT else ""
         return None
     except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands
         check = Check("figure_file", WARN, f"could not save the figure to {out}: {type(exc).__name__}: {exc}")
@@ -790,8 +792,8 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
                 _kill_run(launched.proc, launched.marker)
             raise
     if view is not None:
-        head = result.verdict_word
-        view.close(_live_source(prepared)(watched.everything.scalars), status=f"{head} after {result.steps_trained} steps; verdict below")
+        # the verdict below shows the curves and says PASSED/FAILED: the live view ends on one line, without either
+        view.close(None, status=f"training ended after {count(result.steps_trained, 'step')}; the verdict follows")
     return result
 
 

@@ -128,13 +128,11 @@ class PlotReport:
 
     def show(self) -> None:
         """Display the figure and the short text under it (what ``%mfmon_plot`` shows), once for this cell."""
-        from IPython.display import display
-
         from .live import current_cell
         from .render import show_figure
 
         show_figure(self.figure)
-        display({"text/plain": self.short_text()}, raw=True)
+        print(self.short_text())
         self._shown_in = current_cell()
 
     def _ipython_display_(self) -> None:

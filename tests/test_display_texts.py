@@ -199,6 +199,9 @@ def test_smoke_says_passed_once_no_removed_scratch_path_and_where_the_figure_wen
         text = result.format_text()
         assert result.summary_dir not in text and "removed" not in text and result.summary_dir not in result.to_html(figures=False)
         assert "(s)" not in text
+        assert result.check("disk_per_day").status == "skip" and "  [SKIP] disk_per_day: " in text and "not judged" in result.check("disk_per_day").detail
+        warns = sum(c.status == "warn" for c in result.checks)
+        assert result.verdict_word == ("PASSED" if not warns else f"PASSED with {count(warns, 'warning')}")  # a check not judged is no warning
         assert save_figure(result, tmp_path / "fig.png") is None
         assert result.format_text().splitlines()[-1] == f"  figure: wrote {tmp_path / 'fig.png'}"
         assert f"figure: wrote {tmp_path / 'fig.png'}" in result.to_html(figures=False)

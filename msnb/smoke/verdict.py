@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, find_nonfinite, likely_cause, loss_trend, resolve_restarts, spearman, step_time_stability
+from ..analysis import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, find_nonfinite, likely_cause, loss_trend, resolve_restarts, spearman, step_time_stability
 from ..events.tags import ALIASES
 from ..words import count
 
-__all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
+__all__ = ["PASS", "WARN", "FAIL", "SKIP", "Check", "ProcessOutcome", "spearman", "loss_series", "check_loss", "check_step_time", "check_disk"]
 
 
 @dataclass
@@ -115,13 +115,11 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
                 f"one step in {collect_freq} collects, so monitoring costs {overhead:.1%} of step time"
             )
             if builtin_model:
-                out.append(
-                    Check(f"monitor_overhead{label}", PASS, detail + " (a smoke-sized model: reported, not judged; a full-size model's steps cost more)")
-                )
+                out.append(Check(f"monitor_overhead{label}", SKIP, detail + " (not judged: a smoke-sized model; a full-size model's steps cost more)"))
             else:
                 out.append(Check(f"monitor_overhead{label}", PASS if overhead < 0.05 else WARN, detail + ("" if overhead < 0.05 else ": raise collect_freq")))
         elif label == "" or rank == min(times):
-            out.append(Check(f"monitor_overhead{label}", PASS, f"collect_freq {collect_freq}: every step collects, no step to compare with"))
+            out.append(Check(f"monitor_overhead{label}", SKIP, f"not judged: collect_freq {collect_freq}, every step collects, no step to compare with"))
     return out
 
 
@@ -140,5 +138,5 @@ def check_disk(summary_bytes: int, trained_steps: int, median_ms: float | None, 
         f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day"
     )
     if builtin_model:
-        return Check("disk_per_day", PASS, detail + " (a smoke-sized model: a full-size model's slower steps write less a day)")
+        return Check("disk_per_day", SKIP, detail + " (not judged: a smoke-sized model; a full-size model's slower steps write less a day)")
     return Check("disk_per_day", PASS if gb < 20 else WARN, detail if gb < 20 else detail + ": raise collect_freq")

@@ -16,6 +16,7 @@ from . import __version__
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .words import count
 
 
 def _cmd_install_kernel(args) -> int:
@@ -35,7 +36,7 @@ def _cmd_install_kernel(args) -> int:
     print(f"Installed kernelspec {args.name!r} ({args.display_name}) in {path}")
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
-        print(f"  with {len(spec['env'])} environment variable(s): {', '.join(sorted(spec['env']))}")
+        print(f"  with {count(len(spec['env']), 'environment variable')}: {', '.join(sorted(spec['env']))}")
     if args.no_check:  # the check says the same among its findings
         from .kernel_check import spec_location_finding
 
@@ -168,7 +169,7 @@ def _cmd_smoke(args) -> int:
 
     matplotlib.use("Agg")
     from .plot.live import LiveView
-    from .smoke.options import DEFAULT_OUT, SmokeOptions
+    from .smoke.options import SmokeOptions
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
@@ -178,11 +179,7 @@ def _cmd_smoke(args) -> int:
     if args.json:
         print(result.to_json(plot=os.path.abspath(args.out) if saved else None))
     else:
-        print(result.format_text())
-        if saved:
-            print(
-                f"  plot: wrote {os.path.abspath(args.out)}" + (" (in the current directory; --out FILE to write elsewhere)" if args.out == DEFAULT_OUT else "")
-            )
+        print(result.format_text())  # its last line says where the figure went
     return result.exit_code
 
 
@@ -209,7 +206,7 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
             )
         )
     else:
-        print(f"Scanned {found['files']} .py/.yaml file(s): {len(found['definitions'])} model_type definition(s)")
+        print(f"Scanned {count(found['files'], '.py/.yaml file')}: {count(len(found['definitions']), 'model_type definition')}")
         for name, v in sorted(found["collisions"].items()):
             print(f"  COLLISION {name!r} is shipped by {v['library']}:")
             for u in v["uses"]:
@@ -260,7 +257,7 @@ def _cmd_export_parquet(args) -> int:
     print(report.format_text())
     skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
     if args.strict and skipped:
-        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        print(f"msnb export: error: {count(len(skipped), 'damaged or truncated record')} skipped (--strict)", file=sys.stderr)
         return 3
     return 0
 
@@ -285,7 +282,7 @@ def _cmd_export(args) -> int:
     if not n:
         print(f"msnb export: note: {args.path} holds no {args.kind} (it has: {result!r})", file=sys.stderr)
     if args.strict and skipped:
-        print(f"msnb export: error: {len(skipped)} damaged or truncated record(s) skipped (--strict)", file=sys.stderr)
+        print(f"msnb export: error: {count(len(skipped), 'damaged or truncated record')} skipped (--strict)", file=sys.stderr)
         return 3
     return 0
 
@@ -304,7 +301,7 @@ def _cmd_convert(args) -> int:
 
     def progress(report):
         if not args.json:
-            print(f"msnb convert: {report.total} row(s) written so far", file=sys.stderr)
+            print(f"msnb convert: {count(report.total, 'row')} written so far", file=sys.stderr)
 
     follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
     report = convert(args.src, args.dst, verify=not args.no_verify, **follow)

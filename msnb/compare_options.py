@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import Option, add_arguments, magic_arguments_from, unquote
+from .options import Option, add_arguments, magic_arguments_from
 
 COMPARE_OPTIONS: tuple[Option, ...] = (
     Option(
@@ -47,14 +47,14 @@ compare_magic_arguments = magic_arguments_from(COMPARE_OPTIONS)  # the compare m
 
 
 def compare_kwargs(args: argparse.Namespace) -> dict:
-    """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced (quotes a notebook user typed removed)."""
+    """The arguments of :func:`msnb.analysis.compare.compare` from a namespace either parser produced."""
     return {
-        "baseline": unquote(args.baseline),
-        "candidate": unquote(args.candidate),
-        "reruns": [unquote(p) for p in (args.reruns or [])],
-        "tag": unquote(args.tag),
-        "steps": unquote(args.steps),
+        "baseline": args.baseline,
+        "candidate": args.candidate,
+        "reruns": list(args.reruns or []),
+        "tag": args.tag,
+        "steps": args.steps,
         "offset": args.offset,
-        "rank": unquote(args.rank),
+        "rank": args.rank,
         "verify": not getattr(args, "no_verify", False),
     }

@@ -27,6 +27,7 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
 from .kernel import list_kernels, removal_command
 from .status import ResultView
+from .words import count
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Report(ResultView):
 
     def __repr__(self) -> str:
         errors = sum(f.severity == ERROR for f in self.findings)
-        return f"<doctor Report: {len(self.findings)} finding(s), {errors} blocking; best device {self.best_device}>"
+        return f"<doctor Report: {count(len(self.findings), 'finding')}, {errors} blocking; best device {self.best_device}>"
 
     def format_text(self) -> str:
         lines = [f"Python      {self.python} ({self.executable})", f"Platform    {self.platform}", ""]

@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .words import count
+
 PACKAGES = (
     "msnb",
     "mindspore",
@@ -250,7 +252,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
     ascend = DeviceStatus(
         "Ascend",
         not missing,
-        "; ".join(missing) if missing else f"{len(npu_nodes)} NPU(s), CANN at {toolkit}",
+        "; ".join(missing) if missing else f"{count(len(npu_nodes), 'NPU')}, CANN at {toolkit}",
     )
 
     # GPU: a CUDA plugin in the wheel and an NVIDIA device.
@@ -264,7 +266,7 @@ def detect_devices(versions: dict, *, probe: bool = False, dev_dir: str = "/dev"
     gpu = DeviceStatus(
         "GPU",
         not missing,
-        "; ".join(missing) if missing else f"{len(nvidia_nodes) or 'some'} NVIDIA GPU(s), plugins {', '.join(gpu_plugins)}",
+        "; ".join(missing) if missing else f"{count(len(nvidia_nodes) or 'some', 'NVIDIA GPU')}, plugins {', '.join(gpu_plugins)}",
     )
     cpu = DeviceStatus("CPU", True, "always available")
     devices = [ascend, gpu, cpu]

@@ -33,6 +33,7 @@ from .findings import ERROR, INFO, WARNING, Finding
 from .kernel import MARKER, read_spec
 from .safe_files import loads_json
 from .status import ResultView
+from .words import count
 
 DEFAULT_KERNEL = "mindspore"
 MARK = "__msnb_probe__"
@@ -117,7 +118,7 @@ class KernelReadiness(ResultView):
 
     def __repr__(self) -> str:
         errors = sum(f.severity == ERROR for f in self.findings)
-        return f"<KernelReadiness {self.name!r}: {'starts' if self.starts else 'does not start'}, {len(self.findings)} finding(s), {errors} blocking>"
+        return f"<KernelReadiness {self.name!r}: {'starts' if self.starts else 'does not start'}, {count(len(self.findings), 'finding')}, {errors} blocking>"
 
     def format_text(self) -> str:
         """The report as ``msnb doctor --kernel`` prints it: the kernel, what ran inside, the findings with fixes."""
@@ -741,7 +742,7 @@ def _ascend_findings(report: KernelReadiness, base_env: dict, shell_env: dict | 
             Finding(
                 "kernel-ascend-unavailable",
                 ERROR,
-                f"this machine has {len(npus)} NPU(s) ({dev_dir}/{npus[0]}...) but MindSpore {inside['mindspore']} in the kernel cannot use them"
+                f"this machine has {count(len(npus), 'NPU')} ({dev_dir}/{npus[0]}...) but MindSpore {inside['mindspore']} in the kernel cannot use them"
                 + (f": {errors[0]}" if errors else " (is this MindSpore build the Ascend one?)"),
                 f"msnb install-kernel --name {report.name} --ascend-env <set_env.sh>  # CANN's libraries must be on the kernel's LD_LIBRARY_PATH"
                 if errors

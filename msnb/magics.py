@@ -6,15 +6,18 @@ MindSpore and mindformers are only imported inside the magics that need them.
 
 from __future__ import annotations
 
+import argparse
 import functools
+import os
+import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from .compare_options import compare_magic_arguments
 from .errors import MsnbError
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from, unquote
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
 from .smoke.options import smoke_magic_arguments
 
 
@@ -34,6 +37,27 @@ def user_errors(func):
             raise UsageError(f"msnb: {exc}") from None
 
     return wrapper
+
+
+def split_line(line: str) -> list[str]:
+    """A magic's line split as a shell splits it: quotes group words and are removed (``--title "job 4711"`` is ``job 4711``).
+
+    IPython's own ``parse_argstring`` splits with ``shlex`` in non-POSIX mode, which keeps the quotes in the
+    values; on Windows (backslashes in paths) that mode is kept and one pair of surrounding quotes is taken off.
+    """
+    try:
+        if os.name != "nt":
+            return shlex.split(line)
+        from IPython.utils.process import arg_split
+
+        return [w[1:-1] if len(w) >= 2 and w[0] == w[-1] and w[0] in "\"'" else w for w in arg_split(line, posix=False)]
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"msnb: {exc}: {line}") from None
+
+
+def parse_line(magic, line: str) -> argparse.Namespace:
+    """The arguments of *magic* (a method decorated with ``magic_arguments``) from its *line*; a bad line is a ``UsageError``."""
+    return magic.parser.parse_args(split_line(line))
 
 
 @magics_class
@@ -58,7 +82,7 @@ class MsnbMagics(Magics):
         """
         from . import doctor
 
-        args = parse_argstring(self.mfmon_doctor, line)
+        args = parse_line(self.mfmon_doctor, line)
         if args.kernel is not None:
             from .kernel_check import check_kernel
 
@@ -85,32 +109,31 @@ class MsnbMagics(Magics):
         from .config import check_config
         from .environment import installed_major
 
-        args = parse_argstring(self.mfmon_config, line)
-        return check_config(unquote(args.file), steps=args.steps, protobuf_major=installed_major("protobuf"))
+        args = parse_line(self.mfmon_config, line)
+        return check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
 
     @magic_arguments_from(PLOT_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_plot(self, line):
-        """Draw the scalar curves under PATH(s) inline: raw faint, smoothed solid,
+        """Draw the scalar curves under the PATHs inline: raw faint, smoothed solid,
         NaN/Inf marked, ranks that left the others flagged (over 16 ranks: bands, flagged ranks as lines).
 
-        Returns a ``msnb.plot.PlotReport`` (runs, tags, points, flags and the
-        figure), so ``report = %mfmon_plot ...`` keeps what was drawn.
+        Shows the figure with a short text under it (points read and drawn; NaN/Inf as step
+        ranges and the flags, when there are any).  Returns a ``msnb.plot.PlotReport`` (runs, tags,
+        points, flags and the figure), so ``report = %mfmon_plot ...`` keeps what was drawn; as the
+        cell's last line it adds nothing more to what was shown.
         """
         from .events.runs import read_for_plot
-        from .plot.render import show_figure
         from .plot.scalars import plot_read
 
-        args = parse_argstring(self.mfmon_plot, line)
-        paths = [unquote(p) for p in args.paths]
+        args = parse_line(self.mfmon_plot, line)
+        paths = args.paths
         result = read_for_plot(paths)
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
         report = plot_read(result, paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
-        show_figure(report.figure)
-        if report.flags or report.nonfinite:
-            print(report.format_text())
+        report.show()
         return report
 
     @magic_arguments_from(CHECK_OPTIONS)
@@ -125,8 +148,8 @@ class MsnbMagics(Magics):
         """
         from .analysis.check import check
 
-        args = parse_argstring(self.mfmon_check, line)
-        return check([unquote(p) for p in args.paths], tag=args.tag)
+        args = parse_line(self.mfmon_check, line)
+        return check(args.paths, tag=args.tag)
 
     @magic_arguments()
     @argument("path", help="the summary directory, TensorBoard directory or log of a running job")
@@ -143,9 +166,9 @@ class MsnbMagics(Magics):
         """
         from .plot import tail
 
-        args = parse_argstring(self.mfmon_tail, line)
+        args = parse_line(self.mfmon_tail, line)
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        return tail(unquote(args.path), every=args.every, duration=args.duration, tags=tags)
+        return tail(args.path, every=args.every, duration=args.duration, tags=tags)
 
     @magic_arguments_from(RUNS_OPTIONS)
     @line_magic
@@ -161,8 +184,8 @@ class MsnbMagics(Magics):
         """
         from .panel import runs, watch_runs
 
-        args = parse_argstring(self.mfmon_runs, line)
-        base = unquote(args.base)
+        args = parse_line(self.mfmon_runs, line)
+        base = args.base
         options = {"tag": args.tag, "active_within": args.active_within}
         if args.every is None:
             return runs(base, **options)
@@ -183,8 +206,8 @@ class MsnbMagics(Magics):
         """
         from .dashboard import board
 
-        args = parse_argstring(self.mfmon_board, line)
-        return board(*[unquote(p) for p in args.paths], every=args.every)
+        args = parse_line(self.mfmon_board, line)
+        return board(*args.paths, every=args.every)
 
     @smoke_magic_arguments
     @line_cell_magic
@@ -202,7 +225,7 @@ class MsnbMagics(Magics):
         from .smoke.options import SmokeOptions
         from .smoke.runner import run_smoke, save_figure
 
-        args = parse_argstring(self.mfmon_smoke, line)
+        args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
         result = run_smoke(options=options)
         if options.out:
@@ -221,8 +244,8 @@ class MsnbMagics(Magics):
         """
         from .analysis.health import Settings, health
 
-        args = parse_argstring(self.mfmon_health, line)
-        return health(unquote(args.path), tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+        args = parse_line(self.mfmon_health, line)
+        return health(args.path, tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
 
     @magic_arguments_from(REPORT_OPTIONS)
     @line_magic
@@ -236,8 +259,9 @@ class MsnbMagics(Magics):
         """
         from .html_report import report
 
-        args = parse_argstring(self.mfmon_report, line)
-        return report([unquote(p) for p in args.paths], out=unquote(args.out), config=unquote(args.config) or None, title=args.title, tag=args.tag)
+        args = parse_line(self.mfmon_report, line)
+        config = args.config if args.config else None
+        return report(args.paths, out=args.out, config=config, title=args.title, tag=args.tag)
 
     @compare_magic_arguments
     @line_magic
@@ -256,8 +280,8 @@ class MsnbMagics(Magics):
         from .plot.compare import plot_compare
         from .plot.render import show_figure
 
-        args = parse_argstring(self.mfmon_compare, line)
-        out = figure_out(unquote(args.out)) if args.out else None
+        args = parse_line(self.mfmon_compare, line)
+        out = figure_out(args.out) if args.out else None
         result = compare(**compare_kwargs(args))
         figure = plot_compare(result)
         show_figure(figure)

@@ -69,11 +69,6 @@ def magic_arguments_from(options):
     return decorate
 
 
-def unquote(value):
-    """*value* without the quotes a notebook user may type around a path (``%mfmon_plot "my runs"``)."""
-    return value.strip("\"'") if isinstance(value, str) else value
-
-
 TAG = Option(("--tag",), f"the loss tag to judge, or its meaning (default: {DEFAULT_TAG}, which finds loss/auto, lm-loss...)", default=DEFAULT_TAG)
 NO_VERIFY = Option(("--no-verify",), "skip CRC checks (faster; damage may go unnoticed)", action="store_true", where="cli")
 RUN_PATHS = Option(("paths",), "a run directory (rank_N folders), a file, a log, or a directory of runs", nargs="+", metavar="PATH")

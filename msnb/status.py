@@ -1,7 +1,7 @@
 """How msnb shows a judgement, written once: the status words, their colours, and the protocol every result follows.
 
-A check's status is one of :data:`PASS`, :data:`WARN`, :data:`FAIL` (the
-judge's words); people read it as ``PASS``/``WARN``/``FAIL`` and a whole
+A check's status is one of :data:`PASS`, :data:`WARN`, :data:`FAIL` and
+:data:`SKIP` (not judged) (the judge's words); people read it as ``PASS``/``WARN``/``FAIL`` and a whole
 verdict as ``PASSED``/``FAILED``.  The text, JSON, HTML and notebook views of
 every result (``msnb check``, compare, smoke, runs, health, doctor, report,
 plot) take their words and colours from here, so a verdict reads and looks the
@@ -16,6 +16,9 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
+SKIP = "skip"
+"""A check that was not judged (too few points for the rule): neither a pass nor a warning, and it fails nothing."""
+STATUSES = (PASS, WARN, FAIL, SKIP)
 
 
 class Severity(StrEnum):
@@ -30,7 +33,7 @@ ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 SEVERITY_STATUS = {ERROR: FAIL, WARNING: WARN}  # a severity shown in a status's colour (info: none)
 
 # GitHub's Primer colours, readable on white as text: green, amber, red
-COLORS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e"}
+COLORS = {PASS: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e", SKIP: "#6e7781"}  # and grey: not judged
 LIGHT_COLORS = {"green": COLORS[PASS], "amber": "#bf8700", "red": COLORS[FAIL]}  # filled dots: a brighter amber than amber text
 MUTED = "#59636e"  # notes, captions
 IDLE = "#6e7781"  # an idle run in the team panel
@@ -38,8 +41,8 @@ BORDER = "#d0d7de"
 
 
 def status_word(status: str) -> str:
-    """PASS / WARN / FAIL (any other status in capitals)."""
-    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL"}.get(status, status.upper())
+    """PASS / WARN / FAIL / SKIP (any other status in capitals)."""
+    return {PASS: "PASS", WARN: "WARN", FAIL: "FAIL", SKIP: "SKIP"}.get(status, status.upper())
 
 
 def status_color(status: str, default: str = "inherit") -> str:

@@ -197,3 +197,29 @@ def test_without_pyarrow_the_error_names_the_extra(ms_files, tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.stdout.strip() == "Parquet export needs pyarrow: pip install 'msnb[parquet]'", proc.stderr
+
+
+def test_one_run_is_named_after_its_directory_and_kinds_are_read_one_at_a_time(ms_files, tmp_path):
+    """Exporting the run itself writes ``run=<its directory>``, never ``run=.``; each kind's glob reads on its own,
+    and all kinds at once need DuckDB's ``union_by_name`` (their columns differ)."""
+    run = tmp_path / "job_4711"
+    shutil.copytree(ms_files / "record", run)  # scalars, histograms, tensors, images, lineage: kinds with different columns
+    out = tmp_path / "ds"
+    report = export(run, out)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["run=job_4711"]
+    assert {r for (r,) in duckdb.sql(f"select distinct run from read_parquet('{out}/*/*/kind=scalars/*.parquet', hive_partitioning=true)").fetchall()} == {
+        "job_4711"
+    }
+    written = {kind: n for kind, n in report.rows.items() if n}
+    assert len(written) > 1  # kinds with different columns: the case a single glob over all of them fails on
+    for kind, n in written.items():
+        assert duckdb.sql(f"select count(*) from read_parquet('{out}/**/kind={kind}/*.parquet', hive_partitioning=true)").fetchall()[0][0] == n
+    every = f"{out}/**/*.parquet"
+    with pytest.raises(duckdb.Error):
+        duckdb.sql(f"select * from read_parquet('{every}', hive_partitioning=true)").fetchall()
+    together = duckdb.sql(f"select kind, count(*) from read_parquet('{every}', hive_partitioning=true, union_by_name=true) group by kind").fetchall()
+    assert dict(together) == written
+
+    again = tmp_path / "again"
+    msnb.read(run).to_parquet(again)  # ReadResult.to_parquet names it the same way
+    assert sorted(p.name for p in again.iterdir() if p.is_dir()) == ["run=job_4711"]

@@ -21,7 +21,7 @@ def _shape(doc):
         assert set(run) == {"run", "ranks", "passed", "checks", "flags"}
         assert isinstance(run["run"], str) and all(isinstance(r, int) for r in run["ranks"])
         for c in run["checks"]:
-            assert set(c) == {"name", "status", "detail"} and c["status"] in ("pass", "warn", "fail")
+            assert set(c) == {"name", "status", "detail"} and c["status"] in ("pass", "warn", "fail", "skip")
         for f in run["flags"]:
             assert set(f) == {"run", "rank", "tag", "step", "reason"}
     assert doc["flags"] == [f for run in doc["runs"] for f in run["flags"]]
@@ -85,7 +85,7 @@ def test_a_two_rank_run_whose_loss_never_moved_fails(corpus, run_msnb):
     line = next(x for x in out.stdout.splitlines() if "loss_falling" in x)
     assert line.lstrip().startswith("FAIL  loss_falling: loss never fell") and "300 points (steps 1-300, median of 2 ranks)" in line
     assert "likely cause: the learning rate (learning-rate) is 0 on all 600 records" in line
-    assert out.stdout.strip().splitlines()[-1].startswith("FAILED: 1 run(s), 1 failed")
+    assert out.stdout.strip().splitlines()[-1].startswith("FAILED: 1 run, 1 failed")
     converged = run_msnb("check", corpus / "converged_early", "--json", check=0)
     (run,) = json.loads(converged.stdout)["runs"]
     assert {c["name"]: c["status"] for c in run["checks"]}["loss_falling"] == "pass"

@@ -102,7 +102,7 @@ def test_ascend_is_chosen_when_npus_and_toolkit_are_present(tmp_path, monkeypatc
     monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
     devices = doctor.detect_devices(doctor.installed_versions(), dev_dir=str(dev))
     assert devices[0].device == "Ascend" and devices[0].usable, devices[0].reason
-    assert "2 NPU(s)" in devices[0].reason and str(home) in devices[0].reason
+    assert "2 NPUs" in devices[0].reason and str(home) in devices[0].reason
 
 
 def test_no_mindspore_means_no_device():

@@ -265,7 +265,7 @@ def test_npus_that_mindspore_in_the_kernel_cannot_use(tmp_path, jupyter_dirs, ho
     report = check_kernel("msnb-npus", env=front_end_env({"HOME": str(home)}), shell_env={}, dev_dir=str(dev))
     assert report.starts and report.inside["mindspore"] == md.version("mindspore")
     f = next(f for f in report.findings if f.rule == "kernel-ascend-unavailable")
-    assert f.severity == "error" and "2 NPU(s)" in f.message and report.blocking
+    assert f.severity == "error" and "2 NPUs" in f.message and report.blocking
     if report.inside.get("ascend_load_errors"):  # the Ascend plugin is in the wheel but CANN is not on the library path
         assert report.inside["ascend_load_errors"][0] in f.message and "--ascend-env" in f.fix
     # the same kernel with the real /dev of this machine: no NPUs, no such finding

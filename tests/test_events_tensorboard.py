@@ -309,7 +309,7 @@ def test_mfloss_monitor_throughput_per_npu_read_and_a_two_number_norm_declined(t
     assert sc.series("lm_loss")[1].tolist() == [10.5]
     (problem,) = got.problems
     assert problem.kind == "not_read" and problem.severity == "warning"
-    assert "'global_norm'" in problem.message and "2 line(s)" in problem.message and "line 1" in problem.message and "[1 31049]" in problem.message
+    assert "'global_norm'" in problem.message and "2 lines" in problem.message and "line 1" in problem.message and "[1 31049]" in problem.message
 
 
 def test_loss_monitor_upper_case_nan_and_inf_are_non_finite_points(tmp_path):

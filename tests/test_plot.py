@@ -55,7 +55,7 @@ def test_tensorboardx_nan_is_marked_where_it_happened(tb_files):
     loss_ax = report.figure.axes[0]
     (marker,) = [l for l in loss_ax.get_lines() if l.get_marker() == "x"]
     assert marker.get_xdata().tolist() == [60.0] and "rank 1" in marker.get_label()
-    assert report.nonfinite == [{"run": "tensorboard", "rank": 1, "tag": "loss", "step": 60, "value": "nan"}]
+    assert report.nonfinite == [{"run": "tensorboard", "rank": 1, "tag": "loss", "value": "nan", "step": 60, "last_step": 60, "steps": 1}]
     assert [(f.rank, f.step, "alone" in f.reason) for f in report.flags] == [(1, 60, True)]
 
 

@@ -135,8 +135,8 @@ def test_size_is_bounded_and_every_tag_is_still_counted(runs, tmp_path):
     rows = text.count("<tr>")
     tags = len(msnb.read(runs["wide"]).scalars.tags())
     assert tags > page.MAX_ROWS
-    assert f"{tags - page.MAX_ROWS:,} more row(s) left out" in doc.section("scalars")
-    assert "more tag(s) not drawn" in doc.section("scalars")
+    assert f"{tags - page.MAX_ROWS:,} more rows left out" in doc.section("scalars")
+    assert "more tags not drawn" in doc.section("scalars")
     assert rows < 3 * page.MAX_ROWS and result.bytes < 1_500_000
 
 
@@ -151,7 +151,7 @@ def test_many_runs_failed_first_within_the_caps(tmp_path, monkeypatch):
     doc = Page((tmp_path / "many.html").read_text())
     assert result.passed is False and len(result.runs) == 12
     assert len(doc.run_headings) == 5 and doc.run_headings[0].startswith(f"FAIL run {failed} ")
-    assert "7 more run(s) left out (0 of them failed)" in doc.section("verdict")
+    assert "7 more runs left out (0 of them failed)" in doc.section("verdict")
     assert f"Curves are drawn for {sections.MAX_FIGURE_RUNS} of 12 runs (failed runs first)." in doc.section("scalars")
     assert len(doc.tags("img")) == 1 and "Non-finite values" in doc.section("scalars")  # the 10th run by name, drawn: it failed
 

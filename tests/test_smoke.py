@@ -46,10 +46,10 @@ def test_default_smoke_passes_and_cleans_up():
         "finite": "pass",
         "loss_falling": "pass",
         "loss_spikes": "pass",
-        "disk_per_day": "pass",
+        "disk_per_day": "skip",  # msnb's tiny model: reported, not judged
         "config_lint": "pass",
     }
-    assert set(got) >= timing and all(got[k] in ("pass", "warn") for k in timing)
+    assert set(got) >= timing and all(got[k] in ("pass", "warn", "skip") for k in timing)
     assert result.device == "CPU" or os.path.exists("/dev/davinci0") or os.path.exists("/dev/nvidia0")
     assert result.steps_trained == 200
     assert {"loss/auto", "lr"} <= set(result.tables.scalars.tags())

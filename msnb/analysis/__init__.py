@@ -7,8 +7,8 @@ imports only the data layer below it.  Every rule's parameters live in
 
 from .divergence import divergence_details, rank_divergence
 from .kendall import Trend, mann_kendall
-from .nonfinite import NonFinite, find_nonfinite, nonfinite_flags
-from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, RankFlag, Rules
+from .nonfinite import NonFinite, NonFiniteRange, find_nonfinite, nonfinite_flags, nonfinite_ranges
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, RankFlag, Rules
 from .series import Curve, align, curves, resolve_restarts, stride
 from .smoothing import ema
 from .spikes import run_curve, spike_flag, unrecovered_spikes
@@ -24,6 +24,7 @@ __all__ = [
     "PASS",
     "WARN",
     "FAIL",
+    "SKIP",
     "Curve",
     "curves",
     "align",
@@ -40,6 +41,8 @@ __all__ = [
     "divergence_details",
     "NonFinite",
     "find_nonfinite",
+    "nonfinite_ranges",
+    "NonFiniteRange",
     "nonfinite_flags",
     "unrecovered_spikes",
     "run_curve",

@@ -16,9 +16,21 @@ from ..events.reader import ReadResult
 from ..events.runs import read_runs, run_labeller
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
+from ..words import count
 from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run
-from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Rules
+
+
+def flag_note(run: RunVerdict, flag) -> str:
+    """What a flag row says after where and when: the check it already stands in (``see finite``), else its reason.
+
+    A failed check's detail is often the flags' reasons joined; a row repeating it word for word says nothing new.
+    """
+    for c in run.checks:
+        if c.status == FAIL and flag.reason and flag.reason in c.detail.split("; "):
+            return f"see {c.name}"
+    return flag.reason
 
 
 class CheckResult(ResultView):
@@ -50,7 +62,7 @@ class CheckResult(ResultView):
                 lines.append(f"  {status_word(c.status)}  {c.name}: {c.detail}")
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
-                lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {f.reason}")
+                lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
         for p in self.problems:
             lines.append(f"  note: {p}")
         verdict, summary = self.summary()
@@ -58,10 +70,17 @@ class CheckResult(ResultView):
         return "\n".join(lines)
 
     def summary(self) -> tuple[str, str]:
-        """(``PASSED`` or ``FAILED``, ``3 run(s), 1 failed, 2 warning(s), 4 flag(s)``): the verdict's last line, as fields."""
+        """(``PASSED`` or ``FAILED``, ``3 runs, 1 failed, 2 warnings, 4 flags``): the verdict's last line, as fields.
+
+        Checks not judged (``SKIP``) count neither as passed nor as warnings; they are counted apart when there are any.
+        """
         failed = sum(not r.passed for r in self.runs)
         warned = sum(c.status == WARN for r in self.runs for c in r.checks)
-        return verdict_word(not failed), f"{len(self.runs)} run(s), {failed} failed, {warned} warning(s), {len(self.flags)} flag(s)"
+        skipped = sum(c.status == SKIP for r in self.runs for c in r.checks)
+        rest = f"{count(len(self.runs), 'run')}, {failed} failed, {count(warned, 'warning')}, {count(len(self.flags), 'flag')}"
+        if skipped:
+            rest += f", {count(skipped, 'check')} not judged"
+        return verdict_word(not failed), rest
 
     def __repr__(self) -> str:
         return self.format_text()
@@ -83,9 +102,11 @@ class CheckResult(ResultView):
             for f in r.flags:
                 where = f"rank {f.rank}" if f.rank >= 0 else "run"
                 rows.append(
-                    f'<tr><td style="color:{COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td><td style="text-align:left">{html.escape(f.reason)}</td></tr>'
+                    f'<tr><td style="color:{COLORS[FAIL]}">FLAG</td><td>{where}, step {f.step}</td>'
+                    f'<td style="text-align:left">{html.escape(flag_note(r, f))}</td></tr>'
                 )
-        head = f"<b>msnb check: {verdict_word(self.passed)}</b>"
+        color = COLORS[PASS if self.passed else FAIL]  # coloured as each run's word
+        head = f'<b>msnb check: <span style="color:{color}">{verdict_word(self.passed)}</span></b>'
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
@@ -109,7 +130,7 @@ def read_labelled(paths, verify: bool = True):
     return result
 
 
-def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True) -> CheckResult:
+def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True, collect_freq: int | None = None) -> CheckResult:
     """Judge every run in *source* with the analysis layer's rules.
 
     Args:
@@ -118,6 +139,8 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
             that a run lacks fails that run.
         rules: the rules' parameters (:class:`msnb.analysis.Rules`).
         verify: check CRCs while reading.
+        collect_freq: the runs' collection frequency where known (``msnb report --config``): the steps check then
+            says a stride equal to it comes from it.
 
     Returns:
         A :class:`CheckResult`: ``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``.
@@ -136,7 +159,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
-    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit) for run in names]
+    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
     for verdict in runs:
         if not verdict.passed and verdict.tag is not None:
             started = first_anomaly_check(scalars if len(names) == 1 else scalars.take(scalars.run == verdict.run))  # one run: no copy of the table

@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
+from ..words import count, plural
 from .compare_result import CompareCheck, CompareResult, Divergence
 from .compare_rules import DEFAULT_COMPARE_RULES, CompareRules
 from .compare_sides import MEANINGS, Series, Side, build_side, describe_steps, finite_or_none, read_side, wanted_tags
@@ -216,12 +217,16 @@ def _lr_check(base: Side, cand: Side, lo: int, hi: int, rules: CompareRules):
     worst = float(rel.max())
     if not bad.any():
         return CompareCheck(
-            "lr_schedule", PASS, f"learning rates agree on {steps.size:,} common step(s) (largest relative difference {_pct(worst)})", worst, rules.lr_rel
+            "lr_schedule",
+            PASS,
+            f"learning rates agree on {count(steps.size, 'common step', thousands=True)} (largest relative difference {_pct(worst)})",
+            worst,
+            rules.lr_rel,
         ), None
     i = int(np.argmax(bad))
     detail = (
         f"learning rates differ from step {int(steps[i])}: baseline {_g(b[i])}, candidate {_g(o[i])} ({_pct(rel[i])}); "
-        f"{int(bad.sum()):,} of {steps.size:,} common step(s) differ by more than {_pct(rules.lr_rel)}: align the schedule (warmup, decay, base lr) first"
+        f"{int(bad.sum()):,} of {count(steps.size, 'common step', thousands=True)} differ by more than {_pct(rules.lr_rel)}: align the schedule (warmup, decay, base lr) first"
         + _skipped_hint(base, cand, int(steps[i]))
     )
     return CompareCheck("lr_schedule", FAIL, detail, worst, rules.lr_rel), (int(steps[i]), float(b[i]), float(o[i]))
@@ -364,10 +369,10 @@ def compare(
         CompareCheck(
             "mean_error",
             PASS if whole and late else FAIL,
-            f"mean absolute error {_g(m['abs'])}, relative {_pct(m['rel'])} over {m['points']:,} step(s); last {m['tail_points']:,}: "
+            f"mean absolute error {_g(m['abs'])}, relative {_pct(m['rel'])} over {count(m['points'], 'step', thousands=True)}; last {m['tail_points']:,}: "
             f"{_g(m['tail_abs'])}, {_pct(m['tail_rel'])}; limits {_g(ma_lim)} or {_pct(mr_lim)}"
             + (f" (last steps: {_g(ta_lim)} or {_pct(tr_lim)})" if (ta_lim, tr_lim) != (ma_lim, mr_lim) else "")
-            + (f", raised to the spread of {spread.count} baseline rerun(s)" if relaxed else "")
+            + (f", raised to the spread of {count(spread.count, 'baseline rerun')}" if relaxed else "")
             + ("" if whole and late else f"; beyond both{why}"),
             {k: finite_or_none(m[k]) for k in ("abs", "rel", "tail_abs", "tail_rel")},
             {"abs": ma_lim, "rel": mr_lim, "tail_abs": ta_lim, "tail_rel": tr_lim},
@@ -391,7 +396,7 @@ def compare(
                 CompareCheck(
                     "grad_norm",
                     PASS if good else FAIL,
-                    f"mean relative error of the global norm {_pct(g['rel'])} over {g['points']:,} step(s) (limit {_pct(g_lim)})",
+                    f"mean relative error of the global norm {_pct(g['rel'])} over {count(g['points'], 'step', thousands=True)} (limit {_pct(g_lim)})",
                     finite_or_none(g["rel"]),
                     g_lim,
                 )
@@ -402,13 +407,17 @@ def compare(
 
     if n >= rules.min_steps:
         cov = CompareCheck(
-            "coverage", PASS, f"{n:,} common step(s) (at least {rules.min_steps:,}; {rules.recommended_steps:,} or 12 h recommended)", n, rules.min_steps
+            "coverage",
+            PASS,
+            f"{count(n, 'common step', thousands=True)} (at least {rules.min_steps:,}; {rules.recommended_steps:,} or 12 h recommended)",
+            n,
+            rules.min_steps,
         )
     else:
         cov = CompareCheck(
             "coverage",
             WARN,
-            f"only {n:,} common step(s) (baseline {describe_steps(bl.steps)}, candidate {describe_steps(cl.steps)}); "
+            f"only {count(n, 'common step', thousands=True)} (baseline {describe_steps(bl.steps)}, candidate {describe_steps(cl.steps)}); "
             f"the standard observes at least {rules.min_steps:,} ({rules.recommended_steps:,} or 12 h recommended)",
             n,
             rules.min_steps,
@@ -471,9 +480,11 @@ def compare(
     for label, side in (("baseline", base), ("candidate", cand), *((f"rerun {i + 1}", s) for i, s in enumerate(rerun_sides))):
         s = side.get("loss")
         if s is not None and s.restarts:
-            notes.append(f"{label} restarted at step(s) {', '.join(map(str, s.restarts[:5]))}: the later records replace the earlier ones")
+            notes.append(
+                f"{label} restarted at {plural(len(s.restarts), 'step')} {', '.join(map(str, s.restarts[:5]))}: the later records replace the earlier ones"
+            )
         if side.problems:
-            notes.append(f"{label}: {len(side.problems)} problem(s) while reading, first: {side.problems[0]}")
+            notes.append(f"{label}: {count(len(side.problems), 'problem')} while reading, first: {side.problems[0]}")
     if rerun_sides and not relaxed:
         notes.append("no baseline rerun shares a step with the baseline: the standard's tolerance is used as it is")
 

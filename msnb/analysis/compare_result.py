@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..status import COLORS, ResultView, status_color, status_word
+from ..words import count
 from .rules import FAIL, PASS, WARN
 
 
@@ -49,7 +50,7 @@ class CompareResult(ResultView):
 
     Attributes:
         baseline: the baseline's path, then each rerun's.
-        candidate: the candidate's path(s).
+        candidate: the candidate's path or paths.
         common_steps: loss steps both sides logged, in the range compared.
         tolerance: the limits used (the standard's, raised to the reruns' own spread where that is larger).
         checks: :class:`CompareCheck` s, ``lr_schedule`` first.
@@ -104,8 +105,8 @@ class CompareResult(ResultView):
     def _headline(self) -> str:
         verdict = "ALIGNED" if self.passed else "NOT ALIGNED"
         warned = sum(c.status == WARN for c in self.checks)
-        tail = f", {warned} warning(s)" if warned else ""
-        return f"{verdict}: candidate against baseline on {self.common_steps:,} common step(s){tail}"
+        tail = f", {count(warned, 'warning')}" if warned else ""
+        return f"{verdict}: candidate against baseline on {count(self.common_steps, 'common step', thousands=True)}{tail}"
 
     def format_text(self) -> str:
         """One line per check, where it left the baseline, the notes, and the verdict."""

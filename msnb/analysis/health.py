@@ -30,6 +30,7 @@ from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
 from ..events.training_state import find_global_norm_records
 from ..status import ResultView
+from ..words import count, plural
 from .rules import WARN, Check
 
 # reason codes of the vectorised core
@@ -253,7 +254,7 @@ class HealthReport(ResultView):
         rank_text = f"ranks {_spans(ranks)}" if ranks else "no rank known"
         lo, hi = self.steps
         step_text = f", steps {lo:,}-{hi:,}" if lo is not None else ""
-        return f"{self.series_scanned:,} series ({self.tags_scanned:,} tags, {rank_text}{step_text})"
+        return f"{self.series_scanned:,} series ({count(self.tags_scanned, 'tag', thousands=True)}, {rank_text}{step_text})"
 
     def cascade_groups(self) -> list[tuple[int, str, str, list[int]]]:
         """The cascade as ``(step, what, reason kind, ranks)``: one group per tag (or parameter family) and step.
@@ -295,11 +296,11 @@ class HealthReport(ResultView):
                     who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_spans(ranks)}"
                     lines.append(f"  step {step:>8,}  {who:<12} {tag}  ({kind})")
                 if len(groups) > max_lines:
-                    lines.append(f"  ... {len(groups) - max_lines} more group(s)")
+                    lines.append(f"  ... {count(len(groups) - max_lines, 'more group')}")
             lines.append(f"scanned {self._scope()}")
         for _path, record in self.global_norm_records:
             steps = ", ".join(f"{k:,}" for k in sorted(record)[:8])
-            lines.append(f"abnormal_global_norm.json: global norm over mindformers' spike threshold at step(s) {steps}")
+            lines.append(f"abnormal_global_norm.json: global norm over mindformers' spike threshold at {plural(len(record), 'step')} {steps}")
         for p in self.problems:
             lines.append(f"{p.severity}: {p}")
         return "\n".join(lines)

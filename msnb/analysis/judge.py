@@ -12,6 +12,7 @@ import numpy as np
 
 from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
+from ..words import count
 from .divergence import divergence_details
 from .nonfinite import find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
@@ -47,8 +48,12 @@ class RunVerdict:
         }
 
 
-def _steps_check(cs, rules: Rules) -> Check:
-    """Steps covered, restarts and a fixed stride (sink mode), said once per run."""
+def _steps_check(cs, rules: Rules, collect_freq: int | None = None) -> Check:
+    """Steps covered, restarts and a fixed stride, said once per run.
+
+    A stride equal to the config's *collect_freq* is said to come from it; an unexplained stride names both
+    usual causes (the collection frequency, or sink mode's one callback per sink) rather than guessing one.
+    """
     lo = min(int(c.steps[0]) for c in cs if c.steps.size)
     hi = max(int(c.steps[-1]) for c in cs if c.steps.size)
     parts = [f"steps {lo}-{hi}" + (f" on {len(cs)} ranks" if len(cs) > 1 else "")]
@@ -62,10 +67,11 @@ def _steps_check(cs, rules: Rules) -> Check:
         who = "" if len(cs) == 1 else (" (all ranks)" if len(ranks) == len(cs) else f" (rank {', '.join(map(str, sorted(set(ranks))))})")
         parts.append(f"restarted at step {s}{who}")
     if restarts:
-        parts.append(f"{replaced} earlier record(s) replaced by the later ones")
+        parts.append(f"{count(replaced, 'earlier record')} replaced by the later ones")
     strides = {stride(c.steps) for c in cs if c.steps.size >= 3}
     if len(strides) == 1 and (n := strides.pop()) > 1:
-        parts.append(f"steps recorded every {n} (sink mode?)")
+        why = f"collect_freq {collect_freq}" if collect_freq == n else "a collection frequency, or sink mode's one callback per sink"
+        parts.append(f"steps recorded every {n} ({why})")
     return Check("steps", PASS, "; ".join(parts))
 
 
@@ -116,7 +122,15 @@ def judged_tags(tag: str = "loss") -> list[str]:
 
 
 def judge_run(
-    scalars, run: str, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, explicit_tag: bool = False, seen: dict | None = None, context=None
+    scalars,
+    run: str,
+    *,
+    tag: str = "loss",
+    rules: Rules = DEFAULT_RULES,
+    explicit_tag: bool = False,
+    seen: dict | None = None,
+    context=None,
+    collect_freq: int | None = None,
 ) -> RunVerdict:
     """Judge one run of *scalars*.
 
@@ -130,6 +144,7 @@ def judge_run(
             (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
         context: more scalars of the same run written elsewhere (a ScalarTable: the summary beside a training
             log), looked at only for the likely cause of a loss that never fell (a learning rate of 0...).
+        collect_freq: the run's collection frequency where known (its config): a stride equal to it is said to come from it.
 
     Returns:
         The run's verdict.
@@ -157,7 +172,7 @@ def judge_run(
     verdict.flags.extend(nf_flags)
 
     cs = curves(mine, loss_tag)
-    verdict.checks.append(_steps_check(cs, rules))
+    verdict.checks.append(_steps_check(cs, rules, collect_freq))
     ranked = [c for c in cs if c.rank >= 0]
     steps, values, n_judged = run_loss(cs, rules)
     if seen is not None:
@@ -180,7 +195,9 @@ def judge_run(
         if div:
             verdict.checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)))
         else:
-            verdict.checks.append(Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {steps.size} common steps"))
+            verdict.checks.append(
+                Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {count(steps.size, 'common step')}")
+            )
         verdict.flags.extend(div)
 
     st_tag = resolve("step_time", present)

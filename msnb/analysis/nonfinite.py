@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..words import count
 from .rules import RankFlag
 
 
@@ -58,6 +59,64 @@ def find_nonfinite(scalars, tags, *, keep_steps: int = 20) -> list[NonFinite]:
     return out
 
 
+@dataclass
+class NonFiniteRange:
+    """Consecutive non-finite records of one (run, rank, tag) with the same value: ``nan in loss (rank 1) at steps 150-169 (20 steps)``.
+
+    Consecutive means no finite record of that rank and tag in between, so a run recorded every 5 steps still
+    gives one range.  ``count`` is how many records the range holds.
+    """
+
+    run: str
+    rank: int
+    tag: str
+    value: str
+    first: int
+    last: int
+    count: int
+
+    def as_dict(self) -> dict:
+        return {"run": self.run, "rank": self.rank, "tag": self.tag, "value": self.value, "step": self.first, "last_step": self.last, "steps": self.count}
+
+    def steps_text(self) -> str:
+        """``step 150`` or ``steps 150-169 (20 steps)``."""
+        if self.count == 1:
+            return f"step {self.first}"
+        return f"steps {self.first}-{self.last} ({count(self.count, 'step')})"
+
+    def describe(self, run: str | None = None) -> str:
+        """One line for people: ``nan in loss of run a (rank 1) at steps 150-169 (20 steps)``; *run* names the run (None: not said)."""
+        of = f" of run {run}" if run is not None else ""
+        rank = f" (rank {self.rank})" if self.rank >= 0 else ""
+        return f"{self.value} in {self.tag}{of}{rank} at {self.steps_text()}"
+
+
+def nonfinite_ranges(scalars, found: list[NonFinite]) -> list[NonFiniteRange]:
+    """The non-finite records of each entry of *found*, as ranges of consecutive steps (one line each, not one per step).
+
+    Args:
+        scalars: the ScalarTable *found* came from.
+        found: from :func:`find_nonfinite`.
+
+    Returns:
+        Ranges in the order of *found*, each in step order.
+    """
+    out = []
+    for f in found:
+        rows = np.flatnonzero(scalars.rank == f.rank)
+        rows = rows[(scalars.run[rows] == f.run) & (scalars.tag[rows] == f.tag)]
+        order = np.argsort(scalars.step[rows], kind="stable")
+        steps, values = scalars.step[rows][order], scalars.value[rows][order]
+        kind = np.where(np.isnan(values), 1, np.where(np.isposinf(values), 2, np.where(np.isneginf(values), 3, 0)))
+        starts = np.flatnonzero((kind != 0) & np.r_[True, kind[1:] != kind[:-1]])
+        for a in starts.tolist():
+            b = a
+            while b + 1 < kind.size and kind[b + 1] == kind[a]:
+                b += 1
+            out.append(NonFiniteRange(f.run, f.rank, f.tag, str(values[a]), int(steps[a]), int(steps[b]), b - a + 1))
+    return out
+
+
 def nonfinite_flags(found: list[NonFinite], ranks_of_run: dict) -> list[RankFlag]:
     """Flags for non-finite records: "alone" when the other ranks of the run stayed finite at that step.
 
@@ -82,6 +141,6 @@ def nonfinite_flags(found: list[NonFinite], ranks_of_run: dict) -> list[RankFlag
         else:
             reason = f"{f.tag} is {f.value} from step {f.step}"
         if f.count > 1:
-            reason += f" ({f.count} of {f.records} records)"
+            reason += f" ({f.count} of {count(f.records, 'record')})"
         flags.append(RankFlag(f.run, f.rank, f.tag, f.step, reason))
     return flags

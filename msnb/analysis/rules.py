@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..status import FAIL, PASS, WARN  # noqa: F401  (the judge's words, re-exported where the rules are)
+from ..status import FAIL, PASS, SKIP, STATUSES, WARN  # noqa: F401  (the judge's words, re-exported where the rules are)
 
 
 @dataclass
 class Check:
-    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail), ``detail`` (why, with numbers).
+    """One judged fact: ``name`` (``loss_falling``, ``rank_divergence``...), ``status`` (pass/warn/fail/skip), ``detail`` (why, with numbers).
 
     ``outcome`` is the rule's answer in one word where it has one (``loss_falling``: ``falling``, ``rising``,
     ``flat``, ``too short``; ``loss_stalled``: ``stalled``), so a view can show it without reading the detail;

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..events.tags import ALIASES
+from ..words import count
 
 # tags that report the size of the weights: TrainingStateMonitor's ``weight_norm`` (per rank)
 WEIGHT_NORMS = ("weight_norm", "weight-norm")
@@ -41,7 +42,7 @@ def likely_cause(scalars) -> str | None:
             steps, values, _ranks = _finite_values(scalars, tag)
             if values.size and not np.any(values):
                 span = f" (steps {int(steps.min())}-{int(steps.max())})" if steps.size > 1 else ""
-                return f"the learning rate ({tag}) is 0 on all {values.size} records{span}"
+                return f"the learning rate ({tag}) is 0 on all {count(values.size, 'record')}{span}"
     for tag in WEIGHT_NORMS:
         if tag in present:
             steps, values, ranks = _finite_values(scalars, tag)
@@ -49,10 +50,10 @@ def likely_cause(scalars) -> str | None:
                 continue
             frozen = all(np.ptp(values[ranks == r]) == 0 for r in np.unique(ranks))
             if frozen:
-                return f"{tag} did not change over steps {int(steps.min())}-{int(steps.max())} ({values.size} records): the weights were not updated (frozen, or no optimizer step)"
+                return f"{tag} did not change over steps {int(steps.min())}-{int(steps.max())} ({count(values.size, 'record')}): the weights were not updated (frozen, or no optimizer step)"
     for tag in ALIASES["grad_norm"]:
         if tag in present:
             _steps, values, _ranks = _finite_values(scalars, tag)
             if values.size and not np.any(values):
-                return f"the gradient norm ({tag}) is 0 on all {values.size} records: no gradient reaches the weights"
+                return f"the gradient norm ({tag}) is 0 on all {count(values.size, 'record')}: no gradient reaches the weights"
     return None

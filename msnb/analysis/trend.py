@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..words import count
 from .kendall import PrefixTrends, Trend, mann_kendall
-from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
 from .smoothing import ema
 
 
@@ -122,7 +123,7 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     head, tail, change = _head_tail(values, rules.smooth)
     unit = "points" if per == 1 else f"means of {per} points"
     blocks = f", judged as {judged.size} means of {per} consecutive points" if per > 1 else ""
-    where = f"{n} points (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''}{blocks})"
+    where = f"{count(n, 'point')} (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''}{blocks})"
     smoothed = f"smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
     if tail > rules.rising_factor * abs(head) or (whole.p_rising < rules.trend_p and tail > head):
         return Check(name, FAIL, f"loss is rising (diverging): Mann-Kendall over {where}: {whole.describe('rising')}; {smoothed}", outcome="rising")
@@ -166,13 +167,13 @@ def loss_stall(steps, values, label: str = "", rules: Rules = DEFAULT_RULES) -> 
         rules: ``stall_fraction``, ``stall_min_points``, ``stall_min_change``, ``trend_p``, ``trend_max_points``.
 
     Returns:
-        The check (pass or warn; a stall alone never fails a run).
+        The check (pass or warn, skip when too short to judge; a stall alone never fails a run).
     """
     steps, values = np.asarray(steps), np.asarray(values, float)
     name = f"loss_stalled{label}"
     n = max(rules.stall_min_points, int(values.size * rules.stall_fraction))
     if values.size < 2 * rules.stall_min_points:
-        return Check(name, PASS, f"only {values.size} loss points: not judged")
+        return Check(name, SKIP, f"not judged: only {values.size} loss points (at least {2 * rules.stall_min_points})")
     s, v = steps[-n:], values[-n:]
     trend = mann_kendall(block_means(v, rules.trend_max_points)[0])
     half = n // 2

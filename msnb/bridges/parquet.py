@@ -1,12 +1,17 @@
 """What msnb reads, as a Hive-partitioned Parquet dataset that DuckDB, Spark, Dask and Polars read in parallel.
 
 Layout: ``DIR/run=<run>/rank=<rank>/kind=<kind>/part-<time>-<n>.parquet`` (the
-run URI-escaped, so ``a/b`` is ``a%2Fb``; an unknown rank is ``-1``).  One
+run URI-escaped, so ``a/b`` is ``a%2Fb``; the path exported when it is itself
+one run is named after its directory, never ``.``; an unknown rank is ``-1``).  One
 table per kind, typed columns (``step`` int64, ``wall_time`` float64 seconds,
 ``value`` float64, ``tag`` dictionary-encoded; histogram edges and counts as
 list columns).  Files are written in row groups and renamed into place when
 complete, so a reader never sees half a file; a later write adds files and
 never rewrites old ones.
+
+Kinds have different columns, so read one kind at a time
+(DuckDB: ``read_parquet('DIR/**/kind=scalars/*.parquet', hive_partitioning=true)``);
+a glob over every kind needs ``union_by_name=true`` (missing columns read as NULL).
 
 pyarrow is an optional extra (``pip install 'msnb[parquet]'``); the core reader
 does not need it.
@@ -27,6 +32,7 @@ import numpy as np
 
 from ..errors import MissingDependency, NothingReadable, UsageError
 from ..safe_files import inside
+from ..words import count
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -76,9 +82,9 @@ class ParquetReport:
 
     def format_text(self) -> str:
         if not self.total:
-            return f"nothing new to export to {self.out}" + (f" ({self.unchanged} file(s) unchanged since the last export)" if self.unchanged else "")
+            return f"nothing new to export to {self.out}" + (f" ({count(self.unchanged, 'file')} unchanged since the last export)" if self.unchanged else "")
         kinds = ", ".join(f"{n} {k}" for k, n in self.rows.items() if n)
-        return f"wrote {kinds} in {len(self.files)} Parquet file(s) under {self.out}"
+        return f"wrote {kinds} in {count(len(self.files), 'Parquet file')} under {self.out}"
 
 
 # ---------------------------------------------------------------- columns
@@ -187,7 +193,9 @@ def _partitions(t):
         yield run, int(rank), t.take(keys == key)
 
 
-def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None, staged: list | None = None) -> ParquetReport:
+def write_result(
+    result, out, *, row_group_size: int = ROW_GROUP, report: ParquetReport | None = None, staged: list | None = None, this_run: str | None = None
+) -> ParquetReport:
     """Add *result*'s rows to the dataset under *out* as new part files, one per run, rank and kind.
 
     Args:
@@ -197,6 +205,8 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
         report: a report to add to (the ledger-driven export passes its own).
         staged: when given, parts are left under their hidden temporary names and ``(tmp, final)`` pairs are
             appended here, for the caller to record in its ledger before renaming them (:func:`export`).
+        this_run: the name of the run ``"."`` (the path read *is* the run): its partition is ``run=<this_run>``,
+            never ``run=.``, which readers would show as a run called ".".
 
     Returns:
         The :class:`ParquetReport`.
@@ -213,7 +223,8 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
         if not len(t):
             continue
         for run, rank, rows in _partitions(t):
-            path = out / partition_dir(run, int(rank), kind) / f"part-{stamp}-{os.getpid()}-{next(_counter):05d}.parquet"
+            name = this_run if run == "." and this_run else run
+            path = out / partition_dir(name, int(rank), kind) / f"part-{stamp}-{os.getpid()}-{next(_counter):05d}.parquet"
             if not inside(path.parent, out):
                 raise UsageError(f"{path.parent} leads outside {out} (a symlink): msnb writes only inside the dataset")
             tmp = _write_file(pq, arrow_table(kind, rows), path, row_group_size, land=staged is None)
@@ -225,7 +236,18 @@ def write_result(result, out, *, row_group_size: int = ROW_GROUP, report: Parque
     return report
 
 
-def to_parquet(result, out, *, row_group_size: int = ROW_GROUP) -> ParquetReport:
+def _this_run_name(result) -> str | None:
+    """The directory name of the run ``"."`` from the files it was read from (a ``rank_N`` folder stands for its parent)."""
+    dirs = [os.path.dirname(os.path.abspath(f["path"])) for f in getattr(result, "files", []) if isinstance(f, dict) and f.get("run") == "." and f.get("path")]
+    if not dirs:
+        return None
+    common = os.path.commonpath(dirs)
+    if len(set(dirs)) == 1 and re.fullmatch(r"rank_?\d+", os.path.basename(common)):
+        common = os.path.dirname(common)
+    return os.path.basename(common) or None
+
+
+def to_parquet(result, out, *, row_group_size: int = ROW_GROUP, this_run: str | None = None) -> ParquetReport:
     """Write a :class:`~msnb.events.ReadResult` as a Hive-partitioned Parquet dataset (``ReadResult.to_parquet``).
 
     Every call adds new files: pass only new rows (a Follower poll's) to append
@@ -235,18 +257,23 @@ def to_parquet(result, out, *, row_group_size: int = ROW_GROUP) -> ParquetReport
         result: what :func:`msnb.read` (or a Follower poll) returned.
         out: the dataset's root directory.
         row_group_size: rows per Parquet row group.
+        this_run: the name of the run ``"."`` (what was read was one run): by default the directory of the files
+            read when they share one run directory, else ``.``.
 
     Returns:
         A :class:`ParquetReport` with the rows and files written per kind.
     """
-    return write_result(result, out, row_group_size=row_group_size)
+    if this_run is None:
+        this_run = _this_run_name(result)
+    return write_result(result, out, row_group_size=row_group_size, this_run=this_run)
 
 
 def open_dataset(out, kind: str = "scalars"):
     """One kind of the dataset under *out* as a ``pyarrow.dataset.Dataset``, with run, rank and kind columns.
 
     Kinds have different columns, so a dataset opens one kind at a time
-    (DuckDB: ``read_parquet('OUT/*/*/kind=scalars/*.parquet', hive_partitioning=true)``).
+    (DuckDB: ``read_parquet('OUT/**/kind=scalars/*.parquet', hive_partitioning=true)``; every kind at once:
+    ``read_parquet('OUT/**/*.parquet', hive_partitioning=true, union_by_name=true)``).
 
     Args:
         out: the dataset's root directory.
@@ -292,6 +319,7 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
         UsageError: *out* holds *path*, is not a directory, is on a pseudo-filesystem or cannot be written, or its
             ``_msnb_export.json`` is not a ledger msnb wrote.
     """
+    from ..events.runs import run_labeller
     from .ledger import Ledger, prepare_destination
 
     _pa()
@@ -303,11 +331,12 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     if problem:
         raise ledger.refuse(problem)
     report = ParquetReport(str(out))
+    this_run = run_labeller(path)(".")  # the path that is one run: its partition is named after its directory
     try:
         for _src, new in ledger.new_rows(ledger.discover(), final=True):
             new.problems = []  # the ledger keeps every problem, including those of files with nothing new
             staged: list = []
-            write_result(new, out, row_group_size=row_group_size, report=report, staged=staged)
+            write_result(new, out, row_group_size=row_group_size, report=report, staged=staged, this_run=this_run)
             _land(ledger, out, staged)
         report.problems = list(ledger.problems)
         report.unchanged = ledger.unchanged

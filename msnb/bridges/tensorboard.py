@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import AlreadyTensorBoard, NothingReadable, UsageError
 from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
 from ..safe_files import inside, plain_name, relative_parts
+from ..words import count
 from . import tfevents
 from .ledger import Ledger, prepare_destination
 
@@ -70,10 +71,12 @@ class ConvertReport:
 
     def format_text(self) -> str:
         if not self.total:
-            head = f"nothing new to convert in {self.src}" + (f" ({self.unchanged} file(s) unchanged since the last conversion)" if self.unchanged else "")
+            head = f"nothing new to convert in {self.src}" + (
+                f" ({count(self.unchanged, 'file')} unchanged since the last conversion)" if self.unchanged else ""
+            )
         else:
             kinds = ", ".join(f"{n} {k}" for k, n in self.written.items() if n)
-            head = f"wrote {kinds} to {len(self.files)} event file(s) under {self.dst}"
+            head = f"wrote {kinds} to {count(len(self.files), 'event file')} under {self.dst}"
         lines = [head]
         for what, n in self.not_converted.items():
             lines.append(f"  not converted: {n} {what}")
@@ -176,7 +179,7 @@ class Converter:
         ours = [s for s in found if s.kind != TFEVENTS]
         if tf and not any(s.kind in (MS_SUMMARY, MS_LINEAGE) for s in ours):
             raise AlreadyTensorBoard(
-                f"{self.src} holds TensorBoard event files ({tf} tfevents file(s)) and no MindSpore summary: "
+                f"{self.src} holds TensorBoard event files ({count(tf, 'tfevents file')}) and no MindSpore summary: "
                 f"TensorBoard reads them as they are (tensorboard --logdir {self.src})"
             )
         if tf:

@@ -15,6 +15,7 @@ import re
 
 from ..errors import ConfigError
 from ..findings import INFO, WARNING, Finding
+from ..words import count
 from .loader import LoadedConfig
 from .monitor_schema import MonitorSettings, monitor_settings
 from .run_config import is_mindformers_run
@@ -159,7 +160,7 @@ def lint(
             Finding(
                 "collect-freq-low",
                 WARNING,
-                f"collect_freq {s.collect_freq} records a summary every {s.collect_freq} step(s): on a long run that costs step time and disk",
+                f"collect_freq {s.collect_freq} records a summary every {count(s.collect_freq, 'step')}: on a long run that costs step time and disk",
                 fix="use 10 or more",
                 key=f"{mc}.collect_freq",
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from ..words import plural
 from .loader import ConfigError, LoadedConfig
 
 # mindformers 1.9.0, tools/register/template.py: MonitorConfig (tests compare with the installed one)
@@ -180,7 +181,7 @@ def parse_monitor_config(block, *, loaded: LoadedConfig | None = None, prefix: s
         unknown = set(settings.histogram_settings) - HISTOGRAM_SETTINGS_KEYS
         if unknown:
             raise ConfigError(
-                f"unknown key(s) {sorted(unknown)} in histogram_settings (known: regular, every_parameter)",
+                f"unknown {plural(len(unknown), 'key')} {sorted(unknown)} in histogram_settings (known: regular, every_parameter)",
                 **where("histogram_settings"),
             )
     settings.present = frozenset(present)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..words import count
 from .lint import lint
 from .loader import load_config
 from .monitor_schema import monitor_settings
@@ -33,7 +34,7 @@ class ConfigReport:
         lines.append(yaml.safe_dump(self.config, sort_keys=False, default_flow_style=False).rstrip())
         lines.append("")
         if self.findings:
-            lines.append(f"{len(self.findings)} finding(s):")
+            lines.append(f"{count(len(self.findings), 'finding')}:")
             for f in self.findings:
                 lines.append(f"  {f}")
                 if f.fix:
@@ -43,13 +44,13 @@ class ConfigReport:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"<ConfigReport {os.path.basename(self.path)}: {len(self.files)} file(s), {len(self.findings)} finding(s)>"
+        return f"<ConfigReport {os.path.basename(self.path)}: {count(len(self.files), 'file')}, {count(len(self.findings), 'finding')}>"
 
     def _repr_markdown_(self) -> str:
         rows = "\n".join(f"| {f.severity} | `{f.key}` | {f.message} | {f.fix} | {f.rule} |" for f in self.findings)
         table = f"| severity | key | why | fix | rule |\n|---|---|---|---|---|\n{rows}" if self.findings else "No findings."
         body = yaml.safe_dump(self.config, sort_keys=False).rstrip()
-        return f"**{os.path.basename(self.path)}** ({len(self.files)} file(s))\n\n```yaml\n{body}\n```\n\n{table}"
+        return f"**{os.path.basename(self.path)}** ({count(len(self.files), 'file')})\n\n```yaml\n{body}\n```\n\n{table}"
 
 
 def check_config(path: str | os.PathLike, *, steps: int | None = None, distributed: bool | None = None, protobuf_major: int | None = None) -> ConfigReport:

@@ -27,6 +27,7 @@ from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
 from ..plot.render import plain_text
 from ..status import COLORS
+from ..words import count
 from .model import BoardData, light
 from .render import RANK_MODES, View, render
 
@@ -510,15 +511,15 @@ class Board:
         d = self.data
         runs = [k for k in d.order if k in d.runs]
         failed = sum(light(d.runs[k].verdict) == FAIL for k in runs)
-        text = f"<b>msnb board</b>: {len(runs)} run{'s' if len(runs) != 1 else ''}, {d.points():,} points, {failed} failed, {len(d.flags())} flag(s)"
+        text = f"<b>msnb board</b>: {count(len(runs), 'run')}, {d.points():,} points, {failed} failed, {count(len(d.flags()), 'flag')}"
         if self.error is not None:
             text += f"; <b>follow stopped by an error</b>: {html.escape(f'{type(self.error).__name__}: {self.error}')}"
         elif self.following:
             text += f"; following every {self.every:g} s (poll {d.polls})"
         elif self.every:
-            text += f"; follow stopped after {d.polls} poll(s)"
+            text += f"; follow stopped after {count(d.polls, 'poll')}"
         if d.problems:
-            text += f"; {len([p for p in d.problems if getattr(p, 'severity', '') != 'info'])} problem(s) while reading"
+            text += f"; {count(len([p for p in d.problems if getattr(p, 'severity', '') != 'info']), 'problem')} while reading"
         self.status.value = text
 
     def summary(self) -> str:
@@ -527,7 +528,7 @@ class Board:
         runs = [k for k in d.order if k in d.runs]
         view = self.view()
         lights = ", ".join(f"{d.label(k)} {light(d.runs[k].verdict)}" for k in runs)
-        return f"msnb board: {len(runs)} run(s) ({lights}); tags {', '.join(view.tags) or 'none'}; {len(d.flags())} flag(s)"
+        return f"msnb board: {count(len(runs), 'run')} ({lights}); tags {', '.join(view.tags) or 'none'}; {count(len(d.flags()), 'flag')}"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The widget where the front end draws widgets; elsewhere the figure as drawn and a line on how to get the controls."""

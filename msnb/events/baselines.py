@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..words import count
 from .problems import Problem, ProblemKind
 from .reader import ReadResult
 from .tables import NO_RANK, ScalarTable
@@ -181,7 +182,7 @@ class _Problems:
 
     def done(self) -> list:
         if self.more:
-            self.items.append(Problem(self.path, None, ProblemKind.DECODE, f"{self.more:,} more unreadable line(s) not listed"))
+            self.items.append(Problem(self.path, None, ProblemKind.DECODE, f"{count(self.more, 'more unreadable line', thousands=True)} not listed"))
         return self.items
 
 
@@ -229,7 +230,7 @@ def _lines(path: str, problems: _Problems):
             if final:
                 break
     if cut:
-        problems.add(None, f"{cut} line(s) longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
+        problems.add(None, f"{count(cut, 'line')} longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
 
 
 def _megatron_fields(text: str, step: int, wall: float, points: _Points, names: dict) -> int:

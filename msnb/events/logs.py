@@ -45,6 +45,7 @@ import math
 import re
 import time
 
+from ..words import count
 from . import training_state
 
 # one way to match any number: digits, then an optional fraction, then an optional exponent; or NaN/Inf in any case
@@ -230,8 +231,8 @@ class LogParser:
     def take_declined(self) -> list[str]:
         """One sentence per field that was printed but not as one number since the last call (then forgotten)."""
         out = [
-            f"field {name!r} is not one number on {count} line(s) (first on line {first}: {text!r}); not read"
-            for name, (count, first, text) in self.declined.items()
+            f"field {name!r} is not one number on {count(lines, 'line')} (first on line {first}: {text!r}); not read"
+            for name, (lines, first, text) in self.declined.items()
         ]
         self.declined = {}
         return out

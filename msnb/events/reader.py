@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..words import count
 from . import mindspore_proto, records, tensorboard_proto
 from .decoded import Landscape
 from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner
@@ -81,7 +82,7 @@ class ReadResult:
 
     def __repr__(self) -> str:
         parts = [f"{len(getattr(self, t))} {t}" for t in self.TABLES if len(getattr(self, t))]
-        return f"<ReadResult: {', '.join(parts) or 'nothing'} from {len(self.files)} file(s); {len(self.problems)} problem(s)>"
+        return f"<ReadResult: {', '.join(parts) or 'nothing'} from {count(len(self.files), 'file')}; {count(len(self.problems), 'problem')}>"
 
     @classmethod
     def merge(cls, results, *, consume: bool = False) -> ReadResult:
@@ -490,7 +491,7 @@ class FileState:
                     self.source.path,
                     None,
                     ProblemKind.LINE,
-                    f"{self.parser.long_lines - before} line(s) longer than {self.parser.max_line:,} characters; only their start was parsed",
+                    f"{count(self.parser.long_lines - before, 'line')} longer than {self.parser.max_line:,} characters; only their start was parsed",
                     "info",
                 )
             )

@@ -20,10 +20,11 @@ from .. import __version__
 from ..analysis.check import check, read_labelled
 from ..config import check_config
 from ..environment import installed_major
-from ..errors import NothingReadable, UsageError
+from ..errors import MsnbError, NothingReadable, UsageError
 from ..events.reader import ReadResult
 from ..outputs import check_out
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
+from ..words import count
 from . import page, sections
 from .compare_section import alignment
 
@@ -60,13 +61,13 @@ class ReportResult(ResultView):
         return {"out": self.path, "bytes": self.bytes, "runs": self.runs, "passed": self.passed, "verdicts": judged["runs"], "flags": judged["flags"]}
 
     def _what(self) -> str:
-        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {len(self.runs)} run(s): {', '.join(self.runs)}"
+        return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {count(len(self.runs), 'run')}: {', '.join(self.runs)}"
 
     def format_text(self) -> str:
         return f"msnb report {self.verdict_word()}: {self._what()}"
 
     def __repr__(self) -> str:
-        return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {len(self.runs)} run(s)>"
+        return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {count(len(self.runs), 'run')}>"
 
     def _repr_html_(self) -> str:
         """The report inline: a sandboxed frame holding the page (no script may run in it), under a one-line caption.
@@ -143,6 +144,20 @@ def _check_writable(out: str, target: str) -> None:
         raise UsageError(f"--out {out}: the directory {parent} is not writable")
 
 
+def _collect_freq(checked_config) -> int | None:
+    """The config's ``monitor_config`` collection frequency, when the config has one (so a stride is not called sink mode)."""
+    if checked_config is None or not isinstance(checked_config.config.get("monitor_config"), dict):
+        return None
+    from ..config.loader import LoadedConfig
+    from ..config.monitor_schema import monitor_settings
+
+    try:
+        settings = monitor_settings(LoadedConfig(data=checked_config.config, path=checked_config.path))
+    except MsnbError:
+        return None
+    return settings.collect_freq if "collect_freq" in settings.present else None  # a default is no fact about the run
+
+
 def _header(title: str, where: str, result, checked, why_not) -> str:
     written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     counts = ", ".join(f"{len(getattr(result, t)):,} {t}" for t in result.TABLES if len(getattr(result, t)))
@@ -153,8 +168,8 @@ def _header(title: str, where: str, result, checked, why_not) -> str:
         line = f"{page.status(word)}: {page.esc(rest)}"
     return (
         f"<h1>{page.esc(title)}</h1>"
-        f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {len(result.files)} file(s), {page.esc(counts)}; '
-        f"{len(result.problems)} problem(s) while reading.</p>"
+        f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {count(len(result.files), "file")}, {page.esc(counts)}; '
+        f"{count(len(result.problems), 'problem')} while reading.</p>"
         f'<p class="verdict" id="overall">{line}</p>'
     )
 
@@ -197,7 +212,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         raise NothingReadable(f"nothing readable under {where}{first}")
     _refuse_input(out, target, result.files)
     try:
-        checked, why_not = check(result, tag=tag), None
+        checked, why_not = check(result, tag=tag, collect_freq=_collect_freq(checked_config)), None
     except NothingReadable as exc:
         if tag != "loss":
             raise  # a tag the user named that no run has is a mistake, as in msnb check

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import NothingReadable
 from ..status import status_word
+from ..words import count
 from . import page
 from .page import esc, note, table
 
@@ -42,7 +43,7 @@ def alignment(baseline, candidates, *, verify: bool = True, dpi: int = 100) -> s
         word = "PASS" if result.passed else "FAIL"
         parts.append(
             f'<h3 class="run">{page.status(word)} <code>{esc(name)}</code> against <code>{esc(str(baseline))}</code>: '
-            f"{result.common_steps:,} common step(s), candidate as {esc(result.ranks.get('candidate'))}</h3>"
+            f"{count(result.common_steps, 'common step', thousands=True)}, candidate as {esc(result.ranks.get('candidate'))}</h3>"
         )
         rows = [(page.status(status_word(c.status)), c.name, c.detail) for c in result.checks]
         parts.append(table(("status", "check", "detail"), rows, raw_columns=(0,)))
@@ -56,5 +57,5 @@ def alignment(baseline, candidates, *, verify: bool = True, dpi: int = 100) -> s
             page.figure(figure_png(figure, dpi=dpi), describe_figure(figure), "the loss of both runs, their relative difference against the tolerance")
         )
     if len(items) > MAX_COMPARED:
-        parts.append(note(f"{len(items) - MAX_COMPARED:,} more path(s) not compared; msnb compare BASELINE PATH compares any one."))
+        parts.append(note(f"{count(len(items) - MAX_COMPARED, 'more path', thousands=True)} not compared; msnb compare BASELINE PATH compares any one."))
     return "".join(parts)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import html
 
-from ..status import FAIL, PASS, SEVERITY_STATUS, WARN, status_css, status_word, verdict_word
+from ..status import FAIL, PASS, SEVERITY_STATUS, SKIP, WARN, status_css, status_word, verdict_word
+from ..words import count
 
 MAX_ROWS = 200  # rows a table shows before it says how many it left out
 MAX_TEXT = 20_000  # characters of one text block (a config, a logged text) before it is cut
@@ -22,7 +23,7 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'n
 # frame's own document, so the browser scrolls, with no script and the CSP above unchanged
 CONTENTS_LINK = 'href="#'
 FRAME_CONTENTS_LINK = 'href="about:srcdoc#'
-STATUS_CLASS = {status_word(s): s for s in (PASS, WARN, FAIL)} | {verdict_word(True): PASS, verdict_word(False): FAIL, "FLAG": FAIL}
+STATUS_CLASS = {status_word(s): s for s in (PASS, WARN, FAIL, SKIP)} | {verdict_word(True): PASS, verdict_word(False): FAIL, "FLAG": FAIL}
 
 CSS = """
 :root { color-scheme: light; }
@@ -59,7 +60,7 @@ def esc(value) -> str:
 
 
 def status(word: str) -> str:
-    """A PASS / WARN / FAIL word, coloured by its class."""
+    """A PASS / WARN / FAIL / SKIP word, coloured by its class."""
     cls = STATUS_CLASS.get(word.upper(), "")
     return f'<span class="{cls}">{esc(word)}</span>' if cls else esc(word)
 
@@ -111,7 +112,7 @@ def table(header, rows, *, limit: int = MAX_ROWS, raw_columns=(), numeric=(), pa
             cls = "num" if i in numeric else "path" if i in paths else ""
             cells.append(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    more = note(f"{len(rows) - limit:,} more row(s) left out; the full data: msnb export or msnb.read()") if len(rows) > limit else ""
+    more = note(f"{count(len(rows) - limit, 'more row', thousands=True)} left out; the full data: msnb export or msnb.read()") if len(rows) > limit else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 

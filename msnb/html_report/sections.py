@@ -18,6 +18,7 @@ from ..environment import installed_versions
 from ..events.tables import object_codes
 from ..events.tags import ALIASES, DEFAULT_PANELS
 from ..status import status_word
+from ..words import count
 from . import page
 from .page import esc, note, table
 
@@ -74,7 +75,7 @@ def verdict(checked, why_not: str | None) -> str:
     if len(runs) > MAX_VERDICT_RUNS:
         rest = runs[MAX_VERDICT_RUNS:]
         failed = sum(not r.passed for r in rest)
-        parts.append(note(f"{len(rest):,} more run(s) left out ({failed:,} of them failed); msnb check PATH lists every one."))
+        parts.append(note(f"{count(len(rest), 'more run', thousands=True)} left out ({failed:,} of them failed); msnb check PATH lists every one."))
     return "".join(parts)
 
 
@@ -176,10 +177,23 @@ def scalars(result, *, dpi: int, first=()) -> str:
     parts.append(_too_many(runs, "Curves are"))
     left = [t for t in table_.tags() if t not in drawn]
     if left:
-        parts.append(note(f"{len(left):,} more tag(s) not drawn (in the table below): {', '.join(left[:20])}" + (" ..." if len(left) > 20 else "")))
+        parts.append(
+            note(f"{count(len(left), 'more tag', thousands=True)} not drawn (in the table below): {', '.join(left[:20])}" + (" ..." if len(left) > 20 else ""))
+        )
     if nonfinite:
-        rows = [(n["run"], "-" if n["rank"] < 0 else n["rank"], n["tag"], n["step"], n["value"]) for n in nonfinite]
-        parts.append("<h3>Non-finite values</h3>" + table(("run", "rank", "tag", "step", "value"), rows, numeric=(3,)))
+        # one row per range of consecutive steps (not per step); table() says how many rows it left out
+        rows = [
+            (
+                n["run"],
+                "-" if n["rank"] < 0 else n["rank"],
+                n["tag"],
+                str(n["step"]) if n["steps"] == 1 else f"{n['step']}-{n['last_step']}",
+                n["steps"],
+                n["value"],
+            )
+            for n in nonfinite
+        ]
+        parts.append("<h3>Non-finite values</h3>" + table(("run", "rank", "tag", "steps", "how many", "value"), rows, numeric=(3, 4)))
     header = ("run", "tag", "points", "ranks", "steps", "last", "min", "max", "NaN/Inf")
     parts.append("<h3>Every scalar tag</h3>" + table(header, _group_stats(table_), numeric=(2, 3, 5, 6, 7, 8)))
     return "".join(parts)
@@ -254,7 +268,7 @@ def histograms(result, *, dpi: int, first=()) -> str:
         tags = sorted(set(mine.tag.tolist()))
         where = f", rank {rank}" if rank >= 0 else ""
         names = ", ".join(tags[:10]) + (f" and {len(tags) - 10} more" if len(tags) > 10 else "")
-        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}{where}: {len(mine):,} histogram(s) of {names}"))
+        parts.append(page.figure(_png(fig, dpi), _alt(fig), f"run {run}{where}: {count(len(mine), 'histogram', thousands=True)} of {names}"))
     return "".join(parts) + _too_many(runs, "Histograms are")
 
 
@@ -327,7 +341,7 @@ def lineage(result, first=()) -> str:
         for (run, tag), i in list(latest.items())[:MAX_TEXT_BLOCKS]:
             parts.append(f"<h3>run <code>{esc(run)}</code>: text <code>{esc(tag)}</code> at step {int(texts.step[i])}</h3>" + page.pre(texts.text[i], 4000))
         if len(latest) > MAX_TEXT_BLOCKS:
-            parts.append(note(f"{len(latest) - MAX_TEXT_BLOCKS} more text tag(s) left out."))
+            parts.append(note(f"{count(len(latest) - MAX_TEXT_BLOCKS, 'more text tag')} left out."))
     return "".join(parts) or note("No lineage or logged texts were read (MindSpore writes lineage with SummaryCollector; mindformers logs its config as text).")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import math
 
-from ..status import IDLE, LIGHT_COLORS
+from ..status import IDLE, LIGHT_COLORS, PASS, SKIP, status_word
 from .table import COLUMNS, text_cells
 
 LIGHTS = LIGHT_COLORS
@@ -57,7 +57,7 @@ KEEP = ";white-space:nowrap"  # a status, a number, a size or an age on one line
 
 def verdict_title(row) -> str:
     """The light's tooltip: the checks that did not pass, or that all did."""
-    bad = [f"{c.status.upper()} {c.name}: {c.detail}" for c in row.verdict.checks if c.status != "pass"]
+    bad = [f"{status_word(c.status)} {c.name}: {c.detail}" for c in row.verdict.checks if c.status not in (PASS, SKIP)]
     if row.missing_ranks:
         bad.append(f"ranks missing: {', '.join(map(str, row.missing_ranks))}" + (f" and {row.missing_more:,} more" if row.missing_more else ""))
     return "\n".join(bad) or "every check passed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..status import ResultView
+from ..words import count
 from .rows import FAILED, RunRow
 
 
@@ -131,13 +132,13 @@ class RunsTable(ResultView):
         return json.dumps(self.as_dict(), indent=indent)
 
     def summary(self) -> str:
-        """``4 run(s) under BASE: 1 failed, 2 active, 1 idle; 3 flag(s)``."""
+        """``4 runs under BASE: 1 failed, 2 active, 1 idle; 3 flags``."""
         failed = sum(r.status == FAILED for r in self.rows)
         active = sum(r.status == "active" for r in self.rows)
         idle = sum(r.status == "idle" for r in self.rows)
         flags = sum(len(r.flags) for r in self.rows)
         verdict = "FAILED" if failed else "PASSED"
-        return f"{verdict}: {len(self.rows)} run(s) under {self.base}: {failed} failed, {active} active, {idle} idle; {flags} flag(s)"
+        return f"{verdict}: {count(len(self.rows), 'run')} under {self.base}: {failed} failed, {active} active, {idle} idle; {count(flags, 'flag')}"
 
     def format_text(self) -> str:
         """Aligned columns, one line per run, then every flag, every problem and a summary line."""

@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..analysis.rules import DEFAULT_RULES, Rules
+from ..words import count
 from .board import DEFAULT_ACTIVE_WITHIN, RunsBoard
 from .table import RunsTable
 
@@ -103,6 +104,6 @@ def watch_runs(
     reason = poll_for(poll, every=every, duration=duration)
     if table is None:
         table = board.poll()
-    table.note = f"{reason} ({board.polls} poll(s))"
+    table.note = f"{reason} ({count(board.polls, 'poll')})"
     display.show(table, True)
     return table

@@ -19,17 +19,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..analysis import DEFAULT_RULES, find_nonfinite
+from ..analysis import DEFAULT_RULES, find_nonfinite, nonfinite_ranges
 from ..analysis.bands import BANDS_ABOVE, rank_bands
 from ..analysis.judge import judge_run
+from ..analysis.nonfinite import NonFiniteRange
 from ..analysis.smoothing import ema
 from ..errors import NothingReadable, UsageError
 from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
 from ..status import ResultView
+from ..words import count
 from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
+
+MAX_NONFINITE_LINES = 10  # ranges of NaN/Inf listed in the text; report.nonfinite holds every one
 
 
 @dataclass
@@ -55,6 +59,7 @@ class PlotReport(ResultView):
     unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
     verdicts: list = field(default_factory=list)  # the judge's RunVerdict of each run, whose flags are drawn
     passed = True  # a plot draws, it does not judge: its flags are shown, and ``msnb plot`` exits 0
+    _shown_in: object = field(default=None, init=False, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         return {
@@ -77,12 +82,16 @@ class PlotReport(ResultView):
         for run in self.runs:
             ranks = self.ranks.get(run) or []
             lines.append(f"  run {name(run, run)}" + (f": ranks {_spans(ranks)}" if ranks else ""))
-        for item in self.nonfinite:
+        for item in self.nonfinite[:MAX_NONFINITE_LINES]:
             lines.append(
-                f"  {item['value']} in {item['tag']} of run {name(item['run'], item['run'])}"
-                + (f" rank {item['rank']}" if item["rank"] >= 0 else "")
-                + f" at step {item['step']}"
+                "  "
+                + NonFiniteRange(item["run"], item["rank"], item["tag"], item["value"], item["step"], item["last_step"], item["steps"]).describe(
+                    name(item["run"], item["run"])
+                )
             )
+        if len(self.nonfinite) > MAX_NONFINITE_LINES:
+            more = len(self.nonfinite) - MAX_NONFINITE_LINES
+            lines.append(f"  ... {count(more, 'more range')} of non-finite values (report.nonfinite lists every one)")
         for b in self.bands:
             q0, q1 = (round(100 * q) for q in b.quantiles)
             drawn = f"; drawn as lines: rank{'s' if len(b.outliers) > 1 else ''} {', '.join(map(str, b.outliers))}" if b.outliers else ""
@@ -105,8 +114,39 @@ class PlotReport(ResultView):
             line += f", with smoothed curves through {self.smoothed_points:,} of them"
         return line
 
+    def short_text(self) -> str:
+        """What a notebook shows under the figure: the summary line, then NaN/Inf ranges and flags when there are any."""
+        if not (self.flags or self.nonfinite):
+            return self.summary_line()
+        return self.format_text()
+
     def __repr__(self) -> str:
-        return f"<PlotReport: {len(self.runs)} run(s), tags {self.tags}, {self.points:,} points, {len(self.flags)} flag(s)>"
+        return self.short_text()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The figure as PNG and the short text, for ``display(report)`` and front ends without images."""
+        import base64
+
+        from .render import figure_png
+
+        return {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": self.short_text()}
+
+    def show(self) -> None:
+        """Display the figure and the short text under it (what ``%mfmon_plot`` shows), once for this cell."""
+        from .live import current_cell
+        from .render import show_figure
+
+        show_figure(self.figure)
+        print(self.short_text())
+        self._shown_in = current_cell()
+
+    def _ipython_display_(self) -> None:
+        from .live import current_cell
+
+        # %mfmon_plot already showed it in this cell: the cell's value adds nothing (no second figure, no repr)
+        if self._shown_in is not None and self._shown_in == current_cell():
+            return
+        self.show()
 
 
 def _spans(numbers) -> str:
@@ -439,10 +479,7 @@ def plot_scalars(
         _legend(ax)
     if title:
         fig.suptitle(title)
-    for f in found:  # the real rank, also when ranks were drawn averaged
-        bad = (scalars.run == f.run) & (scalars.rank == f.rank) & (scalars.tag == f.tag) & ~np.isfinite(scalars.value)
-        for s, v in zip(scalars.step[bad][:20].tolist(), scalars.value[bad][:20].tolist()):
-            nonfinite.append({"run": f.run, "rank": f.rank, "tag": f.tag, "step": int(s), "value": str(v)})
+    nonfinite += [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
     points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
     return PlotReport(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..words import count
 from .live import LiveView, check_polling, poll_for
 
 
@@ -45,5 +46,5 @@ def tail(
     view.update(None, status=f"following {path}", force=True)
     reason = poll_for(poll, every=every, duration=duration)
     result = follower.result
-    view.close(result.scalars, status=f"{reason}; read {len(result.scalars):,} points from {len(result.files)} file(s)")
+    view.close(result.scalars, status=f"{reason}; read {len(result.scalars):,} points from {count(len(result.files), 'file')}")
     return result

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.health import first_anomaly_check
+from ..words import count, plural
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
 
 _LOSS_CHECKS = ("finite", "loss_falling", "loss_spikes", "rank_divergence")
@@ -62,35 +63,37 @@ def judge_smoke(
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     stopped = outcome.interrupted or outcome.timed_out or stopped_by is not None
     if stopped_by is not None:
-        checks.append(Check("process", FAIL, f"stopped by {stopped_by} after {trained} steps; the child and its workers were stopped"))
+        checks.append(Check("process", FAIL, f"stopped by {stopped_by} after {count(trained, 'step')}; the child and its workers were stopped"))
     elif outcome.interrupted:
-        checks.append(Check("process", FAIL, f"interrupted by the user after {trained} steps; the child and its workers were stopped"))
+        checks.append(Check("process", FAIL, f"interrupted by the user after {count(trained, 'step')}; the child and its workers were stopped"))
     elif outcome.timed_out:
-        checks.append(Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({trained} steps): stopped by --timeout"))
+        checks.append(Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({count(trained, 'step')}): stopped by --timeout"))
     elif outcome.returncode != 0:
         last = outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output"
-        checks.append(Check("process", FAIL, f"training exited with code {outcome.returncode} after {trained} steps: {last}"))
+        checks.append(Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')}: {last}"))
     else:
-        checks.append(Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s (MindSpore's start included)"))
+        checks.append(Check("process", PASS, f"trained {count(trained, 'step')} in {outcome.elapsed_s:.1f} s (MindSpore's start included)"))
 
     expected_ranks = list(range(workers)) if workers > 1 else [None]
     ms_files = [f for f in summary_read.files if f["kind"] == "ms_summary"]
     problems = [p for p in summary_read.problems if p.severity != "info"]
     cut = [p for p in problems if stopped and p.kind == "truncated"]  # the writer was stopped mid-record: expected
     problems = [p for p in problems if p not in cut]
-    cut_note = f"; the run was stopped, so {len(cut)} last record(s) were cut short (not counted)" if cut else ""
+    cut_note = f"; the run was stopped, so {count(len(cut), 'last record')} were cut short (not counted)" if cut else ""
     if not ms_files:
         checks.append(Check("summaries", FAIL, f"no summary file was written under {summary}"))
     elif problems:
-        checks.append(Check("summaries", FAIL, f"{len(problems)} problem(s) reading the summaries: {problems[0]}"))
+        checks.append(Check("summaries", FAIL, f"{count(len(problems), 'problem')} reading the summaries: {problems[0]}"))
     else:
         ranks_found = sorted({f["rank"] for f in ms_files})
         missing = [r for r in expected_ranks if r is not None and not any(f["rank"] == r for f in ms_files)]
         if missing:
-            checks.append(Check("summaries", FAIL, f"no summary for rank(s) {missing} (found {ranks_found})"))
+            checks.append(Check("summaries", FAIL, f"no summary for {plural(len(missing), 'rank')} {missing} (found {ranks_found})"))
         else:
             records = sum(f["records"] for f in ms_files)
-            checks.append(Check("summaries", PASS, f"{len(ms_files)} summary file(s), {records} records, CRC-clean, readable without MindSpore{cut_note}"))
+            checks.append(
+                Check("summaries", PASS, f"{count(len(ms_files), 'summary file')}, {count(records, 'record')}, CRC-clean, readable without MindSpore{cut_note}")
+            )
 
     tags = set(summary_read.scalars.tags())
     loss_tag = next((t for t in ("loss/auto", "loss") if t in tags), None)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..words import count, plural
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
@@ -84,12 +85,12 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
             n = len(loss_rows)
             present = [t for t in ("loss", "lr", "global_norm") if t in log_tags]
             per_rank = {r: int(np.count_nonzero(loss_rows.rank == r)) for r in range(plan.workers)} if plan.workers > 1 else {}
-            silent = [r for r, count in per_rank.items() if not count]
+            silent = [r for r, lines in per_rank.items() if not lines]
             if silent:
-                missing.append(f"MFLossMonitor wrote no loss line for rank(s) {silent}")
+                missing.append(f"MFLossMonitor wrote no loss line for {plural(len(silent), 'rank')} {silent}")
             if n:
                 split = f" ({', '.join(f'rank {r}: {c}' for r, c in per_rank.items())})" if per_rank else ""
-                lines.append(f"MFLossMonitor: {n} lines{split} with {', '.join(present)}")
+                lines.append(f"MFLossMonitor: {count(n, 'line')}{split} with {', '.join(present)}")
                 if "global_norm" not in log_tags or "lr" not in log_tags:
                     missing.append("MFLossMonitor's lines carry no " + " or ".join(t for t in ("lr", "global_norm") if t not in log_tags))
             else:
@@ -104,20 +105,20 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
             if not files:
                 missing.append(f"SummaryMonitor wrote no summary file under {summary}")
             elif bad:
-                missing.append(f"SummaryMonitor's summaries have {len(bad)} problem(s): {bad[0]}")
+                missing.append(f"SummaryMonitor's summaries have {count(len(bad), 'problem')}: {bad[0]}")
             else:
                 records = sum(f["records"] for f in files)
                 tags = sorted(set(summary_read.scalars.tags()))
                 hist = len(set(summary_read.histograms.tag.tolist())) if len(summary_read.histograms) else 0
                 lines.append(
-                    f"SummaryMonitor: {len(files)} summary file(s), {records} records, CRC-clean ({', '.join(tags[:4]) or 'no scalars'}; {hist} histogram tag(s))"
+                    f"SummaryMonitor: {count(len(files), 'summary file')}, {count(records, 'record')}, CRC-clean ({', '.join(tags[:4]) or 'no scalars'}; {count(hist, 'histogram tag')})"
                 )
         elif name == "CheckpointMonitor":
             ckpts = sorted(p for p in (workdir / "output" / "checkpoint").rglob("*") if p.is_file() and p.suffix in CHECKPOINT_SUFFIXES)
             if ckpts:
-                lines.append(f"CheckpointMonitor: {len(ckpts)} checkpoint(s) ({ckpts[-1].name})")
+                lines.append(f"CheckpointMonitor: {count(len(ckpts), 'checkpoint')} ({ckpts[-1].name})")
             elif trained:
-                missing.append(f"CheckpointMonitor saved no checkpoint in {trained} steps")
+                missing.append(f"CheckpointMonitor saved no checkpoint in {count(trained, 'step')}")
         else:
             lines.append(f"{name}: ran (msnb does not read what it writes)")
     if plan.tensorboard:
@@ -138,15 +139,17 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
 
 def _process(outcome, trained: int, stopped_by: str | None, failure: str | None) -> Check:
     if stopped_by is not None:
-        return Check("process", FAIL, f"stopped by {stopped_by} after {trained} steps; the training was stopped")
+        return Check("process", FAIL, f"stopped by {stopped_by} after {count(trained, 'step')}; the training was stopped")
     if outcome.interrupted:
-        return Check("process", FAIL, f"interrupted by the user after {trained} steps; the training was stopped")
+        return Check("process", FAIL, f"interrupted by the user after {count(trained, 'step')}; the training was stopped")
     if outcome.timed_out:
-        return Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({trained} steps): stopped by --timeout")
+        return Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({count(trained, 'step')}): stopped by --timeout")
     if outcome.returncode != 0:
         last = failure or (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output")
-        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {trained} steps: {last}")
-    return Check("process", PASS, f"trained {trained} steps in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)")
+        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')}: {last}")
+    return Check(
+        "process", PASS, f"trained {count(trained, 'step')} in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)"
+    )
 
 
 def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:

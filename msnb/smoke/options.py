@@ -87,7 +87,7 @@ class SmokeOptions:
             **extra: fields the front end supplies itself (the cell's ``code``, ``live``).
 
         Returns:
-            The options, with quotes a notebook user typed around paths removed.
+            The options (the magic's line was split as a shell does, so quotes are already gone).
         """
         values = {}
         for f in fields(cls):
@@ -95,9 +95,6 @@ class SmokeOptions:
                 values[f.name] = getattr(args, f.name)
         if hasattr(args, "no_live"):
             values["live"] = not args.no_live
-        for name in ("config", "module", "summary_dir", "out"):
-            if isinstance(values.get(name), str):
-                values[name] = values[name].strip("\"'")
         values.update(extra)
         return cls(**values)
 

@@ -60,6 +60,8 @@ class SmokeResult(ResultView):
     ranks: list = field(default_factory=list)
     flags: list = field(default_factory=list)  # the judge's flags on the loss (rank, tag, step, reason): msnb check's on the same files
     traceback: str = field(default="", init=False)  # the whole last traceback of the training's logs, when it failed
+    figure_file: str = field(default="", init=False)  # where the figure was saved (msnb.smoke.runner.save_figure), said last
+    figure_note: str = field(default="", init=False)  # e.g. "in the current directory; --out FILE to write elsewhere"
     _shown_in: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -124,15 +126,21 @@ class SmokeResult(ResultView):
         lines = [self.headline()]
         for c in self.checks:
             lines.append(f"  [{status_word(c.status)}] {c.name}: {c.detail}")
-        where = f"summaries kept in {self.summary_dir}" if self.kept else f"summary directory {self.summary_dir} removed (pass --keep to keep it)"
-        lines.append(f"  {where}")
+        if self.kept:  # a removed scratch directory is no path to follow: said only in as_dict()
+            lines.append(f"  summaries kept in {self.summary_dir}")
         if self.traceback:
             lines.append("  the training's last traceback:")
             lines.extend("    " + line for line in self.traceback.splitlines())
         elif self.log_tail and not self.passed:
             lines.append("  last lines of the training log:")
             lines.extend("    " + line for line in self.log_tail.splitlines())
+        if self.figure_file:
+            lines.append(f"  {self.figure_line()}")
         return "\n".join(lines)
+
+    def figure_line(self) -> str:
+        """``figure: wrote /abs/msnb_smoke.png (in the current directory; ...)``: the verdict's last line when the figure was saved."""
+        return f"figure: wrote {self.figure_file}" + (f" ({self.figure_note})" if self.figure_note else "")
 
     def __str__(self) -> str:
         return self.format_text()
@@ -149,10 +157,10 @@ class SmokeResult(ResultView):
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
             for c in self.checks
         )
-        where = html.escape(self.summary_dir) + ("" if self.kept else " (removed; --keep keeps it)")
+        where = f"<br><small>summaries kept in {html.escape(self.summary_dir)}</small>" if self.kept else ""
         parts = [
             f"<div class='msnb-smoke'><b class='msnb-verdict' style='color:{color}'>msnb smoke {head}</b>: {self.steps_trained}/{self.steps} steps on "
-            f"{html.escape(self.device)} in {self.elapsed_s:.1f} s<br><small>{where}</small>",
+            f"{html.escape(self.device)} in {self.elapsed_s:.1f} s{where}",
             f"<table>{rows}</table>",
         ]
         if self.traceback:
@@ -169,6 +177,8 @@ class SmokeResult(ResultView):
             for fig in (self.figure, self.histogram_figure):
                 if fig is not None:
                     parts.append(f'<img class="msnb-figure" src="data:image/png;base64,{base64.b64encode(figure_png(fig)).decode()}"/>')
+        if self.figure_file:
+            parts.append(f"<p class='msnb-figure-file'><small>{html.escape(self.figure_line())}</small></p>")
         parts.append("</div>")
         return "".join(parts)
 

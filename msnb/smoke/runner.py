@@ -43,13 +43,14 @@ from ..config.lint import lint
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
+from ..words import count
 from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
 from .mindformers_judging import judge_mindformers_smoke, log_scalars
 from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
-from .options import BUILTIN_STEPS, MINDFORMERS_STEPS, SmokeOptions
+from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
@@ -179,7 +180,7 @@ def _check_summary_dir(summary_dir) -> Path:
         raise SmokeError(f"--summary-dir {summary_dir}: not writable")
     earlier = [p for p in target.rglob("*") if p.is_file()]
     if earlier:  # their records would be judged as this run's
-        raise SmokeError(f"--summary-dir {summary_dir}: already holds {len(earlier)} file(s), e.g. {earlier[0].name}; give a new or empty directory")
+        raise SmokeError(f"--summary-dir {summary_dir}: already holds {count(len(earlier), 'file')}, e.g. {earlier[0].name}; give a new or empty directory")
     return target.resolve()
 
 
@@ -551,7 +552,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     out.returncode = launched.proc.returncode
     left = _marked_processes(launched.marker)
     if left:
-        out.extra_checks.append(Check("cleanup", FAIL, f"{len(left)} process(es) of this run could not be stopped: pids {left}"))
+        out.extra_checks.append(Check("cleanup", FAIL, f"{count(len(left), 'process')} of this run could not be stopped: pids {left}"))
     follower.close()
     out.everything = follower.result
     return out
@@ -590,6 +591,8 @@ def save_figure(result: SmokeResult, out) -> Check | None:
 
         plain_text(result.figure)  # names from files are no TeX
         result.figure.savefig(out, dpi=100)
+        result.figure_file = os.path.abspath(out)
+        result.figure_note = "in the current directory; --out FILE to write elsewhere" if str(out) == DEFAULT_OUT else ""
         return None
     except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands
         check = Check("figure_file", WARN, f"could not save the figure to {out}: {type(exc).__name__}: {exc}")
@@ -616,7 +619,7 @@ def check_sink(sink_size: int | None, device: str, mode: str, times: dict) -> li
         if device == "CPU"
         else ("MindSpore's PyNative mode trains without sink mode (use --mode graph)" if mode == "pynative" else "MindSpore did not sink the dataset")
     )
-    seen = f"callbacks ran every {stride} step(s)" if stride else "no steps were timed"
+    seen = f"callbacks ran every {count(stride, 'step')}" if stride else "no steps were timed"
     return [Check("sink_mode", WARN, f"sink mode not rehearsed: {why}; dataset_sink_mode=True, sink_size={sink_size} was accepted but {seen}")]
 
 
@@ -793,8 +796,8 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
                 _kill_run(launched.proc, launched.marker)
             raise
     if view is not None:
-        head = result.verdict_word
-        view.close(_live_source(prepared)(watched.everything.scalars), status=f"{head} after {result.steps_trained} steps; verdict below")
+        # the verdict below shows the curves and says PASSED/FAILED: the live view ends on one line, without either
+        view.close(None, status=f"training ended after {count(result.steps_trained, 'step')}; the verdict follows")
     return result
 
 

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import DEFAULT_RULES, FAIL, PASS, WARN, Check, spearman, step_time_stability
+from ..analysis import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, spearman, step_time_stability
 from ..analysis.judge import judge_run
 from ..events.tables import distinct
 from ..events.tags import resolve
+from ..words import count
 
-__all__ = ["PASS", "WARN", "FAIL", "Check", "ProcessOutcome", "spearman", "judge_loss", "check_step_time", "check_disk"]
+__all__ = ["PASS", "WARN", "FAIL", "SKIP", "Check", "ProcessOutcome", "spearman", "judge_loss", "check_step_time", "check_disk"]
 
 
 @dataclass
@@ -95,13 +96,11 @@ def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = Fal
                 f"one step in {collect_freq} collects, so monitoring costs {overhead:.1%} of step time"
             )
             if builtin_model:
-                out.append(
-                    Check(f"monitor_overhead{label}", PASS, detail + " (a smoke-sized model: reported, not judged; a full-size model's steps cost more)")
-                )
+                out.append(Check(f"monitor_overhead{label}", SKIP, detail + " (not judged: a smoke-sized model; a full-size model's steps cost more)"))
             else:
                 out.append(Check(f"monitor_overhead{label}", PASS if overhead < 0.05 else WARN, detail + ("" if overhead < 0.05 else ": raise collect_freq")))
         elif label == "" or rank == min(times):
-            out.append(Check(f"monitor_overhead{label}", PASS, f"collect_freq {collect_freq}: every step collects, no step to compare with"))
+            out.append(Check(f"monitor_overhead{label}", SKIP, f"not judged: collect_freq {collect_freq}, every step collects, no step to compare with"))
     return out
 
 
@@ -116,9 +115,9 @@ def check_disk(summary_bytes: int, trained_steps: int, median_ms: float | None, 
     per_step = summary_bytes / trained_steps
     gb = per_step * 86400 / (median_ms / 1000) / 1e9
     detail = (
-        f"{summary_bytes / 1e6:.2f} MB for {trained_steps} steps ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
+        f"{summary_bytes / 1e6:.2f} MB for {count(trained_steps, 'step')} ({per_step * 1000 / 1e6:.2f} MB per 1,000 steps); "
         f"at {median_ms:.1f} ms a step that is {gb:.2f} GB a day"
     )
     if builtin_model:
-        return Check("disk_per_day", PASS, detail + " (a smoke-sized model: a full-size model's slower steps write less a day)")
+        return Check("disk_per_day", SKIP, detail + " (not judged: a smoke-sized model; a full-size model's slower steps write less a day)")
     return Check("disk_per_day", PASS if gb < 20 else WARN, detail if gb < 20 else detail + ": raise collect_freq")

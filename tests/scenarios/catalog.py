@@ -133,7 +133,7 @@ SCENARIOS = {
     "stalled": ("tbx", _stalled, {"passed": True, "flags": [], "checks": {"loss_stalled": "stalled"}, "status": {"loss_stalled": "warn"}}),
     "resumed": ("tbx", _resumed, {"passed": True, "flags": [], "checks": {"steps": "restarted at step 150"}}),
     "unrecovered_spike": ("tbx", _unrecovered_spike, {"passed": False, "flags": [(-1, 245, 255)], "checks": {"loss_spikes": "did not recover"}}),
-    "sink_mode": ("tbx", _sink, {"passed": True, "flags": [], "checks": {"steps": "steps recorded every 4 (sink mode?)"}}),
+    "sink_mode": ("tbx", _sink, {"passed": True, "flags": [], "checks": {"steps": "steps recorded every 4 (a collection frequency, or sink mode"}}),
     "nan_beside_finite": ("ms", _nan_beside_finite, {"passed": False, "flags": [(1, 80, 80)], "checks": {"finite": "rank 1"}}),
     "lr_zero": (
         "tbx",

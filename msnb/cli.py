@@ -107,6 +107,8 @@ def _cmd_plot(args) -> int:
         print(json.dumps({**report.as_dict(), "out": out}, indent=2))
     else:
         print(f"wrote {out}: " + report.format_text())
+        for line in report.notes():  # a run listed but with no curve in a panel says so
+            print(f"  note: {line}")
     return 0
 
 

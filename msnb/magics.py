@@ -119,6 +119,8 @@ class MsnbMagics(Magics):
         show_figure(report.figure)
         if report.flags or report.nonfinite:
             print(report.format_text())
+        for line in report.notes():  # a run listed but with no curve in a panel says so
+            print(f"note: {line}")
         return report
 
     @magic_arguments()

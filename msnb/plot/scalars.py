@@ -25,7 +25,7 @@ from ..analysis.judge import judge_run
 from ..analysis.smoothing import ema
 from ..errors import UsageError
 from ..events.tables import ScalarTable
-from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
+from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve
 from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
 
@@ -51,6 +51,7 @@ class PlotReport:
     labels: dict = field(default_factory=dict)
     bands: list = field(default_factory=list)
     unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
+    panels: list = field(default_factory=list)  # Panel: the real tag of each run in each panel, the runs with none
 
     def as_dict(self) -> dict:
         return {
@@ -64,7 +65,23 @@ class PlotReport:
             "bands": bool(self.bands),
             "band_details": [b.as_dict() for b in self.bands],
             "unbanded": [{"run": run, "tag": tag} for run, tag in self.unbanded],
+            "panels": [p.as_dict() for p in self.panels],
+            "missing": self.missing(),
         }
+
+    def missing(self) -> list[dict]:
+        """``{"panel", "run", "label"}`` for each run that has no tag of a drawn panel: listed, but with no curve there."""
+        return [{"panel": p.title, "run": run, "label": self.labels.get(run, run)} for p in self.panels for run in p.missing]
+
+    def notes(self) -> list[str]:
+        """One line per panel that some runs have no tag for: ``no loss in run b (it logs none of loss, loss/auto, ...)``."""
+        out = []
+        for p in self.panels:
+            if p.missing:
+                names = ", ".join(self.labels.get(run, run) for run in p.missing)
+                spellings = ", ".join(ALIASES.get(meaning(p.title) or "", ())) or p.title
+                out.append(f"no {p.title} in run{'s' if len(p.missing) > 1 else ''} {names} (none of: {spellings})")
+        return out
 
     def format_text(self) -> str:
         lines = [self.summary_line()]
@@ -117,6 +134,12 @@ def _spans(numbers) -> str:
     return ", ".join(parts)
 
 
+def _few(names, keep: int = 3) -> str:
+    """``a, b, c +2``: a list that fits in a panel title."""
+    names = list(names)
+    return ", ".join(names[:keep]) + (f" +{len(names) - keep}" if len(names) > keep else "")
+
+
 def resolve_tags(available, wanted=None) -> list[str]:
     """Tags to draw: the given names (exact, or through :data:`ALIASES`), or the usual panels present."""
     available = list(available)
@@ -135,6 +158,47 @@ def resolve_tags(available, wanted=None) -> list[str]:
         return out
     out = [next(t for t in ALIASES[p] if t in have) for p in DEFAULT_PANELS if any(t in have for t in ALIASES[p])]
     return out or sorted(have)[:6]
+
+
+@dataclass
+class Panel:
+    """One panel: its title, the real tag each run is drawn from (its own spelling of the meaning), the runs without one."""
+
+    title: str
+    tags: dict  # run -> real tag
+    missing: list
+
+    def as_dict(self) -> dict:
+        return {"panel": self.title, "tags": dict(self.tags), "missing": list(self.missing)}
+
+
+def resolve_panels(tags_by_run: dict, wanted=None) -> list[Panel]:
+    """Panels to draw, each name resolved run by run (:func:`msnb.events.tags.resolve`): ``loss`` is ``loss/auto`` in a
+    MindSpore summary and ``loss`` in a mindformers log, and both are drawn in one panel.
+
+    Args:
+        tags_by_run: run -> the set of tags it logged.
+        wanted: tags or meanings (default: the usual panels any run has, else the first six tags).
+
+    Returns:
+        The panels; two names that resolve to the same tags in every run (``loss``, ``loss/auto``) make one panel.
+
+    Raises:
+        UsageError: a wanted name matches no tag of any run.
+    """
+    every = set().union(*tags_by_run.values()) if tags_by_run else set()
+    names = list(wanted) if wanted else [m for m in DEFAULT_PANELS if any(resolve(m, have) for have in tags_by_run.values())] or sorted(every)[:6]
+    panels: list[Panel] = []
+    for name in names:
+        found = {run: t for run, have in tags_by_run.items() if (t := resolve(name, have)) is not None}
+        if not found:
+            raise UsageError(f"no tag {name!r} in the data; tags present: {', '.join(sorted(every)) or 'none'}")
+        if any(p.tags == found for p in panels):
+            continue  # the same curves under another spelling
+        spelled = set(found.values())
+        title = next(iter(spelled)) if len(spelled) == 1 else (meaning(name) or name)
+        panels.append(Panel(title, found, [run for run in tags_by_run if run not in found]))
+    return panels
 
 
 def _x_values(kind: str, steps, walls, run_start: float):
@@ -313,10 +377,11 @@ def plot_scalars(
     from matplotlib.ticker import MaxNLocator
 
     per_tag_smooth, smooth = smooth, _default_weight(smooth)
-    tags = resolve_tags(scalars.tags(), tags)
     run_col = scalars.run
     runs = sorted(set(run_col.tolist()))
     masks = {run: run_col == run for run in runs}
+    panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
+    tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
     # the flags are the judge's, run by run (the same as msnb check's); non-finite values on every record of every rank
     rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
@@ -326,14 +391,15 @@ def plot_scalars(
         verdict = judge_run(scalars, run, rules=rules, seen=seen)
         flags += verdict.flags
         judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
-    found = find_nonfinite(scalars, tags)
+    drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
+    found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
     nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
     line_labels = _line_labels(flags, band_runs, nonfinite_keys)
     drawn_bands = []
     unbanded: list = []
 
-    n = max(1, len(tags))
+    n = max(1, len(panels))
     cols = 1 if n == 1 else 2
     rows = (n + cols - 1) // cols
     fig = figure or Figure(figsize=(6.4 * cols, 3.4 * rows), layout="constrained")
@@ -351,58 +417,66 @@ def plot_scalars(
     nonfinite = []
     label_for_run = label_for_run or (lambda run: run)
 
-    for ax, tag in zip(axes, tags):
+    for ax, panel in zip(axes, panels):
         xlabel = "step"
-        weight = smoothing_for(tag, per_tag_smooth, no_smooth)
+        spelled = len(set(panel.tags.values())) > 1  # runs spell the meaning differently: each label says which tag
+        weight = smoothing_for(next(iter(panel.tags.values())), per_tag_smooth, no_smooth)
         steady, outliers, xs_seen = [], [], []
 
-        panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
-        tag_idx = np.flatnonzero(scalars.tag == tag)
-        # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
-        every_band = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, judged[run])]
-        panel_bands = [b for b in every_band if b.steps.size]
-        unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
-        banded = {b.run for b in panel_bands}
-        line_runs = {run: masks[run] for run in runs if run not in banded}
-        for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
-            key = (run, rank)
-            if key not in series_keys:
-                series_keys.append(key)
-            color = cycle[series_keys.index(key) % len(cycle)]
-            label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
-            xlabel = _draw_line(panel, run, steps, walls, values, color, label)
-        for b in panel_bands:
-            drawn_bands.append(b)
-            run_idx = tag_idx[masks[b.run][tag_idx]]
-            key = (b.run, None)
-            if key not in series_keys:
-                series_keys.append(key)
-            color = cycle[series_keys.index(key) % len(cycle)]
-            xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
-            xs_seen.append(xs[np.isfinite(xs)])
-            drawn += draw_bands(ax, xs, b, color, label_for_run(b.run) if len(runs) > 1 else "", max_points)
-            stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
-            if stray:
-                names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
-                hit = np.unique(np.concatenate([s for _r, s in stray]))
-                _mark_nonfinite(
-                    ax,
-                    _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
-                    f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
-                )
-            wanted = {(b.run, r) for r in b.outliers}
-            for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
-                text = line_labels.get((run, rank), f"rank {rank}")
-                label = f"{label_for_run(run)} {text}" if len(runs) > 1 else text
-                _draw_line(panel, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
-            if len(b.outliers) > MAX_LABELLED:
-                ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
+        drawing = _Panel(ax, next(iter(panel.tags.values())), weight, x, starts, max_points, steady, outliers, xs_seen)
+        banded: set = set()
+        for tag in dict.fromkeys(panel.tags.values()):
+            runs_here = [run for run in runs if panel.tags.get(run) == tag]
+            tag_idx = np.flatnonzero(scalars.tag == tag)
+
+            def name(run, tag=tag, spelled=spelled):
+                return f"{label_for_run(run)} ({tag})" if spelled else label_for_run(run)
+
+            # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
+            every_band = [b for run in band_runs if run in runs_here for b in _bands_of(scalars, tag, run, flags, judged[run])]
+            panel_bands = [b for b in every_band if b.steps.size]
+            unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
+            banded |= {b.run for b in panel_bands}
+            line_runs = {run: masks[run] for run in runs_here if run not in banded}
+            for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
+                key = (run, rank)
+                if key not in series_keys:
+                    series_keys.append(key)
+                color = cycle[series_keys.index(key) % len(cycle)]
+                label = name(run) if rank is None or rank < 0 or not ranks else f"{name(run)} rank {rank}"
+                xlabel = _draw_line(drawing, run, steps, walls, values, color, label)
+            for b in panel_bands:
+                drawn_bands.append(b)
+                run_idx = tag_idx[masks[b.run][tag_idx]]
+                key = (b.run, None)
+                if key not in series_keys:
+                    series_keys.append(key)
+                color = cycle[series_keys.index(key) % len(cycle)]
+                xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
+                xs_seen.append(xs[np.isfinite(xs)])
+                drawn += draw_bands(ax, xs, b, color, name(b.run) if len(runs) > 1 else "", max_points)
+                stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
+                if stray:
+                    names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
+                    hit = np.unique(np.concatenate([s for _r, s in stray]))
+                    _mark_nonfinite(
+                        ax,
+                        _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
+                        f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
+                    )
+                wanted = {(b.run, r) for r in b.outliers}
+                for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
+                    text = line_labels.get((run, rank), f"rank {rank}")
+                    label = f"{name(run)} {text}" if len(runs) > 1 else text
+                    _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
+                if len(b.outliers) > MAX_LABELLED:
+                    ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
         for f in flags:
-            if f.tag != tag:
+            if panel.tags.get(f.run) != f.tag:
                 continue
             fx = f.step
             if x != "step":
-                w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=tag, step=f.step)).wall_time
+                w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=f.tag, step=f.step)).wall_time
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
                 named = f.run not in banded  # over bands the rank's own line carries its name
@@ -414,11 +488,11 @@ def plot_scalars(
                     alpha=1.0 if named else 0.5,
                     label=f"{f'rank {f.rank}' if f.rank >= 0 else 'run'} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
                 )
-        drawn += panel.drawn
-        smoothed += panel.smoothed
+        drawn += drawing.drawn
+        smoothed += drawing.smoothed
         if outliers and steady:
             _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
-        ax.set_title(tag)
+        ax.set_title(panel.title + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing else ""))
         ax.set_xlabel(xlabel)
         if x == "wall":
             ax.xaxis_date()
@@ -437,7 +511,7 @@ def plot_scalars(
         bad = (scalars.run == f.run) & (scalars.rank == f.rank) & (scalars.tag == f.tag) & ~np.isfinite(scalars.value)
         for s, v in zip(scalars.step[bad][:20].tolist(), scalars.value[bad][:20].tolist()):
             nonfinite.append({"run": f.run, "rank": f.rank, "tag": f.tag, "step": int(s), "value": str(v)})
-    points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
+    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
     return PlotReport(
         fig,
@@ -452,6 +526,7 @@ def plot_scalars(
         labels=labels,
         bands=drawn_bands,
         unbanded=unbanded,
+        panels=panels,
     )
 
 

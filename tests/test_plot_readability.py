@@ -4,9 +4,11 @@ on figures drawn from files the real writers wrote (tensorboardX)."""
 
 import json
 
+import numpy as np
 import pytest
 
 from msnb.events.runs import read_runs
+from msnb.plot.render import figure_png
 from msnb.plot.scalars import plot_read
 
 
@@ -67,3 +69,96 @@ def test_cli_json_draws_both_spellings(loss_two_spellings, tmp_path, run_msnb):
     assert sorted(panel["tags"].values()) == ["loss", "loss/auto"] and panel["missing"] == [] and d["points"] == 80
     text = run_msnb("plot", *loss_two_spellings, "--tags", "loss,lr", "--out", out, check=0).stdout
     assert "note: no lr in run smoke" in text
+
+
+# ---------------------------------------------------------------- many runs in one figure
+
+REPORT_DPI = 80  # msnb.html_report.build.DPI: the figures of the report are saved at it
+
+
+@pytest.fixture(scope="module")
+def three_jobs(tmp_path_factory):
+    """3 mindformers jobs x 4 ranks, each .../job_X/output/tensorboard/rank_N; job_b's rank 2 logs NaN at five steps;
+    the learning rate is constant; plus one run of a single file (no rank)."""
+    root = tmp_path_factory.mktemp("jobs")
+    rng = np.random.default_rng(0)
+    paths = []
+    for j, job in enumerate("abc"):
+        base = root / f"job_{job}" / "output" / "tensorboard"
+        for rank in range(4):
+            loss = [(s, (0.1 + 3 / np.sqrt(s)) * np.exp(0.08 * rng.standard_normal()) + 0.2 * j) for s in range(1, 201)]
+            if job == "b" and rank == 2:
+                loss = [(s, float("nan") if s in (120, 121, 122, 160, 190) else v) for s, v in loss]
+            grad = [(s, 1.5 + 0.2 * rng.standard_normal()) for s in range(1, 201)]
+            _write(base / f"rank_{rank}", {"loss": loss, "learning-rate": [(s, 1e-4) for s in range(1, 201)], "grad-norm": grad})
+        paths.append(str(base))
+    return paths
+
+
+def _visible(fig):
+    return [a for a in fig.axes if a.get_visible()]
+
+
+def _drawn(fig, dpi):
+    """Render at *dpi* (as the report saves) and return the renderer, for the artists' boxes in pixels."""
+    figure_png(fig, dpi=dpi)
+    return fig.canvas.get_renderer()
+
+
+def test_three_runs_of_four_ranks_have_one_legend_outside_the_data(three_jobs):
+    result = read_runs(three_jobs)
+    report = plot_read(result, three_jobs, ranks=True)  # the report draws 3 x 4 ranks as one line per rank
+    fig = report.figure
+    renderer = _drawn(fig, REPORT_DPI)
+    assert all(ax.get_legend() is None for ax in fig.axes), "no legend inside a panel"
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    for ax in _visible(fig):
+        assert not box.overlaps(ax.get_window_extent(renderer)), f"the legend covers the {ax.get_title()} panel"
+    texts = [t.get_text() for t in legend.get_texts()]
+    runs = [t for t in texts if t.startswith("job_")]
+    assert runs == ["job_a (4 ranks)", "job_b (4 ranks)", "job_c (4 ranks)"], texts
+    assert all(t.startswith(("NaN/Inf", "rank ")) for t in texts if t not in runs), "besides the runs: marks and flags only"
+    for t in legend.get_texts():
+        assert t.get_fontsize() * REPORT_DPI / 72 >= 9, f"legend text {t.get_fontsize()} pt is under 9 px at {REPORT_DPI} dpi"
+    # one colour per run: the ranks of a run share it, runs differ
+    loss = _visible(fig)[0]
+    colour = {}
+    for ln in _data_lines(loss):
+        job = ln.get_label().lstrip("_").split(" ")[0]
+        colour.setdefault(job, set()).add(ln.get_color())
+    assert all(len(c) == 1 for c in colour.values()) and len({next(iter(c)) for c in colour.values()}) == 3, colour
+
+
+def test_a_constant_series_is_drawn_flat_on_a_sensible_axis(three_jobs):
+    report = plot_read(read_runs(three_jobs), three_jobs, tags="lr", ranks=True)
+    (ax,) = _visible(report.figure)
+    lo, hi = ax.get_ylim()
+    assert lo < 1e-4 < hi and hi - lo >= 0.5e-4, (lo, hi)  # matplotlib alone gives 1e-4 +- 4e-9
+    assert any(t.get_text().startswith("constant: 0.0001") for t in ax.texts)
+
+
+def test_no_rank_minus_one_in_labels(three_jobs, tmp_path):
+    """A run without ranks (one file) among runs with ranks: its lines, legend and titles never say rank -1."""
+    single = _write(tmp_path / "solo" / "summary", {"loss": [(s, 2.0 / s) for s in range(1, 201)]})
+    paths = [*three_jobs, single]
+    report = plot_read(read_runs(paths), paths, ranks=True)
+    fig = report.figure
+    _drawn(fig, 100)
+    texts = [ln.get_label() for ax in fig.axes for ln in ax.get_lines()]
+    texts += [t.get_text() for lg in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()] for t in lg.get_texts()]
+    texts += [ax.get_title() for ax in fig.axes]
+    assert "solo" in [t for t in texts if t.startswith("solo")], texts
+    assert not [t for t in texts if "-1" in t], [t for t in texts if "-1" in t]
+
+
+def test_few_points_get_an_axis_that_does_not_magnify_nothing(tmp_path):
+    run = _write(tmp_path / "short" / "tensorboard", {"step_time_ms": [(1, 66.4), (2, 66.5)], "learning-rate": [(2, 1e-4)]})
+    report = plot_read(read_runs(run), [run])
+    st, lr = (next(a for a in _visible(report.figure) if a.get_title() == t) for t in ("step_time_ms", "learning-rate"))
+    lo, hi = st.get_ylim()
+    assert hi - lo >= 0.05 * 66.45, (lo, hi)  # not 66.35-66.55
+    assert any("2 points within" in t.get_text() for t in st.texts)
+    lo, hi = lr.get_ylim()
+    assert hi - lo >= 0.5e-4 and any(t.get_text().startswith("1 point") for t in lr.texts)
+    assert report.labels == {".": "short"}  # named after the folder that tells it apart, not "tensorboard"

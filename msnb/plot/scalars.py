@@ -121,6 +121,10 @@ class PlotReport:
         return f"<PlotReport: {len(self.runs)} run(s), tags {self.tags}, {self.points:,} points, {len(self.flags)} flag(s)>"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _spans(numbers) -> str:
     """``0-1023`` for a thousand consecutive ranks, ``0-3, 5, 7-9`` otherwise: a rank list stays one short line."""
     parts, numbers = [], sorted(numbers)
@@ -246,6 +250,9 @@ def _default_weight(smooth) -> float:
     return float(smooth.get("*", smooth.get(None, 0.6))) if isinstance(smooth, dict) else float(smooth)
 
 
+CROWDED_ABOVE = 4  # lines per panel above which a run has one colour and one legend entry, the legend outside the panels
+LEGEND_POINTS = 9.0  # legend and note text: 10 px at the report's 80 dpi, 12.5 px at 100
+PANEL_SIZE = (5.6, 3.4)  # inches per panel: two columns are 896 px wide at 80 dpi, 1120 px at 100, shown unscaled in a page 1100 px wide
 MARKER_BELOW = 30  # series with fewer points get a marker on each (a single point drawn as a line is invisible)
 MIN_SMOOTHED = 5  # fewer points than this have no history to smooth over: drawn raw
 COMPILE_RATIO = 3.0  # a first step this many times the steady median is the graph compiling
@@ -402,7 +409,9 @@ def plot_scalars(
     n = max(1, len(panels))
     cols = 1 if n == 1 else 2
     rows = (n + cols - 1) // cols
-    fig = figure or Figure(figsize=(6.4 * cols, 3.4 * rows), layout="constrained")
+    # many lines: one colour per run (its ranks thin lines of that colour), one legend entry per run, outside the panels
+    crowded = sum(1 if run in band_runs or not ranks else max(1, len(rank_map[run])) for run in runs) > CROWDED_ABOVE
+    fig = figure or Figure(figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -425,6 +434,7 @@ def plot_scalars(
 
         drawing = _Panel(ax, next(iter(panel.tags.values())), weight, x, starts, max_points, steady, outliers, xs_seen)
         banded: set = set()
+        labelled: set = set()  # runs whose legend entry this panel has (crowded figures: one per run)
         for tag in dict.fromkeys(panel.tags.values()):
             runs_here = [run for run in runs if panel.tags.get(run) == tag]
             tag_idx = np.flatnonzero(scalars.tag == tag)
@@ -442,16 +452,26 @@ def plot_scalars(
                 key = (run, rank)
                 if key not in series_keys:
                     series_keys.append(key)
-                color = cycle[series_keys.index(key) % len(cycle)]
-                label = name(run) if rank is None or rank < 0 or not ranks else f"{name(run)} rank {rank}"
-                xlabel = _draw_line(drawing, run, steps, walls, values, color, label)
+                if crowded:
+                    color = cycle[runs.index(run) % len(cycle)]
+                    per_rank = rank is not None and rank >= 0 and ranks and len(rank_map[run]) > 1
+                    label = (
+                        f"_{name(run)} rank {rank}"
+                        if per_rank and run in labelled
+                        else name(run) + (f" ({_plural(len(rank_map[run]), 'rank')})" if per_rank else "")
+                    )
+                    labelled.add(run)
+                else:
+                    color = cycle[series_keys.index(key) % len(cycle)]
+                    label = name(run) if rank is None or rank < 0 or not ranks else f"{name(run)} rank {rank}"
+                xlabel = _draw_line(drawing, run, steps, walls, values, color, label, thin=crowded and ranks)
             for b in panel_bands:
                 drawn_bands.append(b)
                 run_idx = tag_idx[masks[b.run][tag_idx]]
                 key = (b.run, None)
                 if key not in series_keys:
                     series_keys.append(key)
-                color = cycle[series_keys.index(key) % len(cycle)]
+                color = cycle[(runs.index(b.run) if crowded else series_keys.index(key)) % len(cycle)]
                 xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
                 xs_seen.append(xs[np.isfinite(xs)])
                 drawn += draw_bands(ax, xs, b, color, name(b.run) if len(runs) > 1 else "", max_points)
@@ -463,6 +483,7 @@ def plot_scalars(
                         ax,
                         _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
                         f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
+                        spacing=_spacing(xs),
                     )
                 wanted = {(b.run, r) for r in b.outliers}
                 for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
@@ -503,10 +524,18 @@ def plot_scalars(
                 ax.set_xlim(float(seen.min()) - 1, float(seen.max()) + 1)
         if log:
             ax.set_yscale("log")
+        else:
+            _fit_flat(ax, drawing)
+        if not drawing.ys:
+            ax.text(0.5, 0.5, f"nothing to draw: no finite value of {panel.title}", transform=ax.transAxes, ha="center", va="center", fontsize=LEGEND_POINTS)
+            ax.set_yticks([])
         ax.grid(True, alpha=0.3)
-        _legend(ax)
+        if not crowded:
+            _legend(ax)
     if title:
         fig.suptitle(title)
+    if crowded:
+        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None)
     for f in found:  # the real rank, also when ranks were drawn averaged
         bad = (scalars.run == f.run) & (scalars.rank == f.rank) & (scalars.tag == f.tag) & ~np.isfinite(scalars.value)
         for s, v in zip(scalars.step[bad][:20].tolist(), scalars.value[bad][:20].tolist()):
@@ -545,6 +574,8 @@ class _Panel:
     xs_seen: list
     drawn: int = 0
     smoothed: int = 0
+    ys: list = field(default_factory=list)  # finite values drawn (for the y range of flat series)
+    points: int = 0  # finite points drawn, before downsampling
 
 
 # legend entries that repeat once per series; several of a kind become one entry
@@ -569,10 +600,54 @@ def _legend(ax) -> None:
             kept.append(items[0])
         elif items:
             kept.append((items[0][0], wording.format(n=len(items))))
-    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize="small")
+    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize=LEGEND_POINTS)
 
 
-def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None) -> str:
+def _figure_legend(fig, axes, *, resize: bool) -> None:
+    """One legend for the whole figure, above the panels (never over the data): each run once, each flag or mark once.
+
+    Args:
+        fig: the figure.
+        axes: its panels.
+        resize: make the figure taller by the legend's rows (a figure msnb created; a caller's figure keeps its size).
+    """
+    kept: dict = {}
+    for ax in axes:
+        for h, text in zip(*ax.get_legend_handles_labels()):
+            kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
+            if kind == "NaN/Inf":
+                text = "NaN/Inf (red x at the top; shaded where consecutive)"
+            kept.setdefault(text, h)
+    if not kept:
+        return
+    ncols = min(len(kept), 3)
+    if resize:
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + 0.24 * math.ceil(len(kept) / ncols) + 0.1)
+    fig.legend(list(kept.values()), list(kept), loc="outside upper center", ncols=ncols, fontsize=LEGEND_POINTS, frameon=False)
+
+
+def _fit_flat(ax, p: _Panel) -> None:
+    """A y range that shows a flat series as flat: a constant (lr 1e-4 at every step) gets +-50 % of its value instead of
+    matplotlib's +-1e-8 window, a few points that differ by under 2 % (two step times, 66.4 and 66.5 ms) get +-5 %.
+    The panel says what it shows: ``constant 0.0001`` or ``1 point: ...``."""
+    if not p.ys:
+        return
+    lo, hi = min(a for a, _ in p.ys), max(b for _, b in p.ys)
+    center, scale = (lo + hi) / 2, max(abs(lo), abs(hi))
+    if hi - lo <= 1e-9 * scale or scale == 0:
+        half = abs(center) * 0.5 or 1.0
+        text = f"1 point: {center:.4g}" if p.points == 1 else f"constant: {center:.4g} at all {p.points:,} points"
+    elif p.points < MARKER_BELOW and hi - lo < 0.02 * scale and not p.outliers:
+        half, text = 0.05 * abs(center), f"{p.points} points within {100 * (hi - lo) / scale:.2g} % of each other"
+    else:
+        return
+    ax.set_ylim(center - half, center + half)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
+    ax.text(0.01, 0.03, text, transform=ax.transAxes, fontsize=LEGEND_POINTS, color="0.3", ha="left", va="bottom")
+
+
+def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None, thin: bool = False) -> str:
     """One series: raw faint and smoothed solid (or raw alone), NaN/Inf marked; returns the x axis label."""
     ax = p.ax
     xs, xlabel = _x_values(p.x, steps, walls, p.starts[run])
@@ -587,21 +662,24 @@ def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_lab
         fx, fy = xs[finite], values[finite]
         if step_time:
             p.steady.append(fy)
+        p.ys.append((float(fy.min()), float(fy.max())))
+        p.points += fx.size
         marker = "o" if fx.size < MARKER_BELOW else None
+        width = 0.9 if thin else 1.6
         if p.weight > 0 and fx.size >= MIN_SMOOTHED:
             rx, ry = m4(fx, fy, p.max_points)
-            ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
+            ax.plot(rx, ry, color=color, alpha=0.12 if thin else 0.25, linewidth=0.8, marker=marker, markersize=3)
             sx, sy = m4(fx, ema(fy, p.weight), p.max_points)
-            ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
+            ax.plot(sx, sy, color=color, linewidth=width, label=label)
             p.drawn += rx.size
             p.smoothed += sx.size
         else:
             rx, ry = m4(fx, fy, p.max_points)
-            ax.plot(rx, ry, color=color, linewidth=1.2, label=label, marker=marker, markersize=4)
+            ax.plot(rx, ry, color=color, linewidth=0.9 if thin else 1.2, label=label, marker=marker, markersize=4)
             p.drawn += rx.size
     bad = ~np.isfinite(values)
     if bad.any():
-        _mark_nonfinite(ax, xs[bad], nonfinite_label or f"NaN/Inf ({label})")
+        _mark_nonfinite(ax, xs[bad], nonfinite_label or f"NaN/Inf ({str(label).lstrip('_')})", spacing=_spacing(xs))
     return xlabel
 
 
@@ -615,12 +693,30 @@ def _line_labels(flags, band_runs, nonfinite_keys) -> dict:
     return out
 
 
-def _mark_nonfinite(ax, xs, label: str) -> None:
-    """Red crosses at the top edge where values were NaN/Inf (they have no height to draw at)."""
+def _spacing(xs) -> float:
+    """The usual distance between neighbouring points of a series (its logging interval on the x axis)."""
+    d = np.diff(np.unique(xs[np.isfinite(xs)]))
+    return float(np.median(d)) if d.size else 1.0
+
+
+def _mark_nonfinite(ax, xs, label: str, spacing: float = 1.0) -> None:
+    """Where values were NaN/Inf (they have no height to draw at): a red cross at the top edge, and a light red span over
+    each stretch of consecutive NaN/Inf points, so a hundred of them read as one stretch, not as a smeared red bar.
+
+    The crosses' line holds every NaN/Inf x (its data); only each stretch's first is drawn (``markevery``).
+    """
     from matplotlib.transforms import blended_transform_factory
 
+    xs = np.unique(np.asarray(xs, dtype=np.float64)[np.isfinite(xs)])
+    if not xs.size:
+        return
+    breaks = np.flatnonzero(np.diff(xs) > 1.5 * spacing) + 1
+    first, last = np.r_[0, breaks], np.r_[breaks, xs.size] - 1
+    for a, b in zip(first.tolist(), last.tolist()):
+        if b > a:
+            ax.axvspan(xs[a], xs[b], color="red", alpha=0.1, linewidth=0)
     trans = blended_transform_factory(ax.transData, ax.transAxes)
-    ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
+    ax.plot(xs, np.full(xs.size, 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False, markevery=first.tolist())
 
 
 def _bands_of(scalars, tag: str, run: str, flags, judged) -> list:

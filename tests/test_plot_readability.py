@@ -162,3 +162,49 @@ def test_few_points_get_an_axis_that_does_not_magnify_nothing(tmp_path):
     lo, hi = lr.get_ylim()
     assert hi - lo >= 0.5e-4 and any(t.get_text().startswith("1 point") for t in lr.texts)
     assert report.labels == {".": "short"}  # named after the folder that tells it apart, not "tensorboard"
+
+
+# ---------------------------------------------------------------- heatmaps
+
+
+@pytest.fixture(scope="module")
+def late_fault(tmp_path_factory):
+    """8 ranks, loss logged every 20th step of 2,000; the last rank leaves the others near the end of the run."""
+    root = tmp_path_factory.mktemp("heat") / "tensorboard"
+    rng = np.random.default_rng(1)
+    for rank in range(8):
+        points = []
+        for s in range(0, 2000, 20):
+            v = 2 + 0.01 * rng.standard_normal()
+            points.append((s, v * (1 + (s - 1900) / 20) if rank == 7 and s >= 1920 else v))
+        _write(root / f"rank_{rank}", {"loss": points})
+    return root
+
+
+def test_heatmap_anomaly_label_stays_inside_and_title_counts_truthfully(late_fault):
+    import msnb
+    from msnb.plot.heatmaps import rank_heatmap
+
+    health = msnb.health(late_fault)
+    assert health.first is not None and health.first.rank == 7 and health.first.step >= 1920
+    result = msnb.read(late_fault)
+    h = rank_heatmap(result, "loss", anomaly=health)
+    renderer = _drawn(h.figure, 100)
+    (note,) = [t for ax in h.figure.axes for t in ax.texts if t.get_text().startswith("first anomaly")]
+    box, page = note.get_window_extent(renderer), h.figure.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
+    plot = h.figure.axes[0].get_window_extent(renderer)  # nor over the colour bar: inside the heatmap itself
+    assert plot.x0 <= box.x0 and box.x1 <= plot.x1 and plot.y0 <= box.y0 and box.y1 <= plot.y1, (box, plot)
+    title = h.figure.axes[0].get_title()
+    assert "8 ranks x 100 logged steps (0-1,980, every 20th)" in title and "columns" not in title
+    binned = rank_heatmap(result, "loss", anomaly=health, max_cols=40)
+    assert binned.cells.shape[1] == 34
+    assert "100 logged steps (0-1,980, every 20th), drawn as 34 columns of up to 3 logged steps" in binned.figure.axes[0].get_title()
+
+
+def test_heatmap_of_a_file_without_rank_says_no_rank(tmp_path):
+    from msnb.plot.heatmaps import rank_heatmap
+
+    run = _write(tmp_path / "one", {"loss": [(s, 1.0 + 0.01 * s) for s in range(50)]})
+    h = rank_heatmap(read_runs(run), "loss")
+    assert h.rows == ["no rank"]

@@ -208,3 +208,42 @@ def test_heatmap_of_a_file_without_rank_says_no_rank(tmp_path):
     run = _write(tmp_path / "one", {"loss": [(s, 1.0 + 0.01 * s) for s in range(50)]})
     h = rank_heatmap(read_runs(run), "loss")
     assert h.rows == ["no rank"]
+
+
+# ---------------------------------------------------------------- histograms
+
+
+def test_bias_histograms_are_drawn_as_values_with_a_reason_and_weights_as_shapes(tmp_path):
+    """A bias still at zero and one equal within each step have no distribution: drawn as their value over steps,
+    with a note; a weight's ridge lines are resampled onto equal bins (no needle from TensorBoard's tiny buckets)."""
+    from tensorboardX import SummaryWriter
+
+    from msnb.events import read
+    from msnb.plot import plot_histograms
+
+    rng = np.random.default_rng(0)
+    w = SummaryWriter(str(tmp_path / "hist"))
+    for s in range(0, 100, 10):
+        w.add_histogram("layer.weight", rng.standard_normal(1000), s)
+        w.add_histogram("layer.bias", np.zeros(64), s)
+        w.add_histogram("layer2.bias", np.full(64, 0.01 + 1e-4 * s), s)
+    w.close()
+    fig = plot_histograms(read(tmp_path / "hist").histograms)
+    renderer = _drawn(fig, REPORT_DPI)
+    panels = {ax.get_title().split(" (")[0]: ax for ax in _visible(fig)}
+    zero, growing, weight = panels["layer.bias"], panels["layer2.bias"], panels["layer.weight"]
+    assert zero.get_xlabel() == "step" and [t.get_text() for t in zero.texts] == ["every value is 0 at every step\n(no distribution to draw)"]
+    lo, hi = zero.get_ylim()
+    assert lo < 0 < hi and hi - lo >= 1
+    (line,) = growing.get_lines()
+    np.testing.assert_allclose(line.get_ydata(), 0.01 + 1e-4 * np.arange(0, 100, 10), rtol=1e-6)
+    assert "no distribution to draw" in growing.texts[0].get_text()
+    # the weight: ten ridges of equal-width bins, the tallest under three ridge gaps (a needle would be the only thing seen)
+    ridges = [ln for ln in weight.get_lines()]
+    assert len(ridges) == 10 and all(np.allclose(np.diff(np.diff(ln.get_xdata())), 0, atol=1e-9) for ln in ridges)
+    heights = [float(np.max(ln.get_ydata()) - k / 10) for k, ln in enumerate(ridges)]
+    assert min(heights) > 0.1, "every ridge has a visible shape"
+    for ax in _visible(fig):
+        for t in ax.texts:
+            assert t.get_fontsize() * REPORT_DPI / 72 >= 9, (t.get_text(), t.get_fontsize())
+            assert ax.get_window_extent(renderer).contains(*t.get_window_extent(renderer).p0)

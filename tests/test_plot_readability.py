@@ -247,3 +247,10 @@ def test_bias_histograms_are_drawn_as_values_with_a_reason_and_weights_as_shapes
         for t in ax.texts:
             assert t.get_fontsize() * REPORT_DPI / 72 >= 9, (t.get_text(), t.get_fontsize())
             assert ax.get_window_extent(renderer).contains(*t.get_window_extent(renderer).p0)
+
+
+def test_a_panel_with_no_finite_value_says_so(tmp_path):
+    run = _write(tmp_path / "log", {"loss": [(s, 3.0 / s) for s in range(1, 21)], "step_time_ms": [(s, float("nan")) for s in range(1, 21)]})
+    report = plot_read(read_runs(run), [run], tags="loss,step_time")
+    st = next(a for a in _visible(report.figure) if a.get_title() == "step_time_ms")
+    assert [t.get_text() for t in st.texts] == ["nothing to draw: no finite value of step_time_ms"] and list(st.get_yticks()) == []

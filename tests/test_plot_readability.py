@@ -254,3 +254,16 @@ def test_a_panel_with_no_finite_value_says_so(tmp_path):
     report = plot_read(read_runs(run), [run], tags="loss,step_time")
     st = next(a for a in _visible(report.figure) if a.get_title() == "step_time_ms")
     assert [t.get_text() for t in st.texts] == ["nothing to draw: no finite value of step_time_ms"] and list(st.get_yticks()) == []
+
+
+def test_consecutive_nan_steps_are_one_span_not_a_bar_of_crosses(three_jobs):
+    """job_b rank 2 logs NaN at 120, 121, 122, 160 and 190: one shaded span (120-122) and three crosses drawn,
+    while the crosses' line still holds every NaN step."""
+    report = plot_read(read_runs(three_jobs), three_jobs, tags="loss", ranks=True)
+    (ax,) = _visible(report.figure)
+    (cross,) = [ln for ln in ax.get_lines() if ln.get_marker() == "x"]
+    assert cross.get_xdata().tolist() == [120.0, 121.0, 122.0, 160.0, 190.0]
+    assert list(cross.get_markevery()) == [0, 3, 4]
+    spans = [p for p in ax.patches if p.get_facecolor()[:3] == (1.0, 0.0, 0.0)]
+    assert len(spans) == 1
+    assert (spans[0].get_x(), spans[0].get_x() + spans[0].get_width()) == (120.0, 122.0)

@@ -352,6 +352,7 @@ def plot_scalars(
     label_for_run=None,
     no_smooth=(),
     bands: bool | None = None,
+    note_missing: bool = True,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -375,6 +376,8 @@ def plot_scalars(
         bands: draw each run's ranks as cross-rank bands (min-max, 10-90 %, median) with the flagged
             ranks as lines; None (the default) does so for runs of more than
             :data:`~msnb.analysis.bands.BANDS_ABOVE` ranks, True for every run of two ranks or more.
+        note_missing: name, under a panel's title, the runs that have no tag for it (the report's
+            ``missing`` lists them either way); off where each run is one source of one panel (the smoke's figure).
 
     Returns:
         A :class:`PlotReport`.
@@ -513,7 +516,7 @@ def plot_scalars(
         smoothed += drawing.smoothed
         if outliers and steady:
             _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
-        ax.set_title(panel.title + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing else ""))
+        ax.set_title(panel.title + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing and note_missing else ""))
         ax.set_xlabel(xlabel)
         if x == "wall":
             ax.xaxis_date()

@@ -627,7 +627,9 @@ def _figure_legend(fig, axes, *, resize: bool) -> None:
     if resize:
         w, h = fig.get_size_inches()
         fig.set_size_inches(w, h + 0.24 * math.ceil(len(kept) / ncols) + 0.1)
-    fig.legend(list(kept.values()), list(kept), loc="outside upper center", ncols=ncols, fontsize=LEGEND_POINTS, frameon=False)
+    legend = fig.legend(list(kept.values()), list(kept), loc="outside upper center", ncols=ncols, fontsize=LEGEND_POINTS, frameon=False)
+    for line in legend.get_lines():  # a run's entry stands for thin rank lines: drawn bold enough to see its colour
+        line.set_linewidth(max(line.get_linewidth(), 2.0))
 
 
 def _fit_flat(ax, p: _Panel) -> None:

@@ -10,6 +10,12 @@ each began.  Series
 are downsampled for drawing with M4 (spikes kept), never before smoothing.
 Short series get point markers (one point drawn as a line is invisible), and a
 step-time panel is scaled to the steady state with the compile step marked.
+
+A panel stands for a meaning resolved run by run (``loss`` is one run's
+``loss/auto`` and another's ``loss``); a run without it is named.  With many
+lines a run keeps one colour (its ranks thin lines of it) and one entry in a
+legend above the panels, so the legend never covers the data; a constant or
+near-constant series is drawn flat on an axis that does not magnify rounding.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ class PlotReport:
     ``points`` counts the points read for the drawn tags; ``drawn_points`` the
     raw points that reached matplotlib (after averaging ranks and downsampling);
     ``smoothed_points`` those of the smoothed curves drawn over them; ``labels``
-    the name each run has in the legend."""
+    the name each run has in the legend; ``panels`` the real tag each run was drawn from in each panel."""
 
     figure: object
     runs: list
@@ -74,7 +80,7 @@ class PlotReport:
         return [{"panel": p.title, "run": run, "label": self.labels.get(run, run)} for p in self.panels for run in p.missing]
 
     def notes(self) -> list[str]:
-        """One line per panel that some runs have no tag for: ``no loss in run b (it logs none of loss, loss/auto, ...)``."""
+        """One line per panel that some runs have no tag for: ``no lr in run b (none of: lr, learning-rate, learning_rate)``."""
         out = []
         for p in self.panels:
             if p.missing:

@@ -115,6 +115,11 @@ def test_three_runs_of_four_ranks_have_one_legend_outside_the_data(three_jobs):
     box = legend.get_window_extent(renderer)
     for ax in _visible(fig):
         assert not box.overlaps(ax.get_window_extent(renderer)), f"the legend covers the {ax.get_title()} panel"
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, "the legend fits the figure's width"
+    one = plot_read(result, three_jobs, tags="loss", ranks=True).figure  # one panel: a narrow figure
+    renderer_one = _drawn(one, REPORT_DPI)
+    narrow = one.legends[0].get_window_extent(renderer_one)
+    assert one.bbox.x0 <= narrow.x0 and narrow.x1 <= one.bbox.x1 and not narrow.overlaps(one.axes[0].get_window_extent(renderer_one))
     texts = [t.get_text() for t in legend.get_texts()]
     runs = [t for t in texts if t.startswith("job_")]
     assert runs == ["job_a (4 ranks)", "job_b (4 ranks)", "job_c (4 ranks)"], texts

@@ -625,11 +625,13 @@ def _figure_legend(fig, axes, *, resize: bool) -> None:
         for h, text in zip(*ax.get_legend_handles_labels()):
             kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
             if kind == "NaN/Inf":
-                text = "NaN/Inf (red x at the top; shaded where consecutive)"
+                text = "NaN/Inf (red x; shaded if consecutive)"
             kept.setdefault(text, h)
     if not kept:
         return
-    ncols = min(len(kept), 3)
+    # columns that fit the figure's width: a text is about 0.6 em a character, plus the handle and the gap
+    entry_inches = max(len(t) for t in kept) * 0.6 * LEGEND_POINTS / 72 + 0.7
+    ncols = max(1, min(len(kept), 3, int(fig.get_size_inches()[0] // entry_inches)))
     if resize:
         w, h = fig.get_size_inches()
         fig.set_size_inches(w, h + 0.24 * math.ceil(len(kept) / ncols) + 0.1)

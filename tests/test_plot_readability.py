@@ -204,7 +204,7 @@ def test_heatmap_anomaly_label_stays_inside_and_title_counts_truthfully(late_fau
     assert "8 ranks x 100 logged steps (0-1,980, every 20th)" in title and "columns" not in title
     binned = rank_heatmap(result, "loss", anomaly=health, max_cols=40)
     assert binned.cells.shape[1] == 34
-    assert "100 logged steps (0-1,980, every 20th), drawn as 34 columns of up to 3 logged steps" in binned.figure.axes[0].get_title()
+    assert "100 logged steps (0-1,980, every 20th), in 34 columns of up to 3" in binned.figure.axes[0].get_title()
 
 
 def test_heatmap_of_a_file_without_rank_says_no_rank(tmp_path):

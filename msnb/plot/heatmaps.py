@@ -129,7 +129,7 @@ def _draw(cells, row_labels, steps, *, title, anomaly_cell=None, anomaly_text=""
     n_rows, n_cols = cells.shape
     last = float(steps[-1]) if n_cols > 1 else float(steps[0]) + 1
     ax.imshow(rgba, aspect="auto", interpolation="nearest", extent=(float(steps[0]), last, n_rows - 0.5, -0.5))
-    cbar = fig.colorbar(ScalarMappable(norm, cmap), ax=ax, extend="both", pad=0.01, fraction=0.04)
+    cbar = fig.colorbar(ScalarMappable(norm, cmap), ax=ax, extend="both", pad=0.01)
     cbar.set_label("log10(value / reference)")
     every = max(1, int(np.ceil(n_rows / max_labels)))
     ax.set_yticks(range(0, n_rows, every))
@@ -160,7 +160,7 @@ def _draw(cells, row_labels, steps, *, title, anomaly_cell=None, anomaly_text=""
 
 def steps_in_words(steps, columns: int) -> str:
     """What the columns are, truthfully: ``100 logged steps (0-1,980, every 20th)``, and when the logged steps were
-    binned, ``drawn as 1,200 columns of up to 5 logged steps (each its most departing cell)``.
+    binned, ``in 1,200 columns of up to 5`` (each column keeps its most departing cell).
 
     Args:
         steps: every logged step (before binning).
@@ -176,7 +176,7 @@ def steps_in_words(steps, columns: int) -> str:
         every = f", every {int(gaps[0]):,}th" if gaps.size == 1 and gaps[0] > 1 else ""
         words += f" ({int(steps[0]):,}-{int(steps[-1]):,}{every})"
     if columns < n:
-        words += f", drawn as {columns:,} columns of up to {int(np.ceil(n / columns)):,} logged steps (each its most departing cell)"
+        words += f", in {columns:,} columns of up to {int(np.ceil(n / columns)):,}"
     return words
 
 
@@ -262,7 +262,7 @@ def parameter_heatmap_from_cube(
         mark = (int(np.searchsorted(row_at, row, side="right") - 1), anomaly.step)
         where = f", rank {anomaly.rank}" if anomaly.rank >= 0 else ""
         text = f"first anomaly: {anomaly.tag[len(prefix) :]}{where}, step {anomaly.step:,}"
-    against = "its own median, less the common trend" if detrend else "its own median"
+    against = "its own median, common trend removed" if detrend else "its own median"
     rows = f"{len(labels):,} parameters" + (f" in {cells.shape[0]:,} rows" if cells.shape[0] < len(labels) else "")
     title = f"{prefix}* ({which}): each parameter relative to {against}\n{rows} x {steps_in_words(steps, cells.shape[1])}"
     fig = _draw(cells, row_labels, steps[col_at], title=title, anomaly_cell=mark, anomaly_text=text, ax=ax)

@@ -141,7 +141,12 @@ def _cmd_plot(args) -> int:
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(out, dpi=args.dpi)
-    print(report.to_json(out=out) if args.json else f"wrote {out}: " + report.format_text())
+    if args.json:
+        print(report.to_json(out=out))
+    else:
+        print(f"wrote {out}: " + report.format_text())
+        for line in report.notes():  # a run listed but with no curve in a panel says so
+            print(f"  note: {line}")
     return report.exit_code
 
 

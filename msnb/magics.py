@@ -134,6 +134,8 @@ class MsnbMagics(Magics):
             print(f"msnb: {problem.severity}: {problem}")
         report = plot_read(result, paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
         report.show()
+        for line in report.notes():  # a run listed but with no curve in a panel says so
+            print(f"note: {line}")
         return report
 
     @magic_arguments_from(CHECK_OPTIONS)

@@ -131,7 +131,8 @@ def test_plot_cli(tb_files, tmp_path, run_msnb):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = tmp_path / "curves.svg"
     text = run_msnb("plot", tb_files, "--tags", "loss", "--out", svg, check=0).stdout
-    assert "FLAG run tensorboard rank 1" in text and svg.read_text().lstrip().startswith("<?xml")
+    # the run is the folder "tensorboard" under tb_files: its label is the nearest folder that names it, not "tensorboard"
+    assert f"FLAG run {tb_files.name} rank 1" in text and svg.read_text().lstrip().startswith("<?xml")
     run_msnb("plot", tmp_path / "nothing", "--out", tmp_path / "x.png", check=2)
 
 
@@ -155,7 +156,7 @@ def test_plot_magic_returns_the_report(tb_files):
     assert answer["report"]["tags"] == ["loss"] and answer["report"]["flags"][0]["rank"] == 1
     # the figure is shown as a PNG even in a kernel that never set up a matplotlib backend
     assert answer["kinds"] == [["image/png", "text/plain"]]
-    assert "FLAG run tensorboard rank 1" in answer["text"]
+    assert f"FLAG run {tb_files.name} rank 1" in answer["text"]  # labelled by its informative folder
 
 
 def test_histograms_over_steps(ms_files):

@@ -116,7 +116,7 @@ def read_labelled(paths, verify: bool = True):
     ``msnb check`` and ``msnb report`` read this way, so a report names runs as the verdict does.
 
     A run is named by the shortest trailing part of its path that tells it from
-    the others (``healthy/summary``, ``bad_shard/summary``); the path that *is*
+    the others, folders every run has left out (``healthy``, ``bad_shard``, not ``healthy/summary``); the path that *is*
     the run is named after its directory, never ".".
     """
     result = read_runs(paths, verify=verify)

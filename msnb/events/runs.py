@@ -3,7 +3,9 @@
 A run is keyed by its full path: ``msnb plot A/exp B/exp`` gives two runs,
 ``A/exp`` and ``B/exp``, never one curve named ``exp``.  Labels are the
 shortest suffix of each run's path that no other run shares, and a path that
-*is* the run is named after its directory, never ``.``.
+*is* the run is named after its directory, never ``.``.  Folders every run has
+(``tensorboard``, ``summary``, ``output``, ``log``, ``rank_N``) tell no run
+apart, so labels skip them: ``job_a/output/tensorboard`` is ``job_a``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,26 @@ import os
 
 import numpy as np
 
+from .discovery import rank_in_name
 from .reader import ReadResult, read
+
+# folder names that writers and launchers give every run: a label made of them names nothing
+GENERIC_FOLDERS = frozenset(
+    {"tensorboard", "summary", "summaries", "summary_dir", "output", "outputs", "log", "logs", "tb", "tb_logs", "tensorboard_logs", "events", "msrun_log"}
+)
+
+
+def is_generic(name: str) -> bool:
+    """True for a folder name that writers give every run (``tensorboard``, ``output``, ``rank_3``...)."""
+    return name.lower() in GENERIC_FOLDERS or rank_in_name(name) is not None or name in (".", "")
+
+
+def informative_parts(parts: list) -> list:
+    """*parts* without its trailing generic folders (all of them kept when nothing else is left)."""
+    end = len(parts)
+    while end > 0 and is_generic(parts[end - 1]):
+        end -= 1
+    return parts[:end] or parts
 
 
 def _root(path) -> str:
@@ -60,13 +81,18 @@ read_for_plot = read_runs  # the name the plot layer has always used
 def shortest_distinct_suffixes(full_paths: dict) -> dict:
     """For each key, the fewest trailing path components of its full path that no other key's path ends with.
 
+    Trailing generic folders (:func:`is_generic`) are left out first, unless two paths differ only there.
+
     Args:
         full_paths: key -> absolute path.
 
     Returns:
         key -> label.
     """
-    parts = {k: [c for c in v.split(os.sep) if c] or [os.sep] for k, v in full_paths.items()}
+    full = {k: [c for c in v.split(os.sep) if c] or [os.sep] for k, v in full_paths.items()}
+    parts = {k: informative_parts(p) for k, p in full.items()}
+    if len({tuple(p) for p in parts.values()}) < len(parts):  # runs told apart only by a generic folder: keep them
+        parts = full
     labels = {}
     for key, mine in parts.items():
         others = [p for k, p in parts.items() if k != key]
@@ -84,7 +110,8 @@ def run_labeller(paths, runs=None):
     Args:
         paths: the path or paths that were read (as given to :func:`read_runs`).
         runs: the run keys present (``result.runs``); with them, each run is
-            labelled by the shortest distinct suffix of its full path.
+            labelled by the shortest distinct suffix of its full path, generic
+            folders such as ``tensorboard`` left out.
 
     Returns:
         A callable ``run -> label``; a run it was not told about keeps its key,
@@ -98,5 +125,5 @@ def run_labeller(paths, runs=None):
 
     labels = shortest_distinct_suffixes({run: full(run) for run in runs}) if runs else {}
     if single is not None and "." not in labels:
-        labels["."] = os.path.basename(os.path.abspath(single)) or os.sep
+        labels["."] = "/".join(informative_parts([c for c in os.path.abspath(single).split(os.sep) if c])[-1:]) or os.sep
     return lambda run: labels.get(run, run)

@@ -133,15 +133,56 @@ def _draw(cells, row_labels, steps, *, title, anomaly_cell=None, anomaly_text=""
     cbar.set_label("log10(value / reference)")
     every = max(1, int(np.ceil(n_rows / max_labels)))
     ax.set_yticks(range(0, n_rows, every))
-    ax.set_yticklabels([row_labels[i] for i in range(0, n_rows, every)], fontsize=7 if n_rows > 20 else 9)
-    ax.set_xlabel("step")
-    ax.set_title(title + "\nblack: NaN or Inf, grey: no point", fontsize=10)
+    ax.set_yticklabels([row_labels[i] for i in range(0, n_rows, every)], fontsize=8 if n_rows > 20 else 9)  # 11 px and more at 100 dpi
+    ax.set_xlabel("step  (black: NaN or Inf, grey: no point)")
+    ax.set_title(title, fontsize=10)
     if anomaly_cell is not None:
         row, step = anomaly_cell
         ax.plot([step], [row], marker="o", markersize=14, markerfacecolor="none", markeredgecolor="#00c000", markeredgewidth=2.5)
         ax.axvline(step, color="#00c000", linewidth=0.8, linestyle="--")
-        ax.annotate(anomaly_text, (step, row), xytext=(8, -10), textcoords="offset points", color="#006000", fontsize=8, backgroundcolor=(1, 1, 1, 0.8))
+        # the label on the side of the mark with room: left of it in the right half, above it in the lower half
+        right = step > (float(steps[0]) + last) / 2
+        low = row > (n_rows - 1) / 2
+        ax.annotate(
+            anomaly_text,
+            (step, row),
+            xytext=(-12 if right else 12, 12 if low else -12),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="bottom" if low else "top",
+            color="#006000",
+            fontsize=9,
+            backgroundcolor=(1, 1, 1, 0.85),
+            annotation_clip=True,
+        )
     return fig
+
+
+def steps_in_words(steps, columns: int) -> str:
+    """What the columns are, truthfully: ``100 logged steps (0-1,980, every 20th)``, and when the logged steps were
+    binned, ``in 1,200 columns of up to 5`` (each column keeps its most departing cell).
+
+    Args:
+        steps: every logged step (before binning).
+        columns: the columns drawn.
+    """
+    steps = np.asarray(steps)
+    n = len(steps)
+    if not n:
+        return "no steps"
+    words = f"{n:,} logged step{'s' if n != 1 else ''}"
+    if n > 1:
+        gaps = np.unique(np.diff(steps))
+        every = f", every {int(gaps[0]):,}th" if gaps.size == 1 and gaps[0] > 1 else ""
+        words += f" ({int(steps[0]):,}-{int(steps[-1]):,}{every})"
+    if columns < n:
+        words += f", in {columns:,} columns of up to {int(np.ceil(n / columns)):,}"
+    return words
+
+
+def rank_label(rank: int) -> str:
+    """``rank 3``; a file that names no rank (rank -1 inside msnb) is ``no rank``."""
+    return f"rank {rank}" if rank >= 0 else "no rank"
 
 
 def _rank_choice(rank, ranks_available) -> list:
@@ -198,7 +239,7 @@ def parameter_heatmap_from_cube(
     else:
         plane = cube[ranks.index(rank)]
         here = present[ranks.index(rank)] if present is not None else None
-        which = f"rank {rank}"
+        which = rank_label(rank)
     plane = plane[order]
     reference = _nanmedian(np.where(np.isfinite(plane), plane, np.nan), 1) if plane.size else plane
     cells = _log_ratio(plane, reference)
@@ -219,9 +260,11 @@ def parameter_heatmap_from_cube(
     if shown and anomaly is not None and anomaly.tag.startswith(prefix) and anomaly.tag[len(prefix) :] in labels:
         row = labels.index(anomaly.tag[len(prefix) :])
         mark = (int(np.searchsorted(row_at, row, side="right") - 1), anomaly.step)
-        text = f"first anomaly: {anomaly.tag[len(prefix) :]}, rank {anomaly.rank}, step {anomaly.step:,}"
-    against = "its own median, less the common trend" if detrend else "its own median"
-    title = f"{prefix}* ({which}): each parameter relative to {against}; {len(labels):,} parameters x {len(steps):,} steps"
+        where = f", rank {anomaly.rank}" if anomaly.rank >= 0 else ""
+        text = f"first anomaly: {anomaly.tag[len(prefix) :]}{where}, step {anomaly.step:,}"
+    against = "its own median, common trend removed" if detrend else "its own median"
+    rows = f"{len(labels):,} parameters" + (f" in {cells.shape[0]:,} rows" if cells.shape[0] < len(labels) else "")
+    title = f"{prefix}* ({which}): each parameter relative to {against}\n{rows} x {steps_in_words(steps, cells.shape[1])}"
     fig = _draw(cells, row_labels, steps[col_at], title=title, anomaly_cell=mark, anomaly_text=text, ax=ax)
     return Heatmap(fig, row_labels, steps[col_at], cells)
 
@@ -320,13 +363,13 @@ def rank_heatmap(scalars, tag: str = "loss", *, relative: str = "ranks", run=Non
     cells = _log_ratio(plane, reference)
     cells[~present[:, 0, :]] = np.nan
     cells, col_at = _bin(cells, 1, max_cols)
-    labels = [f"rank {r}" for r in ranks]
+    labels = [rank_label(r) for r in ranks]
     mark, text = None, ""
     if anomaly is not None and anomaly.tag == real and anomaly.rank in ranks:
         mark = (ranks.index(anomaly.rank), anomaly.step)
         text = f"first anomaly: step {anomaly.step:,}"
     against = "the median over ranks at each step" if relative == "ranks" else "each rank's own median"
-    title = f"{real} relative to {against}; {len(ranks)} ranks x {len(steps):,} steps"
+    title = f"{real} relative to {against}\n{len(ranks)} rank{'s' if len(ranks) != 1 else ''} x {steps_in_words(steps, cells.shape[1])}"
     fig = _draw(cells, labels, steps[col_at], title=title, anomaly_cell=mark, anomaly_text=text, ax=ax)
     return Heatmap(fig, labels, steps[col_at], cells)
 

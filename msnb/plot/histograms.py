@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
+from ..words import count
 
 
 def _weights_first(tags) -> list[str]:
@@ -22,8 +23,23 @@ def _short_name(name: str, keep: int = 44) -> str:
     return name if len(name) <= keep else "..." + name[-(keep - 3) :]
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+GRID_BINS = 80  # ridge lines are resampled onto this many equal bins: writers' buckets are exponential near zero
+LABEL_POINTS = 9  # step labels and notes: 10 px at the report's 80 dpi
+
+
+def _resampled(h, i: int, edges: np.ndarray) -> np.ndarray:
+    """Histogram *i*'s counts on *edges*, each bucket's count spread evenly over its width (its CDF interpolated).
+
+    TensorBoard's buckets grow exponentially away from zero: drawn as density, a bucket 1e-12 wide near zero makes a
+    needle that flattens everything else; on one equal grid each ridge shows the distribution's shape."""
+    lo, hi = float(h.min[i]), float(h.max[i])
+    left, right, counts = h.left[i], h.right[i], h.counts[i]
+    if not counts.size:
+        return np.zeros(edges.size - 1)
+    bucket_edges = np.clip(np.concatenate([left[:1], right]).astype(np.float64), lo, hi) if np.isfinite([lo, hi]).all() else np.concatenate([left[:1], right])
+    cdf = np.concatenate([[0.0], np.cumsum(counts, dtype=np.float64)])
+    bucket_edges = np.maximum.accumulate(bucket_edges)
+    return np.diff(np.interp(edges, bucket_edges, cdf, left=0.0, right=cdf[-1]))
 
 
 def _ridge(ax, h, order, max_steps: int) -> None:
@@ -32,19 +48,49 @@ def _ridge(ax, h, order, max_steps: int) -> None:
     steps = h.step[order]
     order = order[np.r_[steps[1:] != steps[:-1], True]]  # one ridge per step: the last record of a step written twice
     pick = order[np.unique(np.linspace(0, order.size - 1, min(max_steps, order.size)).astype(int))]
-    peak = max(float(np.max(h.counts[i] / np.maximum(h.right[i] - h.left[i], 1e-300))) if h.counts[i].size else 0.0 for i in pick) or 1.0
+    lo, hi = float(np.nanmin(h.min[pick])), float(np.nanmax(h.max[pick]))
+    edges = np.linspace(lo, hi, GRID_BINS + 1)
+    grids = [_resampled(h, i, edges) for i in pick]
+    peak = max((float(g.max()) for g in grids), default=0.0) or 1.0
     gap = 1.0 / max(len(pick), 1)
+    centers = (edges[:-1] + edges[1:]) / 2
     inside = blended_transform_factory(ax.transAxes, ax.transData)  # x in axes fractions: labels stay inside, in one column
-    for k, i in enumerate(pick):
-        width = np.maximum(h.right[i] - h.left[i], 1e-300)
-        density = h.counts[i] / width / peak
-        centers = (h.left[i] + h.right[i]) / 2
+    for k, (i, grid) in enumerate(zip(pick, grids)):
         base = k * gap
-        ax.fill_between(centers, base, base + density * gap * 2.5, alpha=0.35, color="C0")
-        ax.plot(centers, base + density * gap * 2.5, color="C0", linewidth=0.8)
-        ax.text(0.01, base, f"step {int(h.step[i])}", fontsize="x-small", va="bottom", ha="left", transform=inside, clip_on=True)
+        top = base + grid / peak * gap * 2.5
+        ax.fill_between(centers, base, top, alpha=0.35, color="C0")
+        ax.plot(centers, top, color="C0", linewidth=0.8)
+        ax.text(0.01, base, f"step {int(h.step[i])}", fontsize=LABEL_POINTS, va="bottom", ha="left", transform=inside, clip_on=True)
     ax.set_yticks([])
     ax.set_xlabel("value")
+
+
+def _narrow(h, order) -> bool:
+    """True when no histogram of the tag has a spread to draw: every one holds a single value (a bias still at its
+    initial zeros) or its values span under 1e-6 of their size, so a ridge would be a triangle of one or two buckets."""
+    lo, hi = h.min[order], h.max[order]
+    scale = np.maximum(np.abs(lo), np.abs(hi))
+    return bool(np.all(np.isfinite(lo) & np.isfinite(hi)) and np.all(hi - lo <= 1e-6 * np.maximum(scale, 1e-30)))
+
+
+def _over_steps(ax, h, order) -> None:
+    """A tag with nothing to draw as a distribution: its value (min..max, equal here) over steps, and a note saying why."""
+    steps, lo, hi = h.step[order], h.min[order], h.max[order]
+    ax.fill_between(steps, lo, hi, color="C0", alpha=0.3, linewidth=0)
+    ax.plot(steps, (lo + hi) / 2, color="C0", marker="o" if steps.size < 30 else None, markersize=3, linewidth=1.2)
+    center, scale = float(np.mean((lo + hi) / 2)), float(np.max(np.maximum(np.abs(lo), np.abs(hi))))
+    if float(np.ptp((lo + hi) / 2)) <= 1e-9 * max(scale, 1e-30):
+        half = abs(center) * 0.5 or 1.0
+        ax.set_ylim(center - half, center + half)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
+    if float(np.ptp(lo)) == 0 and float(np.ptp(hi)) == 0:
+        note = f"every value is {center:.4g} at every step\n(no distribution to draw)"
+    else:
+        note = "every value equal within a step:\nits value over steps (no distribution to draw)"
+    text = ax.text(0.02, 0.96, note, transform=ax.transAxes, fontsize=LABEL_POINTS, va="top", ha="left", color="0.3")
+    text.set_in_layout(False)  # a note inside the panel: the layout must not shrink the panel for it
+    ax.set_xlabel("step")
+    ax.set_ylabel("value")
 
 
 def _heatmap(ax, h, order) -> None:
@@ -97,11 +143,13 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
     for ax, name in zip(axes, wanted):
         h = histograms.where(tag=name)
         order = np.argsort(h.step, kind="stable")
-        if mode == "ridge":
+        if _narrow(h, order):
+            _over_steps(ax, h, order)
+        elif mode == "ridge":
             _ridge(ax, h, order, max_steps)
         else:
             _heatmap(ax, h, order)
-        ax.set_title(f"{_short_name(name)} ({_plural(len(h), 'histogram')})")
+        ax.set_title(f"{_short_name(name)} ({count(len(h), 'histogram')})")
     if len(present) > n and not tag:
         fig.suptitle(f"{n} of {len(present)} histogram tags (pass tag=[...] for others)", fontsize="small")
     return fig

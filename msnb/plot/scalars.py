@@ -10,6 +10,12 @@ each began.  Series
 are downsampled for drawing with M4 (spikes kept), never before smoothing.
 Short series get point markers (one point drawn as a line is invisible), and a
 step-time panel is scaled to the steady state with the compile step marked.
+
+A panel stands for a meaning resolved run by run (``loss`` is one run's
+``loss/auto`` and another's ``loss``); a run without it is named.  With many
+lines a run keeps one colour (its ranks thin lines of it) and one entry in a
+legend above the panels, so the legend never covers the data; a constant or
+near-constant series is drawn flat on an axis that does not magnify rounding.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from ..analysis.smoothing import ema
 from ..errors import NothingReadable, UsageError
 from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
-from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning
+from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve
 from ..status import ResultView
 from ..words import count
 from .bands import MAX_LABELLED, draw_bands, line_color
@@ -43,7 +49,7 @@ class PlotReport(ResultView):
     ``points`` counts the points read for the drawn tags; ``drawn_points`` the
     raw points that reached matplotlib (after averaging ranks and downsampling);
     ``smoothed_points`` those of the smoothed curves drawn over them; ``labels``
-    the name each run has in the legend."""
+    the name each run has in the legend; ``panels`` the real tag each run was drawn from in each panel."""
 
     figure: object
     runs: list
@@ -58,6 +64,7 @@ class PlotReport(ResultView):
     bands: list = field(default_factory=list)
     unbanded: list = field(default_factory=list)  # (run, tag) whose ranks were to be banded but share no step
     verdicts: list = field(default_factory=list)  # the judge's RunVerdict of each run, whose flags are drawn
+    panels: list = field(default_factory=list)  # Panel: the real tag of each run in each panel, the runs with none
     passed = True  # a plot draws, it does not judge: its flags are shown, and ``msnb plot`` exits 0
     _shown_in: object = field(default=None, init=False, repr=False, compare=False)
 
@@ -74,7 +81,23 @@ class PlotReport(ResultView):
             "band_details": [b.as_dict() for b in self.bands],
             "unbanded": [{"run": run, "tag": tag} for run, tag in self.unbanded],
             "verdicts": [{"run": v.run, "passed": v.passed, "checks": [c.as_dict() for c in v.checks]} for v in self.verdicts],
+            "panels": [p.as_dict() for p in self.panels],
+            "missing": self.missing(),
         }
+
+    def missing(self) -> list[dict]:
+        """``{"panel", "run", "label"}`` for each run that has no tag of a drawn panel: listed, but with no curve there."""
+        return [{"panel": p.title, "run": run, "label": self.labels.get(run, run)} for p in self.panels for run in p.missing]
+
+    def notes(self) -> list[str]:
+        """One line per panel that some runs have no tag for: ``no lr in run b (none of: lr, learning-rate, learning_rate)``."""
+        out = []
+        for p in self.panels:
+            if p.missing:
+                names = ", ".join(self.labels.get(run, run) for run in p.missing)
+                spellings = ", ".join(ALIASES.get(meaning(p.title) or "", ())) or p.title
+                out.append(f"no {p.title} in run{'s' if len(p.missing) > 1 else ''} {names} (none of: {spellings})")
+        return out
 
     def format_text(self) -> str:
         lines = [self.summary_line()]
@@ -162,6 +185,12 @@ def _spans(numbers) -> str:
     return ", ".join(parts)
 
 
+def _few(names, keep: int = 3) -> str:
+    """``a, b, c +2``: a list that fits in a panel title."""
+    names = list(names)
+    return ", ".join(names[:keep]) + (f" +{len(names) - keep}" if len(names) > keep else "")
+
+
 def resolve_tags(available, wanted=None) -> list[str]:
     """Tags to draw: the given names (exact, or through :data:`ALIASES`), or the usual panels present."""
     available = list(available)
@@ -180,6 +209,47 @@ def resolve_tags(available, wanted=None) -> list[str]:
         return out
     out = [next(t for t in ALIASES[p] if t in have) for p in DEFAULT_PANELS if any(t in have for t in ALIASES[p])]
     return out or sorted(have)[:6]
+
+
+@dataclass
+class Panel:
+    """One panel: its title, the real tag each run is drawn from (its own spelling of the meaning), the runs without one."""
+
+    title: str
+    tags: dict  # run -> real tag
+    missing: list
+
+    def as_dict(self) -> dict:
+        return {"panel": self.title, "tags": dict(self.tags), "missing": list(self.missing)}
+
+
+def resolve_panels(tags_by_run: dict, wanted=None) -> list[Panel]:
+    """Panels to draw, each name resolved run by run (:func:`msnb.events.tags.resolve`): ``loss`` is ``loss/auto`` in a
+    MindSpore summary and ``loss`` in a mindformers log, and both are drawn in one panel.
+
+    Args:
+        tags_by_run: run -> the set of tags it logged.
+        wanted: tags or meanings (default: the usual panels any run has, else the first six tags).
+
+    Returns:
+        The panels; two names that resolve to the same tags in every run (``loss``, ``loss/auto``) make one panel.
+
+    Raises:
+        UsageError: a wanted name matches no tag of any run.
+    """
+    every = set().union(*tags_by_run.values()) if tags_by_run else set()
+    names = list(wanted) if wanted else [m for m in DEFAULT_PANELS if any(resolve(m, have) for have in tags_by_run.values())] or sorted(every)[:6]
+    panels: list[Panel] = []
+    for name in names:
+        found = {run: t for run, have in tags_by_run.items() if (t := resolve(name, have)) is not None}
+        if not found:
+            raise UsageError(f"no tag {name!r} in the data; tags present: {', '.join(sorted(every)) or 'none'}")
+        if any(p.tags == found for p in panels):
+            continue  # the same curves under another spelling
+        spelled = set(found.values())
+        title = next(iter(spelled)) if len(spelled) == 1 else (meaning(name) or name)
+        panels.append(Panel(title, found, [run for run in tags_by_run if run not in found]))
+    return panels
 
 
 def _x_values(kind: str, steps, walls, run_start: float):
@@ -227,6 +297,9 @@ def _default_weight(smooth) -> float:
     return float(smooth.get("*", smooth.get(None, 0.6))) if isinstance(smooth, dict) else float(smooth)
 
 
+CROWDED_ABOVE = 4  # lines per panel above which a run has one colour and one legend entry, the legend outside the panels
+LEGEND_POINTS = 9.0  # legend and note text: 10 px at the report's 80 dpi, 12.5 px at 100
+PANEL_SIZE = (5.6, 3.4)  # inches per panel: two columns are 896 px wide at 80 dpi, 1120 px at 100, shown unscaled in a page 1100 px wide
 MARKER_BELOW = 30  # series with fewer points get a marker on each (a single point drawn as a line is invisible)
 MIN_SMOOTHED = 5  # fewer points than this have no history to smooth over: drawn raw
 COMPILE_RATIO = 3.0  # a first step this many times the steady median is the graph compiling
@@ -326,6 +399,7 @@ def plot_scalars(
     label_for_run=None,
     no_smooth=(),
     bands: bool | None = None,
+    note_missing: bool = True,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -349,6 +423,8 @@ def plot_scalars(
         bands: draw each run's ranks as cross-rank bands (min-max, 10-90 %, median) with the flagged
             ranks as lines; None (the default) does so for runs of more than
             :data:`~msnb.analysis.bands.BANDS_ABOVE` ranks, True for every run of two ranks or more.
+        note_missing: name, under a panel's title, the runs that have no tag for it (the report's
+            ``missing`` lists them either way); off where each run is one source of one panel (the smoke's figure).
 
     Returns:
         A :class:`PlotReport`.
@@ -358,10 +434,11 @@ def plot_scalars(
     from matplotlib.ticker import MaxNLocator
 
     per_tag_smooth, smooth = smooth, _default_weight(smooth)
-    tags = resolve_tags(scalars.tags(), tags)
     run_col = scalars.run
     runs = sorted(set(run_col.tolist()))
     masks = {run: run_col == run for run in runs}
+    panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
+    tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
     # the flags are the judge's, run by run (the same as msnb check's); non-finite values on every record of every rank
     rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
@@ -372,17 +449,20 @@ def plot_scalars(
         verdicts.append(verdict)
         flags += verdict.flags
         judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
-    found = find_nonfinite(scalars, tags)
+    drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
+    found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
     nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
     line_labels = _line_labels(flags, band_runs, nonfinite_keys)
     drawn_bands = []
     unbanded: list = []
 
-    n = max(1, len(tags))
+    n = max(1, len(panels))
     cols = 1 if n == 1 else 2
     rows = (n + cols - 1) // cols
-    fig = figure or Figure(figsize=(6.4 * cols, 3.4 * rows), layout="constrained")
+    # many lines: one colour per run (its ranks thin lines of that colour), one legend entry per run, outside the panels
+    crowded = sum(1 if run in band_runs or not ranks else max(1, len(rank_map[run])) for run in runs) > CROWDED_ABOVE
+    fig = figure or Figure(figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -397,58 +477,78 @@ def plot_scalars(
     nonfinite = []
     label_for_run = label_for_run or (lambda run: run)
 
-    for ax, tag in zip(axes, tags):
+    for ax, panel in zip(axes, panels):
         xlabel = "step"
-        weight = smoothing_for(tag, per_tag_smooth, no_smooth)
+        spelled = len(set(panel.tags.values())) > 1  # runs spell the meaning differently: each label says which tag
+        weight = smoothing_for(next(iter(panel.tags.values())), per_tag_smooth, no_smooth)
         steady, outliers, xs_seen = [], [], []
 
-        panel = _Panel(ax, tag, weight, x, starts, max_points, steady, outliers, xs_seen)
-        tag_idx = np.flatnonzero(scalars.tag == tag)
-        # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
-        every_band = [b for run in band_runs for b in _bands_of(scalars, tag, run, flags, judged[run])]
-        panel_bands = [b for b in every_band if b.steps.size]
-        unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
-        banded = {b.run for b in panel_bands}
-        line_runs = {run: masks[run] for run in runs if run not in banded}
-        for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
-            key = (run, rank)
-            if key not in series_keys:
-                series_keys.append(key)
-            color = cycle[series_keys.index(key) % len(cycle)]
-            label = label_for_run(run) if rank is None or rank < 0 or not ranks else f"{label_for_run(run)} rank {rank}"
-            xlabel = _draw_line(panel, run, steps, walls, values, color, label)
-        for b in panel_bands:
-            drawn_bands.append(b)
-            run_idx = tag_idx[masks[b.run][tag_idx]]
-            key = (b.run, None)
-            if key not in series_keys:
-                series_keys.append(key)
-            color = cycle[series_keys.index(key) % len(cycle)]
-            xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
-            xs_seen.append(xs[np.isfinite(xs)])
-            drawn += draw_bands(ax, xs, b, color, label_for_run(b.run) if len(runs) > 1 else "", max_points)
-            stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
-            if stray:
-                names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
-                hit = np.unique(np.concatenate([s for _r, s in stray]))
-                _mark_nonfinite(
-                    ax,
-                    _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
-                    f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
-                )
-            wanted = {(b.run, r) for r in b.outliers}
-            for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
-                text = line_labels.get((run, rank), f"rank {rank}")
-                label = f"{label_for_run(run)} {text}" if len(runs) > 1 else text
-                _draw_line(panel, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
-            if len(b.outliers) > MAX_LABELLED:
-                ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
+        drawing = _Panel(ax, next(iter(panel.tags.values())), weight, x, starts, max_points, steady, outliers, xs_seen)
+        banded: set = set()
+        labelled: set = set()  # runs whose legend entry this panel has (crowded figures: one per run)
+        for tag in dict.fromkeys(panel.tags.values()):
+            runs_here = [run for run in runs if panel.tags.get(run) == tag]
+            tag_idx = np.flatnonzero(scalars.tag == tag)
+
+            def name(run, tag=tag, spelled=spelled):
+                return f"{label_for_run(run)} ({tag})" if spelled else label_for_run(run)
+
+            # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
+            every_band = [b for run in band_runs if run in runs_here for b in _bands_of(scalars, tag, run, flags, judged[run])]
+            panel_bands = [b for b in every_band if b.steps.size]
+            unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
+            banded |= {b.run for b in panel_bands}
+            line_runs = {run: masks[run] for run in runs_here if run not in banded}
+            for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
+                key = (run, rank)
+                if key not in series_keys:
+                    series_keys.append(key)
+                if crowded:
+                    color = cycle[runs.index(run) % len(cycle)]
+                    per_rank = rank is not None and rank >= 0 and ranks and len(rank_map[run]) > 1
+                    label = (
+                        f"_{name(run)} rank {rank}"
+                        if per_rank and run in labelled
+                        else name(run) + (f" ({count(len(rank_map[run]), 'rank')})" if per_rank else "")
+                    )
+                    labelled.add(run)
+                else:
+                    color = cycle[series_keys.index(key) % len(cycle)]
+                    label = name(run) if rank is None or rank < 0 or not ranks else f"{name(run)} rank {rank}"
+                xlabel = _draw_line(drawing, run, steps, walls, values, color, label, thin=crowded and ranks)
+            for b in panel_bands:
+                drawn_bands.append(b)
+                run_idx = tag_idx[masks[b.run][tag_idx]]
+                key = (b.run, None)
+                if key not in series_keys:
+                    series_keys.append(key)
+                color = cycle[(runs.index(b.run) if crowded else series_keys.index(key)) % len(cycle)]
+                xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
+                xs_seen.append(xs[np.isfinite(xs)])
+                drawn += draw_bands(ax, xs, b, color, name(b.run) if len(runs) > 1 else "", max_points)
+                stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
+                if stray:
+                    names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
+                    hit = np.unique(np.concatenate([s for _r, s in stray]))
+                    _mark_nonfinite(
+                        ax,
+                        _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
+                        f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
+                        spacing=_spacing(xs),
+                    )
+                wanted = {(b.run, r) for r in b.outliers}
+                for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
+                    text = line_labels.get((run, rank), f"rank {rank}")
+                    label = f"{name(run)} {text}" if len(runs) > 1 else text
+                    _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
+                if len(b.outliers) > MAX_LABELLED:
+                    ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
         for f in flags:
-            if f.tag != tag:
+            if panel.tags.get(f.run) != f.tag:
                 continue
             fx = f.step
             if x != "step":
-                w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=tag, step=f.step)).wall_time
+                w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=f.tag, step=f.step)).wall_time
                 fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
             if fx is not None:
                 named = f.run not in banded  # over bands the rank's own line carries its name
@@ -460,11 +560,11 @@ def plot_scalars(
                     alpha=1.0 if named else 0.5,
                     label=f"{f'rank {f.rank}' if f.rank >= 0 else 'run'} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
                 )
-        drawn += panel.drawn
-        smoothed += panel.smoothed
+        drawn += drawing.drawn
+        smoothed += drawing.smoothed
         if outliers and steady:
             _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
-        ax.set_title(tag)
+        ax.set_title(panel.title + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing and note_missing else ""))
         ax.set_xlabel(xlabel)
         if x == "wall":
             ax.xaxis_date()
@@ -475,12 +575,20 @@ def plot_scalars(
                 ax.set_xlim(float(seen.min()) - 1, float(seen.max()) + 1)
         if log:
             ax.set_yscale("log")
+        else:
+            _fit_flat(ax, drawing)
+        if not drawing.ys:
+            ax.text(0.5, 0.5, f"nothing to draw: no finite value of {panel.title}", transform=ax.transAxes, ha="center", va="center", fontsize=LEGEND_POINTS)
+            ax.set_yticks([])
         ax.grid(True, alpha=0.3)
-        _legend(ax)
+        if not crowded:
+            _legend(ax)
     if title:
         fig.suptitle(title)
+    if crowded:
+        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None)
     nonfinite += [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
-    points = int(np.isin(scalars.tag, list(tags)).sum())  # points read for the drawn tags, before any averaging
+    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
     return PlotReport(
         fig,
@@ -496,6 +604,7 @@ def plot_scalars(
         bands=drawn_bands,
         unbanded=unbanded,
         verdicts=verdicts,
+        panels=panels,
     )
 
 
@@ -514,6 +623,8 @@ class _Panel:
     xs_seen: list
     drawn: int = 0
     smoothed: int = 0
+    ys: list = field(default_factory=list)  # finite values drawn (for the y range of flat series)
+    points: int = 0  # finite points drawn, before downsampling
 
 
 # legend entries that repeat once per series; several of a kind become one entry
@@ -538,10 +649,58 @@ def _legend(ax) -> None:
             kept.append(items[0])
         elif items:
             kept.append((items[0][0], wording.format(n=len(items))))
-    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize="small")
+    ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize=LEGEND_POINTS)
 
 
-def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None) -> str:
+def _figure_legend(fig, axes, *, resize: bool) -> None:
+    """One legend for the whole figure, above the panels (never over the data): each run once, each flag or mark once.
+
+    Args:
+        fig: the figure.
+        axes: its panels.
+        resize: make the figure taller by the legend's rows (a figure msnb created; a caller's figure keeps its size).
+    """
+    kept: dict = {}
+    for ax in axes:
+        for h, text in zip(*ax.get_legend_handles_labels()):
+            kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
+            if kind == "NaN/Inf":
+                text = "NaN/Inf (red x; shaded if consecutive)"
+            kept.setdefault(text, h)
+    if not kept:
+        return
+    # columns that fit the figure's width: a text is about 0.6 em a character, plus the handle and the gap
+    entry_inches = max(len(t) for t in kept) * 0.6 * LEGEND_POINTS / 72 + 0.7
+    ncols = max(1, min(len(kept), 3, int(fig.get_size_inches()[0] // entry_inches)))
+    if resize:
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + 0.24 * math.ceil(len(kept) / ncols) + 0.1)
+    legend = fig.legend(list(kept.values()), list(kept), loc="outside upper center", ncols=ncols, fontsize=LEGEND_POINTS, frameon=False)
+    for line in legend.get_lines():  # a run's entry stands for thin rank lines: drawn bold enough to see its colour
+        line.set_linewidth(max(line.get_linewidth(), 2.0))
+
+
+def _fit_flat(ax, p: _Panel) -> None:
+    """A y range that shows a flat series as flat: a constant (lr 1e-4 at every step) gets +-50 % of its value instead of
+    matplotlib's +-1e-8 window, a few points that differ by under 2 % (two step times, 66.4 and 66.5 ms) get +-5 %.
+    The panel says what it shows: ``constant 0.0001`` or ``1 point: ...``."""
+    if not p.ys:
+        return
+    lo, hi = min(a for a, _ in p.ys), max(b for _, b in p.ys)
+    center, scale = (lo + hi) / 2, max(abs(lo), abs(hi))
+    if hi - lo <= 1e-9 * scale or scale == 0:
+        half = abs(center) * 0.5 or 1.0
+        text = f"1 point: {center:.4g}" if p.points == 1 else f"constant: {center:.4g} at all {p.points:,} points"
+    elif p.points < MARKER_BELOW and hi - lo < 0.02 * scale and not p.outliers:
+        half, text = 0.05 * abs(center), f"{p.points} points within {100 * (hi - lo) / scale:.2g} % of each other"
+    else:
+        return
+    ax.set_ylim(center - half, center + half)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
+    ax.text(0.01, 0.03, text, transform=ax.transAxes, fontsize=LEGEND_POINTS, color="0.3", ha="left", va="bottom")
+
+
+def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_label=None, thin: bool = False) -> str:
     """One series: raw faint and smoothed solid (or raw alone), NaN/Inf marked; returns the x axis label."""
     ax = p.ax
     xs, xlabel = _x_values(p.x, steps, walls, p.starts[run])
@@ -556,21 +715,24 @@ def _draw_line(p: _Panel, run, steps, walls, values, color, label, nonfinite_lab
         fx, fy = xs[finite], values[finite]
         if step_time:
             p.steady.append(fy)
+        p.ys.append((float(fy.min()), float(fy.max())))
+        p.points += fx.size
         marker = "o" if fx.size < MARKER_BELOW else None
+        width = 0.9 if thin else 1.6
         if p.weight > 0 and fx.size >= MIN_SMOOTHED:
             rx, ry = m4(fx, fy, p.max_points)
-            ax.plot(rx, ry, color=color, alpha=0.25, linewidth=0.8, marker=marker, markersize=3)
+            ax.plot(rx, ry, color=color, alpha=0.12 if thin else 0.25, linewidth=0.8, marker=marker, markersize=3)
             sx, sy = m4(fx, ema(fy, p.weight), p.max_points)
-            ax.plot(sx, sy, color=color, linewidth=1.6, label=label)
+            ax.plot(sx, sy, color=color, linewidth=width, label=label)
             p.drawn += rx.size
             p.smoothed += sx.size
         else:
             rx, ry = m4(fx, fy, p.max_points)
-            ax.plot(rx, ry, color=color, linewidth=1.2, label=label, marker=marker, markersize=4)
+            ax.plot(rx, ry, color=color, linewidth=0.9 if thin else 1.2, label=label, marker=marker, markersize=4)
             p.drawn += rx.size
     bad = ~np.isfinite(values)
     if bad.any():
-        _mark_nonfinite(ax, xs[bad], nonfinite_label or f"NaN/Inf ({label})")
+        _mark_nonfinite(ax, xs[bad], nonfinite_label or f"NaN/Inf ({str(label).lstrip('_')})", spacing=_spacing(xs))
     return xlabel
 
 
@@ -584,12 +746,30 @@ def _line_labels(flags, band_runs, nonfinite_keys) -> dict:
     return out
 
 
-def _mark_nonfinite(ax, xs, label: str) -> None:
-    """Red crosses at the top edge where values were NaN/Inf (they have no height to draw at)."""
+def _spacing(xs) -> float:
+    """The usual distance between neighbouring points of a series (its logging interval on the x axis)."""
+    d = np.diff(np.unique(xs[np.isfinite(xs)]))
+    return float(np.median(d)) if d.size else 1.0
+
+
+def _mark_nonfinite(ax, xs, label: str, spacing: float = 1.0) -> None:
+    """Where values were NaN/Inf (they have no height to draw at): a red cross at the top edge, and a light red span over
+    each stretch of consecutive NaN/Inf points, so a hundred of them read as one stretch, not as a smeared red bar.
+
+    The crosses' line holds every NaN/Inf x (its data); only each stretch's first is drawn (``markevery``).
+    """
     from matplotlib.transforms import blended_transform_factory
 
+    xs = np.unique(np.asarray(xs, dtype=np.float64)[np.isfinite(xs)])
+    if not xs.size:
+        return
+    breaks = np.flatnonzero(np.diff(xs) > 1.5 * spacing) + 1
+    first, last = np.r_[0, breaks], np.r_[breaks, xs.size] - 1
+    for a, b in zip(first.tolist(), last.tolist()):
+        if b > a:
+            ax.axvspan(xs[a], xs[b], color="red", alpha=0.1, linewidth=0)
     trans = blended_transform_factory(ax.transData, ax.transAxes)
-    ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
+    ax.plot(xs, np.full(xs.size, 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False, markevery=first.tolist())
 
 
 def _bands_of(scalars, tag: str, run: str, flags, judged) -> list:

@@ -98,7 +98,8 @@ def smoke_figures(summary_read, times: dict, live_read=None):
     if picked:
         scalars = ScalarTable.concat([table for table, _tag, _name in picked])
         several = len(set(scalars.rank.tolist()) - {-1}) > 1
-        report = plot_scalars(scalars, tags=[tag for _table, tag, _name in picked], ranks=several)
+        # each source is a run of its own panel: the others are not "missing" from it
+        report = plot_scalars(scalars, tags=[tag for _table, tag, _name in picked], ranks=several, note_missing=False)
         figure = report.figure
     if len(summary_read.histograms):
         hist_figure = plot_histograms(summary_read.histograms)

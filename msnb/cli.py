@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
     p.set_defaults(func=_cmd_config)
 
-    p = sub.add_parser("plot", help="draw the scalar curves under PATH(s) to a PNG or SVG file")
+    p = sub.add_parser("plot", help="draw the scalar curves under the PATHs to a PNG or SVG file")
     add_arguments(p, PLOT_OPTIONS).set_defaults(func=_cmd_plot)
 
     p = sub.add_parser("check", help="judge existing runs: NaN/Inf, loss trend and stall, spikes, rank divergence, step time")

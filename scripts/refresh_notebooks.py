@@ -44,7 +44,9 @@ def refresh(path: Path, kernel: str = "mindspore", timeout: int = 900) -> None:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, kernel_name=kernel, timeout=timeout, resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb.metadata.pop("widgets", None)
+    # no widget state: a stored board shows its figure (image/png), and the state would double the file
+    NotebookClient(nb, kernel_name=kernel, timeout=timeout, store_widget_state=False, resources={"metadata": {"path": str(path.parent)}}).execute()
     _scrub_outputs(nb)
     nbformat.write(nb, path)
 

@@ -31,10 +31,11 @@ class ProcessOutcome:
 def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Check], list]:
     """The judge's checks of a smoke run's loss, and its flags: :func:`msnb.analysis.judge.judge_run`, nothing else.
 
-    The loss is judged where it was recorded on the most steps (SummaryCollector
-    records every collect_freq steps, LossMonitor and MFLossMonitor print every
-    step). The judge's ``tags`` and ``steps`` checks are left to the smoke's
-    own (it knows which tags it asked for and why steps are strided).
+    The loss is judged where it was recorded for the most ranks, on the most steps
+    (SummaryCollector records every collect_freq steps, LossMonitor and
+    MFLossMonitor print every step). The judge's ``tags``, ``steps`` and
+    ``step_time`` checks are left to the smoke's own (it knows which tags it asked
+    for, why steps are strided, and times every step itself).
 
     Args:
         sources: ScalarTables (a run's summaries, its logs...), None entries ignored.
@@ -54,14 +55,17 @@ def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Chec
             continue
         rows = table.where(tag=tag)
         for run in sorted(distinct(rows.run)):
-            n = int(np.count_nonzero(rows.run == run)) if len(distinct(rows.run)) > 1 else len(rows)
+            mine = rows.take(rows.run == run) if len(distinct(rows.run)) > 1 else rows
+            # the most ranks first (a log that mixes the workers' lines under no rank is no rank's series), then points
+            n = (len({int(r) for r in distinct(mine.rank) if int(r) >= 0}), len(mine))
             if best is None or n > best[0]:
                 best = (n, table, run)
     if best is None:
         return [], []
     _n, table, run = best
     verdict = judge_run(table, run, tag="loss", rules=rules, context=context)
-    return [c for c in verdict.checks if c.name not in ("tags", "steps")], verdict.flags
+    # tags, steps and step times are the smoke's own checks (it knows what it asked for and times every step itself)
+    return [c for c in verdict.checks if c.name not in ("tags", "steps") and not c.name.startswith("step_time")], verdict.flags
 
 
 def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False) -> list[Check]:

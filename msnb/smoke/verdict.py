@@ -56,8 +56,9 @@ def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Chec
         rows = table.where(tag=tag)
         for run in sorted(distinct(rows.run)):
             mine = rows.take(rows.run == run) if len(distinct(rows.run)) > 1 else rows
-            # the most ranks first (a log that mixes the workers' lines under no rank is no rank's series), then points
-            n = (len({int(r) for r in distinct(mine.rank) if int(r) >= 0}), len(mine))
+            # several ranks first (a log that mixes the workers' lines under no rank is no rank's series), then points:
+            # one rank's summary (every collect_freq steps) never beats its log (every step, the NaN step included)
+            n = (max(1, len({int(r) for r in distinct(mine.rank) if int(r) >= 0})), len(mine))
             if best is None or n > best[0]:
                 best = (n, table, run)
     if best is None:

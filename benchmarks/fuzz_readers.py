@@ -8,7 +8,7 @@ tensorboardX file with the real writers, then damages them at random the way
 crashed or broken writers do (truncations, torn records, deleted ranges, zero
 runs, inserted zeros, bit flips; one to five at a time) and checks that
 msnb's FrameReader, at a random chunk size, keeps exactly the records the
-oracle in ``tests/test_robust_readers.py`` keeps (take a record where both
+oracle in ``tests/events/test_robust_readers.py`` keeps (take a record where both
 checksums hold, else slide one byte).  Prints the count, the time and the
 first disagreement, if any (with its seed, to replay it).
 """
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from benchmarks.bench_read import ensure_data  # noqa: E402
-from tests.test_robust_readers import msnb_records, mutate, oracle, spans  # noqa: E402
+from tests.events.test_robust_readers import msnb_records, mutate, oracle, spans  # noqa: E402
 
 KINDS = ("delete", "flip", "insert_zeros", "torn", "truncate", "zeros")
 CHUNKS = (64, 257, 4096, 1 << 20)

@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 
 from msnb import kernel
-
-from .conftest import REPO
-from .test_runs import expected, team  # noqa: F401  (fixtures, used by name)
+from tests.conftest import REPO
+from tests.panel.test_runs import expected, team  # noqa: F401  (fixtures, used by name)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def test_core_install_reads_and_plots_without_mindspore(ms_files, tmp_path):

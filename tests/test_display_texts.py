@@ -16,8 +16,7 @@ import pytest
 
 import msnb
 from msnb.words import count, plural
-
-from .report_pages import Page, write_scenario
+from tests.html_report.report_pages import Page, write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

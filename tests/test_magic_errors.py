@@ -9,8 +9,7 @@ import pytest
 
 from msnb import kernel
 from msnb.magics import magic_names
-
-from .conftest import kernel_from_spec
+from tests.conftest import kernel_from_spec
 
 # one bad call per magic: a missing file, a broken option, a path with nothing to read
 BAD_CALLS = {

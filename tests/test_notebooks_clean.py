@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 TAGS = {"nbval-ignore-output", "raises-exception", "nbval-skip"}  # nbval's cell tags

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import zipfile
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def tracked_copy(dest):

@@ -7,8 +7,7 @@ import pytest
 
 from msnb.cli import build_parser
 from msnb.magics import magic_names
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
 

@@ -274,7 +274,7 @@ def test_npus_that_mindspore_in_the_kernel_cannot_use(tmp_path, jupyter_dirs, ho
 
 
 def test_report_modules_point_down():
-    """environment is the bottom (imports nothing of msnb); doctor and kernel_check use no smoke/config/plot."""
+    """environment sits on the bottom layer (errors, status words, counted nouns); doctor and kernel_check use no smoke/config/plot."""
     import ast
 
     def imported(module):
@@ -287,7 +287,7 @@ def test_report_modules_point_down():
                 found.update(a.name for a in node.names if a.name.startswith("msnb"))
         return found
 
-    assert imported("environment") == set()
+    assert imported("environment") <= {"errors", "status", "words"}  # the bottom layer only (import-linter checks the rest)
     for module in ("doctor", "kernel_check"):
         assert not imported(module) & {"smoke", "config", "plot", "monitor", "analysis", "cli", "magics"}, module
 

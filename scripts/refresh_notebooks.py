@@ -19,13 +19,19 @@ from pathlib import Path
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # a scratch folder's random suffix (mkdtemp's eight characters) is the only machine-specific text the examples print
 SCRATCH = re.compile(r"(/tmp/msnb-[a-z]+-)[A-Za-z0-9_]{8}")
+# an environment's packages, wherever it lives (already shortened to "…" or not)
+SITE_PACKAGES = re.compile(r"(?:…|/[^\s\"'<>]*)/lib/python\d+\.\d+/site-packages/")
 
 
 def scrub(text: str, prefix: str = sys.prefix) -> str:
     """*text* with every scratch folder's random suffix replaced by ``XXXXXXXX``, and this environment's
-    folder (the doctor prints the kernel's interpreter) by ``…``."""
+    folder (the doctor prints the kernel's interpreter) and this checkout's (a traceback's files) by ``…``."""
     text = SCRATCH.sub(r"\1XXXXXXXX", text)
-    return text.replace(prefix.rstrip("/") + "/", "…/") if prefix.rstrip("/") else text
+    text = SITE_PACKAGES.sub("site-packages/", text)  # a traceback through an installed package
+    for folder in (prefix, str(NOTEBOOKS.parent)):  # the environment, and this checkout (an editable install's tracebacks)
+        if folder.rstrip("/"):
+            text = text.replace(folder.rstrip("/") + "/", "…/")
+    return text
 
 
 def _scrub_outputs(nb) -> None:

@@ -37,9 +37,9 @@ def test_two_healthy_ranks_not_flagged_beside_a_bad_shard(corpus):
     """One call over two runs: the healthy 2-rank run passes, the drifting one fails with rank 1 flagged."""
     result = msnb.check([corpus / "healthy_2", corpus / "drift_2"])
     by_run = {r.run: r for r in result.runs}
-    assert by_run["healthy_2/tensorboard"].passed and not by_run["healthy_2/tensorboard"].flags
-    assert not by_run["drift_2/tensorboard"].passed
-    assert [(f.run, f.rank) for f in result.flags] == [("drift_2/tensorboard", 1)]
+    assert by_run["healthy_2"].passed and not by_run["healthy_2"].flags
+    assert not by_run["drift_2"].passed
+    assert [(f.run, f.rank) for f in result.flags] == [("drift_2", 1)]
     assert not result.passed and result.exit_code == 1
 
 

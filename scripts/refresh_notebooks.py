@@ -23,12 +23,12 @@ SCRATCH = re.compile(r"(/tmp/msnb-[a-z]+-)[A-Za-z0-9_]{8}")
 SITE_PACKAGES = re.compile(r"(?:…|/[^\s\"'<>]*)/lib/python\d+\.\d+/site-packages/")
 
 
-def scrub(text: str, prefix: str = sys.prefix) -> str:
+def scrub(text: str, prefix: str = sys.prefix, checkout: str = str(NOTEBOOKS.parent)) -> str:
     """*text* with every scratch folder's random suffix replaced by ``XXXXXXXX``, and this environment's
     folder (the doctor prints the kernel's interpreter) and this checkout's (a traceback's files) by ``…``."""
     text = SCRATCH.sub(r"\1XXXXXXXX", text)
     text = SITE_PACKAGES.sub("site-packages/", text)  # a traceback through an installed package
-    for folder in (prefix, str(NOTEBOOKS.parent)):  # the environment, and this checkout (an editable install's tracebacks)
+    for folder in (prefix, checkout):  # the environment, and this checkout (an editable install's tracebacks)
         if folder.rstrip("/"):
             text = text.replace(folder.rstrip("/") + "/", "…/")
     return text

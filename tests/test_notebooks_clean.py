@@ -46,5 +46,5 @@ def test_the_refresh_script_scrubs_what_this_test_refuses():
     assert refresh.scrub(raw) == "summary directory /tmp/msnb-smoke-XXXXXXXX/summary removed; kept /tmp/msnb-notebook-XXXXXXXX"
     venv = "Python 3.11.7 (/work/main/.venv/bin/python3)"  # the doctor names the interpreter
     assert MACHINE_PATH.search(venv) and refresh.scrub(venv, prefix="/work/main/.venv") == "Python 3.11.7 (…/bin/python3)"
-    checkout = str(REPO) + "/msnb/smoke/worker.py"  # a traceback through an editable install
-    assert MACHINE_PATH.search(checkout) and refresh.scrub(checkout, prefix="/nowhere") == "…/msnb/smoke/worker.py"
+    checkout = "/work/main/msnb/smoke/worker.py"  # a traceback through an editable install in /work/main
+    assert MACHINE_PATH.search(checkout) and refresh.scrub(checkout, prefix="/nowhere", checkout="/work/main") == "…/msnb/smoke/worker.py"

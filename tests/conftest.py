@@ -6,6 +6,7 @@ real Jupyter folders.
 """
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -118,3 +119,19 @@ def kernel_from_spec(name: str, **kwargs):
 def stream_text(messages) -> str:
     """What a cell printed, from the iopub messages an output hook collected."""
     return "".join(m["content"].get("text", "") for m in messages if m["msg_type"] == "stream")
+
+
+IPYTHON_PRELUDE = (
+    "import json\n"
+    "from IPython.core.interactiveshell import InteractiveShell\n"
+    "from IPython.core.error import UsageError\n"
+    "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+)
+
+
+def ipython_json(body: str, timeout: int = 180) -> dict:
+    """Run *body* in a fresh terminal IPython with msnb's magics loaded (``ip``, ``json`` and ``UsageError`` at hand)
+    and return the JSON document its last printed line holds."""
+    proc = subprocess.run([sys.executable, "-c", IPYTHON_PRELUDE + body], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -6,8 +6,6 @@ Runs are written by tensorboardX (the judge scenarios' own curves); the magics r
 import io
 import json
 import re
-import subprocess
-import sys
 import tokenize
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 import msnb
 from msnb.words import count, plural
+from tests.conftest import ipython_json
 from tests.html_report.report_pages import Page, write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,11 +114,8 @@ def test_nonfinite_ranges_split_where_a_finite_value_comes_between():
 
 def test_plot_magic_shows_the_figure_and_a_short_text_once(runs):
     path = runs["nan"]
-    code = (
-        "import json\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
+    out = ipython_json(
         "from IPython.utils.capture import capture_output\n"
-        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
         "out = {}\n"
         "for key, cell in (('last', '%mfmon_plot \"" + str(path) + "\"'), ('kept', 'r = %mfmon_plot " + str(path) + "'), ('later', 'r')):\n"
         "    with capture_output() as cap:\n"
@@ -128,9 +124,6 @@ def test_plot_magic_shows_the_figure_and_a_short_text_once(runs):
         "'texts': [o.data.get('text/plain', '') for o in cap.outputs]}\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
     for key in ("last", "kept", "later"):
         shown = out[key]
         assert shown["ok"], shown
@@ -150,17 +143,11 @@ def test_magic_lines_are_split_as_a_shell_splits_them(runs, tmp_path):
         split_line('--title "job 4711')
     out = tmp_path / "with space" / "r.html"
     out.parent.mkdir()
-    code = (
-        "import json\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
-        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+    answer = ipython_json(
         f'r = ip.run_line_magic(\'mfmon_report\', \'"{runs["healthy"]}" --out "{out}" --title "job 4711"\')\n'
         f"c = ip.run_line_magic('mfmon_check', \"'{runs['healthy']}'\")\n"
         "print(json.dumps({'path': str(r.path), 'passed': c.passed}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert answer["path"] == str(out) and answer["passed"]
     text = out.read_text()
     assert "<title>job 4711</title>" in text and "<h1>job 4711</h1>" in text

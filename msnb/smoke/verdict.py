@@ -54,8 +54,9 @@ def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Chec
         if tag is None:
             continue
         rows = table.where(tag=tag)
-        for run in sorted(distinct(rows.run)):
-            mine = rows.take(rows.run == run) if len(distinct(rows.run)) > 1 else rows
+        runs = sorted(distinct(rows.run))
+        for run in runs:
+            mine = rows.take(rows.run == run) if len(runs) > 1 else rows
             # several ranks first (a log that mixes the workers' lines under no rank is no rank's series), then points:
             # one rank's summary (every collect_freq steps) never beats its log (every step, the NaN step included)
             n = (max(1, len({int(r) for r in distinct(mine.rank) if int(r) >= 0})), len(mine))

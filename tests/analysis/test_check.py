@@ -1,12 +1,11 @@
 """`msnb check`, `msnb.check` and `%mfmon_check` on runs written by the real writers: exit codes, the JSON shape, the magic."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import msnb
+from tests.conftest import ipython_json
 from tests.scenarios import build
 
 
@@ -63,17 +62,12 @@ def test_python_api_and_tag_alias(corpus):
 
 
 def test_magic_in_a_real_ipython_shell(corpus, tmp_path):
-    code = (
-        "import json\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
-        "ip = InteractiveShell.instance(); ip.run_line_magic('load_ext', 'msnb')\n"
+    answer = ipython_json(
         f"r = ip.run_line_magic('mfmon_check', '{corpus / 'drift_2'}')\n"
         f"bad = ip.run_cell('%mfmon_check {tmp_path / 'nothing'}')\n"
-        "print(json.dumps({'doc': r.as_dict(), 'failed': not bad.success, 'error': type(bad.error_in_exec).__name__}))\n"
+        "print(json.dumps({'doc': r.as_dict(), 'failed': not bad.success, 'error': type(bad.error_in_exec).__name__}))\n",
+        timeout=120,
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    answer = json.loads(out.stdout.strip().splitlines()[-1])
     _shape(answer["doc"])
     assert [f["rank"] for f in answer["doc"]["flags"]] == [1]
     assert answer["failed"] and answer["error"] == "UsageError"

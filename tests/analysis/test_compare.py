@@ -21,6 +21,7 @@ import msnb
 from msnb.analysis.compare_rules import CompareRules
 from msnb.errors import NothingReadable, UsageError
 from msnb.events import baselines
+from tests.conftest import ipython_json
 
 N = 1200  # steps: over the standard's 1,000
 # other people's real training logs, read in place (never copied here); MSNB_PEER_CORPUS points elsewhere
@@ -429,19 +430,12 @@ def test_real_baselines_parse_and_the_real_pair_compares():
 
 
 def test_the_magic_compares_shows_the_figure_and_saves_it(tmp_path):
-    import subprocess
-    import sys
 
     base = run_values()
     cand = candidate_of(base)
     cand["lr"] = run_values(warmup=200)["lr"]
     b, c = pair(tmp_path, base, cand)
-    code = (
-        "import json\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
-        "from IPython.core.error import UsageError\n"
-        "ip = InteractiveShell.instance()\n"
-        "ip.run_line_magic('load_ext', 'msnb')\n"
+    state = ipython_json(
         f"r = ip.run_line_magic('mfmon_compare', \"'{b}' {c} --rank median --out {tmp_path / 'fig.png'}\")\n"
         "try:\n"
         f"    ip.run_line_magic('mfmon_compare', '{b} {c} --steps nine')\n"
@@ -450,9 +444,6 @@ def test_the_magic_compares_shows_the_figure_and_saves_it(tmp_path):
         "    bad = str(e)\n"
         "print(json.dumps({'type': type(r).__name__, 'passed': r.passed, 'failed': [x.name for x in r.checks if x.status == 'fail'], 'bad': bad}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr
-    state = json.loads(out.stdout.strip().splitlines()[-1])
     assert state["type"] == "CompareResult" and state["passed"] is False and state["failed"] == ["lr_schedule"]
     assert state["bad"].startswith("msnb: --steps")
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"

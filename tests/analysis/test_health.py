@@ -22,7 +22,7 @@ from msnb.analysis.health import DEPARTURE, NAN, NEG_INF, POS_INF, Settings, fir
 from msnb.errors import NothingReadable, UsageError
 from msnb.events import read
 from msnb.events.training_state import MAX_LINE, fold_head_runs, parse_line
-from tests.conftest import _run_writer, load_expected
+from tests.conftest import _run_writer, ipython_json, load_expected
 
 
 @pytest.fixture(scope="session")
@@ -306,23 +306,16 @@ def test_cli_exit_codes_and_json(ts_runs, tmp_path):
 
 
 def test_magic_returns_the_report(ts_runs):
-    code = (
-        "import json\n"
-        "from IPython.core.interactiveshell import InteractiveShell\n"
-        "from IPython.core.error import UsageError\n"
-        "ip = InteractiveShell.instance()\n"
-        "ip.run_line_magic('load_ext', 'msnb')\n"
+    out = ipython_json(
         f"r = ip.run_line_magic('mfmon_health', {str(ts_runs / 'small' / 'tensorboard')!r})\n"
         "try:\n"
         "    ip.run_line_magic('mfmon_health', '/no/such/dir')\n"
         "    err = None\n"
         "except UsageError as e:\n"
         "    err = str(e)\n"
-        "print(json.dumps({'first': r.as_dict()['first'], 'html': '<table>' in r._repr_html_(), 'err': err}))\n"
+        "print(json.dumps({'first': r.as_dict()['first'], 'html': '<table>' in r._repr_html_(), 'err': err}))\n",
+        timeout=120,
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["first"]["rank"] == 1 and out["html"]
     assert out["err"].startswith("msnb: ") and "no such file" in out["err"]
 

@@ -49,9 +49,8 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture
-def browser(tmp_path):
-    """Chromium with JavaScript disabled for pages, its console and network logged."""
+def _chromium(tmp_path, *, javascript: bool):
+    """Debian's headless Chromium through chromedriver, a profile of its own; without JavaScript, console and network logged."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
@@ -62,9 +61,16 @@ def browser(tmp_path):
     options.binary_location = str(CHROMIUM)
     for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
         options.add_argument(flag)
-    options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")), options=options)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")), options=options)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Chromium with JavaScript disabled for pages, its console and network logged."""
+    driver = _chromium(tmp_path, javascript=False)
     try:
         yield driver
     finally:
@@ -198,17 +204,7 @@ def test_saved_report_contents_links_scroll_to_their_section(browser, tmp_path):
 @pytest.fixture
 def lab_browser(tmp_path):
     """Chromium with JavaScript on, as JupyterLab needs."""
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in [*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER), log_output=str(tmp_path / "chromedriver.log")), options=options)
+    driver = _chromium(tmp_path, javascript=True)
     try:
         yield driver
     finally:

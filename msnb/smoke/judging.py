@@ -79,7 +79,7 @@ def judge_smoke(
     problems = [p for p in summary_read.problems if p.severity != "info"]
     cut = [p for p in problems if stopped and p.kind == "truncated"]  # the writer was stopped mid-record: expected
     problems = [p for p in problems if p not in cut]
-    cut_note = f"; the run was stopped, so {count(len(cut), 'last record')} were cut short (not counted)" if cut else ""
+    cut_note = f"; the run was stopped, so {count(len(cut), 'last record')} {'was' if len(cut) == 1 else 'were'} cut short (not counted)" if cut else ""
     if not ms_files:
         checks.append(Check("summaries", FAIL, f"no summary file was written under {summary}"))
     elif problems:

@@ -7,15 +7,26 @@ registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
 __version__ = "0.1.0"
 
 
-def read(path, *, verify=True, tags=None, workers=None):
+def read(path, *, verify=True, tags=None, workers=None, names=None):
     """Read MindSpore summaries, TensorBoard event files and training logs under *path*.
 
     See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
-    None for the idle cores); imported lazily so ``import msnb`` stays cheap.
+    None for the idle cores; *names*: each run's name from its discovered one); imported lazily so ``import msnb`` stays cheap.
     """
     from .events import read as _read
 
-    return _read(path, verify=verify, tags=tags, workers=workers)
+    return _read(path, verify=verify, tags=tags, workers=workers, names=names)
+
+
+def to_parquet(result, path, **options):
+    """Write a ReadResult (``msnb.read``'s, a Follower poll's) as a Hive-partitioned Parquet dataset under *path*.
+
+    Each call adds new files.  See :func:`msnb.bridges.parquet.to_parquet` for the layout and *options*
+    (needs ``msnb[parquet]``); imported lazily so ``import msnb`` stays cheap.
+    """
+    from .bridges.parquet import to_parquet as _to_parquet
+
+    return _to_parquet(result, path, **options)
 
 
 def check(source, *, tag="loss", rules=None, verify=True):

@@ -129,13 +129,13 @@ def _cmd_plot(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .events.runs import read_for_plot
+    from .events.runs import read_runs
     from .outputs import figure_out
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
     out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
-    result = read_for_plot(args.paths, verify=not args.no_verify)
+    result = read_runs(args.paths, verify=not args.no_verify)
     for problem in result.problems:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)

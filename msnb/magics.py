@@ -124,12 +124,12 @@ class MsnbMagics(Magics):
         points, flags and the figure), so ``report = %mfmon_plot ...`` keeps what was drawn; as the
         cell's last line it adds nothing more to what was shown.
         """
-        from .events.runs import read_for_plot
+        from .events.runs import read_runs
         from .plot.scalars import plot_read
 
         args = parse_line(self.mfmon_plot, line)
         paths = args.paths
-        result = read_for_plot(paths)
+        result = read_runs(paths)
         for problem in result.problems:
             print(f"msnb: {problem.severity}: {problem}")
         report = plot_read(result, paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)

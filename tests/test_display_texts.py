@@ -79,10 +79,10 @@ def test_flag_rows_do_not_repeat_the_failed_check_and_the_headline_is_coloured(r
 
 
 def test_nonfinite_values_are_step_ranges_in_the_plot_report_and_the_html_page(runs, tmp_path):
-    from msnb.events.runs import read_for_plot
+    from msnb.events.runs import read_runs
     from msnb.plot.scalars import plot_read
 
-    report = plot_read(read_for_plot([runs["nan"]]), [runs["nan"]])
+    report = plot_read(read_runs([runs["nan"]]), [runs["nan"]])
     (rng,) = report.nonfinite
     assert (rng["rank"], rng["step"], rng["last_step"], rng["steps"], rng["value"]) == (2, 150, 300, 151, "nan")
     lines = [line for line in report.format_text().splitlines() if " in loss" in line]

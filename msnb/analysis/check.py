@@ -9,11 +9,9 @@ from __future__ import annotations
 import html
 import os
 
-import numpy as np
-
 from ..errors import NothingReadable
 from ..events.reader import ReadResult
-from ..events.runs import read_runs, run_labeller
+from ..events.runs import read_runs
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count
@@ -119,15 +117,7 @@ def read_labelled(paths, verify: bool = True):
     the others, folders every run has left out (``healthy``, ``bad_shard``, not ``healthy/summary``); the path that *is*
     the run is named after its directory, never ".".
     """
-    result = read_runs(paths, verify=verify)
-    label = run_labeller(paths, result.runs)
-    for name in result.TABLES:
-        table = getattr(result, name)
-        if len(table):
-            runs = np.empty(len(table), dtype=object)
-            runs[:] = [label(r) for r in table.run.tolist()]
-            table.run = runs
-    return result
+    return read_runs(paths, verify=verify, labelled=True)
 
 
 def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bool = True, collect_freq: int | None = None) -> CheckResult:

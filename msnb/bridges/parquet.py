@@ -248,7 +248,7 @@ def _this_run_name(result) -> str | None:
 
 
 def to_parquet(result, out, *, row_group_size: int = ROW_GROUP, this_run: str | None = None) -> ParquetReport:
-    """Write a :class:`~msnb.events.ReadResult` as a Hive-partitioned Parquet dataset (``ReadResult.to_parquet``).
+    """Write a :class:`~msnb.events.ReadResult` as a Hive-partitioned Parquet dataset (``msnb.to_parquet``).
 
     Every call adds new files: pass only new rows (a Follower poll's) to append
     without duplicates, or use :func:`export` for a tree that grows.

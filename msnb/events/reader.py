@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from pathlib import Path
 
@@ -95,18 +96,6 @@ class ReadResult:
             out.problems.extend(r.problems)
             out.files.extend(r.files)
         return out
-
-    def to_parquet(self, path, **options):
-        """Write these tables as a Hive-partitioned Parquet dataset under *path* (needs ``msnb[parquet]``).
-
-        Each call adds new files; see :func:`msnb.bridges.parquet.to_parquet` for the layout and *options*.
-
-        Returns:
-            A :class:`msnb.bridges.parquet.ParquetReport`.
-        """
-        from ..bridges.parquet import to_parquet  # imported on use: pyarrow is optional
-
-        return to_parquet(self, path, **options)
 
 
 def _add(out: ReadResult, kind: str, new: Table) -> None:
@@ -548,6 +537,9 @@ class Follower:
         verify: check both checksums of every record.
         run: read only this run's files (its name relative to *path*, ``"."``
             for *path* itself), never those of runs nested below it.
+        names: a run's identity from its name as discovered (relative to *path*): what its rows and files
+            carry in their ``run`` column (a key ``A/exp``, a label ``exp``), so nobody renames them
+            afterwards; an add_scalars head folder goes under its run's.  None: the names as discovered.
         tags: read only these tags (real tags or meanings: ``loss`` keeps ``loss/auto``, ``lm-loss``...,
             see :func:`msnb.events.tags.spellings`); None reads all.  Records of other tags are
             framed and checked but not decoded where the layout proves which tag they hold.
@@ -556,10 +548,20 @@ class Follower:
             the result is the same as with 1.
     """
 
-    def __init__(self, path: str | os.PathLike, *, verify: bool = True, run: str | None = None, tags=None, workers: int | None = 1):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        verify: bool = True,
+        run: str | None = None,
+        names: Callable[[str], str] | None = None,
+        tags=None,
+        workers: int | None = 1,
+    ):
         self.path = Path(path)
         self.verify = verify
         self.run = run
+        self.names = names
         self.tags = None if tags is None else sorted(spellings(tags))
         self._wanted = None if tags is None else frozenset(self.tags)
         self.workers = default_workers() if workers is None else max(1, int(workers))
@@ -587,9 +589,11 @@ class Follower:
         explicit = self.path.is_file()
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
+        runs = {s.run for s in sources}
         if self.run is not None:  # the run's own files, and its add_scalars head folders (the reader folds them into it)
-            runs = {s.run for s in sources}
             sources = [s for s in sources if s.run == self.run or head_owner(s.run, runs) == self.run]
+        if self.names is not None:
+            sources = [self._named(s, runs) for s in sources]
         for problem in found:
             if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
                 self._reported.add((problem.path, problem.kind))
@@ -605,6 +609,17 @@ class Follower:
             if not new.empty or new.problems:
                 self._cached = None
         return news
+
+    def _named(self, src: Source, runs: set) -> Source:
+        """*src* under its run's identity (:attr:`names`); an add_scalars head folder under its owner's."""
+        owner = head_owner(src.run, runs)
+        if owner is None:
+            name = self.names(src.run)
+        else:
+            tail = src.run if owner == "." else src.run[len(owner) + 1 :]
+            above = self.names(owner)
+            name = tail if above == "." else f"{above}/{tail}"
+        return src if name == src.run else replace(src, run=name)
 
     def _poll_states(self, final: bool) -> list:
         """Poll every file in order: here, or in worker processes when there is much to read."""
@@ -674,7 +689,7 @@ def _pending(states: list) -> list[tuple[int, int]]:
     return out
 
 
-def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None) -> ReadResult:
+def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None, names: Callable[[str], str] | None = None) -> ReadResult:
     """Read every summary, event file and training log under *path*.
 
     *path* may be one file, one run directory or a tree of runs.  Damaged data
@@ -689,10 +704,11 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
         workers: processes to read files in, this one included (it reads beside ``workers - 1`` worker processes;
             None: the idle cores, at most 8; 1: this process only).  Small trees are read here whatever it says;
             the result is the same.
+        names: each run's identity from its name as discovered (see :class:`Follower`); None: those names.
 
     Returns:
         A :class:`ReadResult`.
     """
-    follower = Follower(path, verify=verify, tags=tags, workers=workers)
+    follower = Follower(path, verify=verify, tags=tags, workers=workers, names=names)
     follower.poll_files(final=True)
     return follower.drain()

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
-from .discovery import rank_in_name
+from .discovery import discover, head_owner, rank_in_name
 from .reader import ReadResult, read
 
 # folder names that writers and launchers give every run: a label made of them names nothing
@@ -46,36 +44,46 @@ def _key(root: str, run: str) -> str:
     return root if run == "." else f"{root}/{run}".replace("//", "/")
 
 
-def read_runs(paths, verify: bool = True) -> ReadResult:
-    """Read one or several paths into one result.
+def read_runs(paths, verify: bool = True, *, labelled: bool = False) -> ReadResult:
+    """Read one or several paths into one result, each run under its identity from the start.
 
     Args:
         paths: a path, or a list of paths (files, run directories, trees of runs).
         verify: check record checksums.
+        labelled: runs carry their labels (:func:`run_labeller`: ``job_a``, not ``.`` or
+            ``/abs/job_a/output/tensorboard``) instead of their keys.
 
     Returns:
-        A :class:`ReadResult`.  With one path the ``run`` column is relative to it
+        A :class:`ReadResult`.  Unlabelled, with one path the ``run`` column is relative to it
         (``"."`` for the path itself); with several it is the run's full path
         (the path as given, joined with the run inside it), so equal run names
-        under different paths stay apart.
+        under different paths stay apart.  The names are given to the reader, which
+        writes them as it reads: no table is renamed afterwards.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)
-    results = []
-    for p in paths:
-        r = read(p, verify=verify)
-        if len(paths) > 1:
-            root = _root(p)
-            for t in ReadResult.TABLES:
-                table = getattr(r, t)
-                if len(table):
-                    table.run = np.array([_key(root, run) for run in table.run.tolist()], dtype=object)
-        results.append(r)
-    return ReadResult.merge(results)
+    keys = [_keyer(_root(p)) if len(paths) > 1 else None for p in paths]
+    names = keys
+    if labelled:  # labels tell each run from all the others: every path's runs are found before any is read
+        found = [key(run) if key else run for p, key in zip(paths, keys) for run in discovered_runs(p)]
+        label = run_labeller(paths, found)
+        names = [_labeller(key, label) for key in keys]
+    return ReadResult.merge(read(p, verify=verify, names=n) for p, n in zip(paths, names))
 
 
-read_for_plot = read_runs  # the name the plot layer has always used
+def _keyer(root: str):
+    return lambda run: _key(root, run)
+
+
+def _labeller(key, label):
+    return (lambda run: label(key(run))) if key else label
+
+
+def discovered_runs(path) -> list:
+    """The runs under *path* as the reader will name them (add_scalars head folders are their run's), sorted."""
+    found = {s.run for s in discover(path)}
+    return sorted(r for r in found if head_owner(r, found) is None)
 
 
 def shortest_distinct_suffixes(full_paths: dict) -> dict:

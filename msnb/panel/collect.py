@@ -21,14 +21,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import UsageError
 from ..events.discovery import _SKIP_DIRS, _not_regular, classify, discover, head_owner
 from ..events.problems import ProblemKind
-from ..events.reader import Follower, ReadResult
+from ..events.reader import Follower
 from ..events.records import Problem
-from ..events.tables import distinct
 from ..safe_files import inside, pseudo_filesystem
 
 MAX_WALK_DEPTH = 32
@@ -193,7 +190,8 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     a one-shot table (``final=True``) and a watch share one code path.  Files
     of runs nested below this one (``run/sub/rank_0``) are theirs, not this
     run's, and are never opened by it (a stray log at the base would otherwise
-    read every run twice); with *tags* only those tags' scalars are kept.
+    read every run twice); the rows carry the run's name from discovery as the
+    reader writes them; with *tags* only those tags' scalars are decoded.
 
     Args:
         run: the run.
@@ -211,37 +209,14 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     """
     first = reader is None
     if first:
-        # the run's own files (a run nested below is read by its own reader), only the tags asked for
-        # (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
-        reader = Follower(run.path, verify=verify, run=".", tags=tags, workers=None)
+        # the run's own files under its own name (a run nested below is read by its own reader), only the tags
+        # asked for (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
+        reader = Follower(run.path, verify=verify, run=".", names={".": run.name}.get, tags=tags, workers=None)
         if run.dir_cache is not None:
             reader._dir_cache = run.dir_cache  # the base's bounded walk: the reader never lists what it left out
     news = reader.poll_files(final)  # what each file added, not joined: the result below has it all
     if not (first or any(not new.empty or new.problems for new in news)):
         return (None if last else reader), None
     if last:
-        return None, _own_rows(reader.drain(), run.name, tags)
-    return reader, _own_rows(reader.result, run.name, tags)
-
-
-def _own_rows(result: ReadResult, name: str, tags) -> ReadResult:
-    """The rows of the run itself (``"."`` inside its directory), renamed to *name*, and only *tags* among the scalars."""
-    out = ReadResult(problems=list(result.problems), files=[f for f in result.files if f["run"] == "."])
-    for kind in ReadResult.TABLES:
-        table = getattr(result, kind)
-        if not len(table):
-            continue
-        keep = None if distinct(table.run) == {"."} else table.run == "."  # the reader reads the run's own files: all of them, as a rule
-        if kind == "scalars" and tags is not None and not distinct(table.tag) <= set(tags):
-            in_tags = np.isin(table.tag, list(tags))
-            keep = in_tags if keep is None else keep & in_tags
-        if keep is not None and not keep.all():
-            table = table.take(keep)
-        else:
-            table = type(table)(**{c: getattr(table, c) for c in table.COLUMNS})  # its own table, sharing the columns
-        if name != ".":
-            runs = np.empty(len(table), dtype=object)
-            runs.fill(name)
-            table.run = runs
-        setattr(out, kind, table)
-    return out
+        return None, reader.drain()
+    return reader, reader.result

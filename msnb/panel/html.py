@@ -12,7 +12,7 @@ import html
 import math
 
 from ..status import IDLE, LIGHT_COLORS, PASS, SKIP, status_word
-from .table import COLUMNS, text_cells
+from .cells import COLUMNS, text_cells
 
 LIGHTS = LIGHT_COLORS
 SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 160, 28, 2

@@ -157,7 +157,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     last_step = last_loss = smoothed = None
     curve: list = []
     if verdict.tag is not None:
-        cs = seen["curves"]  # the very curves judged (the rows are the run's: see collect._own_rows)
+        cs = seen["curves"]  # the very curves judged (the rows are the run's own: see collect._read_run)
         steps, values, _n = seen["loss"]
         last_step = max((int(c.steps[-1]) for c in cs if c.steps.size), default=None)
         ok = np.isfinite(values)

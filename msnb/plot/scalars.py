@@ -795,7 +795,7 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     the shortest distinct trailing part of their paths.
 
     Args:
-        result: the :class:`~msnb.events.ReadResult` read from *paths* (``read_for_plot``).
+        result: the :class:`~msnb.events.ReadResult` read from *paths* (``read_runs``).
         paths: the paths given, for the runs' names.
         tags: comma-separated tags (None: the default panels).
         **options: passed to :func:`plot_scalars` (``smooth``, ``x``, ``ranks``, ``log``, ``bands``).

@@ -123,7 +123,7 @@ def test_row_groups_bound_memory(tmp_path):
             value=rng.standard_normal(n),
         )
     )
-    report = result.to_parquet(tmp_path / "ds", row_group_size=8192)
+    report = msnb.to_parquet(result, tmp_path / "ds", row_group_size=8192)
     (path,) = report.files
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == n and meta.num_row_groups == -(-n // 8192)
@@ -166,8 +166,8 @@ def test_appending_adds_files_and_never_rewrites(ms_files, tmp_path):
     # a Follower's polls, appended one by one, give the same dataset as one read
     live = tmp_path / "live"
     follower = Follower(job)
-    follower.poll().to_parquet(live)
-    follower.close().to_parquet(live)
+    msnb.to_parquet(follower.poll(), live)
+    msnb.to_parquet(follower.close(), live)
     assert duckdb.sql(f"select count(*) from read_parquet('{live}/*/*/kind=scalars/*.parquet')").fetchall()[0][0] == len(full.scalars)
 
 
@@ -193,7 +193,7 @@ def test_without_pyarrow_the_error_names_the_extra(ms_files, tmp_path):
         "import msnb\n"
         "from msnb.errors import UsageError\n"
         f"r = msnb.read({str(ms_files / 'ranks')!r})\n"
-        "try:\n    r.to_parquet('x')\nexcept UsageError as e:\n    print(e)\n"
+        "try:\n    msnb.to_parquet(r, 'x')\nexcept UsageError as e:\n    print(e)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.stdout.strip() == "Parquet export needs pyarrow: pip install 'msnb[parquet]'", proc.stderr
@@ -221,5 +221,5 @@ def test_one_run_is_named_after_its_directory_and_kinds_are_read_one_at_a_time(m
     assert dict(together) == written
 
     again = tmp_path / "again"
-    msnb.read(run).to_parquet(again)  # ReadResult.to_parquet names it the same way
+    msnb.to_parquet(msnb.read(run), again)  # msnb.to_parquet names it the same way
     assert sorted(p.name for p in again.iterdir() if p.is_dir()) == ["run=job_4711"]

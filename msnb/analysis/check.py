@@ -15,7 +15,6 @@ from ..events.runs import read_runs
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count
-from .health import first_anomaly_check
 from .judge import RunVerdict, judge_run
 from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Rules
 
@@ -150,11 +149,6 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
-    for verdict in runs:
-        if not verdict.passed and verdict.tag is not None:
-            started = first_anomaly_check(scalars if len(names) == 1 else scalars.take(scalars.run == verdict.run))  # one run: no copy of the table
-            if started is not None:
-                verdict.checks.append(started)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")

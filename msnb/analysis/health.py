@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
-from ..events import ReadResult, read
+from ..events import ReadResult
+from ..events.runs import read_runs
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
 from ..events.training_state import find_global_norm_records
@@ -183,7 +184,10 @@ def _tier(tag: str) -> int:
 
 @dataclass
 class Anomaly:
-    """One series' first anomalous point: where (run, rank, tag), when (step), what (value, reason)."""
+    """One series' first anomalous point: where (run, rank, tag), when (step), what (value, reason).
+
+    The run is named as ``msnb check`` names it (its label), so a health report and a verdict speak of one run.
+    """
 
     step: int
     rank: int
@@ -195,7 +199,7 @@ class Anomaly:
 
     def as_dict(self, *, value: bool = True) -> dict:
         """JSON-ready: unknown rank and non-finite values become null (the reason names them)."""
-        out = {"step": int(self.step), "rank": None if self.rank == NO_RANK else int(self.rank), "tag": self.tag}
+        out = {"run": self.run, "step": int(self.step), "rank": None if self.rank == NO_RANK else int(self.rank), "tag": self.tag}
         if value:
             out["value"] = float(self.value) if math.isfinite(self.value) else None
         out["reason"] = self.reason
@@ -361,7 +365,7 @@ def _series(scalars):
     """Split a scalar table into series; group series that share their steps into one dense array each.
 
     A step written twice in a series (a job resumed from a checkpoint) keeps
-    its last value, as TensorBoard does.  Yields ``(keys, steps, values)`` with
+    its last value, as TensorBoard does, unless one of its writes was NaN or Inf.  Yields ``(keys, steps, values)`` with
     keys ``(run, rank, tag)`` per row of the ``values`` array.
     """
     run_codes, runs = _factorize(scalars.run)
@@ -373,8 +377,16 @@ def _series(scalars):
     sid_s, step_s = sid[order], scalars.step[order]
     keep = np.ones(len(order), dtype=bool)
     keep[:-1] = (sid_s[1:] != sid_s[:-1]) | (step_s[1:] != step_s[:-1])  # last write of a (series, step) wins
+    written = scalars.value[order]
+    values = written[keep]
+    bad = ~np.isfinite(written)
+    if bad.any() and not keep.all():
+        # ... except that a NaN/Inf is never hidden by a later finite write of its step (a retried step): the judge
+        # flags it, so the scan must see it too
+        point = np.cumsum(keep) - keep  # the kept point each record belongs to
+        first_bad, at = np.unique(point[bad], return_index=True)
+        values[first_bad] = written[np.flatnonzero(bad)[at]]
     order, sid_s, step_s = order[keep], sid_s[keep], step_s[keep]
-    values = scalars.value[order]
     bounds = np.flatnonzero(np.diff(sid_s)) + 1
     starts = np.concatenate(([0], bounds))
     ends = np.concatenate((bounds, [len(sid_s)]))
@@ -510,7 +522,7 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
     else:
         if not os.path.exists(source):
             raise NothingReadable(f"{source}: no such file or directory")
-        result = read(source, verify=verify)
+        result = read_runs(source, verify=verify, labelled=True)  # runs named as msnb check names them
         records, problems = find_global_norm_records(source)
         where = str(source)
     if not len(result.scalars) and not records:

@@ -14,6 +14,7 @@ from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
 from ..words import count
 from .divergence import divergence_details
+from .health import first_anomaly_check
 from .nonfinite import find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
 from .series import align, curves, stride
@@ -143,7 +144,8 @@ def judge_run(
         seen: where given, receives the loss curves judged (``curves``) and the run's loss
             (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
         context: more scalars of the same run written elsewhere (a ScalarTable: the summary beside a training
-            log), looked at only for the likely cause of a loss that never fell (a learning rate of 0...).
+            log), looked at only for the likely cause of a loss that never fell (a learning rate of 0...) and,
+            when the run failed, for where it started (per-parameter data).
         collect_freq: the run's collection frequency where known (its config): a stride equal to it is said to come from it.
 
     Returns:
@@ -205,5 +207,9 @@ def judge_run(
         for c in curves(mine, st_tag):
             label = f"[rank {c.rank}]" if len(ranked) > 1 else ""
             verdict.checks.append(step_time_stability(c.values, label, rules))
+    if not verdict.passed:  # where it started: which rank and parameter left its own history first (health's detector)
+        started = first_anomaly_check(mine) or (first_anomaly_check(context) if context is not None else None)
+        if started is not None:
+            verdict.checks.append(started)
     verdict.flags.sort(key=lambda f: (f.step, f.rank))
     return verdict

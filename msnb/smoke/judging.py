@@ -10,19 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.health import first_anomaly_check
 from ..words import count, plural
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
-
-_LOSS_CHECKS = ("finite", "loss_falling", "loss_spikes", "rank_divergence")
-
-
-def _first_anomaly(summary_read, everything):
-    """Where a failed loss started (rank, parameter), from whichever source recorded per-parameter data."""
-    for source in (summary_read, everything):
-        if source is not None and (where := first_anomaly_check(source.scalars)) is not None:
-            return where
-    return None
 
 
 def judge_smoke(
@@ -120,10 +109,6 @@ def judge_smoke(
     if not loss_checks and (outcome.returncode == 0 or trained):
         checks.append(Check("loss_falling", FAIL, "no loss was recorded"))
     checks.extend(loss_checks)
-    if any(c.status == FAIL and c.name.startswith(_LOSS_CHECKS) for c in checks):
-        where = _first_anomaly(summary_read, everything)
-        if where is not None:
-            checks.append(where)
 
     collect_freq = int(spec.get("collect_freq") or 1)
     builtin = not spec.get("code") and not spec.get("module")

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import msnb
-from msnb.analysis.health import DEPARTURE, NAN, NEG_INF, POS_INF, Settings, first_anomaly, first_departures, scan_cube
+from msnb.analysis.health import DEPARTURE, NAN, NEG_INF, POS_INF, Settings, first_anomaly, first_departures, scan_cube, scan_scalars
 from msnb.errors import NothingReadable, UsageError
-from msnb.events import read
+from msnb.events import ScalarTable, read
 from msnb.events.training_state import MAX_LINE, fold_head_runs, parse_line
 from tests.conftest import _run_writer, ipython_json, load_expected
 
@@ -234,8 +234,8 @@ def test_the_injected_fault_is_found_where_it_started(ts_runs, fault_report):
 def test_the_report_as_json_text_and_html(fault_report):
     d = fault_report.as_dict()
     assert set(d) == {"first", "cascade", "ranks", "tags_scanned"}
-    assert set(d["first"]) == {"step", "rank", "tag", "value", "reason"}
-    assert all(set(c) == {"step", "rank", "tag", "reason"} for c in d["cascade"])
+    assert set(d["first"]) == {"run", "step", "rank", "tag", "value", "reason"}
+    assert all(set(c) == {"run", "step", "rank", "tag", "reason"} for c in d["cascade"])
     json.loads(json.dumps(d, allow_nan=False))  # strict JSON: no NaN anywhere
     text = fault_report.format_text()
     assert text.startswith(f"first anomaly: step {fault_report.first.step:,}, rank {fault_report.first.rank}, {fault_report.first.tag}")
@@ -400,3 +400,23 @@ def test_a_failed_check_names_where_it_started(ts_runs):
 def test_a_passing_check_adds_nothing(ts_runs):
     result = msnb.check(ts_runs / "healthy")
     assert result.passed and not any(c.name == "first_anomaly" for r in result.runs for c in r.checks)
+
+
+def test_a_nan_rewritten_at_its_step_is_still_the_first_anomaly():
+    """A retried step writes NaN, then a finite value: the last write is the step's value, but the NaN stays an anomaly
+    (the judge's ``finite`` check flags it; the scan must not hide it)."""
+    steps = np.concatenate([np.arange(1, 81), [80], np.arange(81, 201)])
+    values = np.concatenate([np.linspace(3, 2, 80), [1.9], np.linspace(1.9, 1.5, 120)])
+    values[79] = np.nan  # step 80's first write
+    table = ScalarTable(
+        run=np.full(steps.size, ".", dtype=object),
+        rank=np.ones(steps.size, dtype=np.int64),
+        tag=np.full(steps.size, "loss", dtype=object),
+        step=steps,
+        wall_time=steps * 1.0,
+        value=values,
+    )
+    first = scan_scalars(table).first
+    assert (first.step, first.rank, first.tag, first.reason) == (80, 1, "loss", "non-finite (nan)")
+    values[79] = 1.95  # the same log without the NaN: nothing to find
+    assert scan_scalars(table).first is None

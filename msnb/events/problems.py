@@ -96,3 +96,25 @@ class Problem:
     def as_dict(self) -> dict:
         """Plain JSON-ready fields (kind and severity as their string values)."""
         return {"path": self.path, "offset": self.offset, "kind": str(self.kind), "message": self.message, "severity": str(self.severity)}
+
+
+class SaidOnce:
+    """The problems of repeated walks, each kept once: a symlink loop or a locked folder is news at the first poll only.
+
+    A watch walks its tree at every poll and finds the same loop each time; whoever polls (the Follower, the team
+    panel's base walk) keeps one of these instead of its own bookkeeping.
+    """
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self._seen: set = set()
+
+    def add(self, found) -> bool:
+        """Keep the problems of *found* not said before (by path and kind); True when there was any."""
+        new = False
+        for p in found:
+            if (p.path, p.kind) not in self._seen:
+                self._seen.add((p.path, p.kind))
+                self.problems.append(p)
+                new = True
+        return new

@@ -27,7 +27,7 @@ from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
-from .problems import SKIPPED_KINDS, Problem, ProblemKind
+from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
 from .records import HEADER, FrameReader
 from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .tags import spellings
@@ -570,7 +570,7 @@ class Follower:
         self._dir_cache: dict = {}
         self._problems: list = []
         self._cached: ReadResult | None = None
-        self._reported: set = set()
+        self._walk = SaidOnce()  # what walking the tree found (loops, folders it cannot list), said once
 
     def poll(self, *, final: bool = False) -> ReadResult:
         return ReadResult.merge(self.poll_files(final))
@@ -594,11 +594,10 @@ class Follower:
             sources = [s for s in sources if s.run == self.run or head_owner(s.run, runs) == self.run]
         if self.names is not None:
             sources = [self._named(s, runs) for s in sources]
-        for problem in found:
-            if (problem.path, problem.kind) not in self._reported:  # a loop is reported once, not at every poll
-                self._reported.add((problem.path, problem.kind))
-                self._problems.append(problem)
-                self._cached = None
+        before = len(self._walk.problems)
+        if self._walk.add(found):  # a loop is reported once, not at every poll
+            self._problems.extend(self._walk.problems[before:])
+            self._cached = None
         for src in sources:
             if src.path not in self._states:
                 self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit, wanted=self._wanted)

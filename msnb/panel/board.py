@@ -13,6 +13,7 @@ import time
 from ..analysis.judge import judged_tags
 from ..analysis.rules import DEFAULT_RULES, Rules
 from ..errors import NothingReadable, UsageError
+from ..events.problems import SaidOnce
 from .collect import _read_run, check_base, find_runs
 from .rows import refresh, summarize
 from .table import RunsTable
@@ -46,8 +47,7 @@ class RunsBoard:
         self._dir_cache: dict = {}
         self._readers: dict = {}
         self._rows: dict = {}
-        self._problems: list = []
-        self._reported: set = set()
+        self._walk = SaidOnce()
         self.polls = 0
         self.changed: list = []  # the runs the last poll read something new from (and judged again)
 
@@ -79,13 +79,10 @@ class RunsBoard:
             if result is not None:
                 self._rows[run.name] = summarize(run.name, result, tag=self.tag, rules=self.rules)
                 self.changed.append(run.name)
-        for p in found:
-            if (p.path, p.kind) not in self._reported:  # a loop or a locked folder is said once, not at every poll
-                self._reported.add((p.path, p.kind))
-                self._problems.append(p)
+        self._walk.add(found)  # a loop or a locked folder is said once, not at every poll
         now = time.time() if now is None else now
         rows = [refresh(self._rows[name], active_within=self.active_within, now=now) for name in sorted(self._rows)]
-        return RunsTable(rows, base=str(self.base), problems=list(self._problems), now=now, active_within=self.active_within)
+        return RunsTable(rows, base=str(self.base), problems=list(self._walk.problems), now=now, active_within=self.active_within)
 
 
 def runs(

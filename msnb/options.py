@@ -114,7 +114,12 @@ RUNS_OPTIONS: tuple[Option, ...] = (
 
 HEALTH_OPTIONS: tuple[Option, ...] = (
     Option(("path",), "a run directory (TensorBoard rank_N folders, logs), a tree of runs or a file"),
-    Option(("--json",), 'print {"first": {"run", "step", "rank", "tag", "value", "reason"}, "cascade": [...], "ranks": [...], "tags_scanned": N}', action="store_true", where="cli"),
+    Option(
+        ("--json",),
+        'print {"first": {"run", "step", "rank", "tag", "value", "reason"}, "cascade": [...], "ranks": [...], "tags_scanned": N}',
+        action="store_true",
+        where="cli",
+    ),
     Option(("--tag-prefix",), "only tags starting with PREFIX, e.g. local_norm (repeatable)", action="append", metavar="PREFIX"),
     Option(("--window",), "trailing points each point is compared with (default 64)", type=int, default=64),
     Option(("--threshold",), "robust z-score that counts as a departure (default 10)", type=float, default=10.0),

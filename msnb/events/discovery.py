@@ -165,6 +165,46 @@ def describe(path: Path, root: Path, kind: str) -> Source:
     return Source(str(path), kind, run, rank, (_timestamp(path.name, kind), path.name))
 
 
+def list_dir(d: Path, problems: list | None = None, limit: int | None = None) -> tuple[list, list, int, bool]:
+    """One directory's listing as a walk for runs sees it.
+
+    Hidden folders (``.venv``, ``.git``, editors' checkpoints) and package folders never hold a run and are left
+    out; a file of a kind msnb reads that is not a regular file (a FIFO, a socket) is reported, not opened.
+
+    Args:
+        d: the directory.
+        problems: where a special file is reported.
+        limit: stop after this many entries (None: all).
+
+    Returns:
+        ``(files, subdirs, entries, cut)``: ``(name, kind)`` of the files msnb reads, the folders to walk,
+        the entries looked at, and whether *limit* stopped the listing.
+
+    Raises:
+        OSError: the directory cannot be listed (the caller says so, or leaves it to discovery).
+    """
+    files, subdirs = [], []
+    entries = 0
+    with os.scandir(d) as it:
+        for entry in it:
+            entries += 1
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+                        subdirs.append(entry.name)
+                elif entry.is_file(follow_symlinks=True):
+                    kind = classify(entry.name)
+                    if kind:
+                        files.append((entry.name, kind))
+                elif classify(entry.name):
+                    _not_regular(problems, d / entry.name)
+            except OSError:
+                continue
+            if limit is not None and entries >= limit:
+                return files, subdirs, entries, True
+    return files, subdirs, entries, False
+
+
 def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: list | None = None) -> list[Source]:
     """Every readable file under *root* (or *root* itself), in reading order.
 
@@ -213,23 +253,8 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         if cached and cached[0] == mtime:
             files, subdirs = cached[1], cached[2]
         else:
-            files, subdirs = [], []
             try:
-                with os.scandir(d) as it:
-                    for entry in it:
-                        try:
-                            if entry.is_dir(follow_symlinks=True):
-                                # hidden folders (.venv, .git, checkpoints of editors) never hold a run
-                                if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
-                                    subdirs.append(entry.name)
-                            elif entry.is_file(follow_symlinks=True):
-                                kind = classify(entry.name)
-                                if kind:
-                                    files.append((entry.name, kind))
-                            elif classify(entry.name):
-                                _not_regular(problems, d / entry.name)
-                        except OSError:
-                            continue
+                files, subdirs, _seen, _cut = list_dir(d, problems)
             except FileNotFoundError:
                 continue
             except OSError as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..events.discovery import _SKIP_DIRS, _not_regular, classify, discover, head_owner
+from ..events.discovery import discover, head_owner, list_dir
 from ..events.problems import ProblemKind
 from ..events.reader import Follower
 from ..events.records import Problem
@@ -131,28 +131,12 @@ def walk_base(root: Path, dir_cache: dict, problems: list | None = None) -> None
             dir_cache[str(d)] = (st.st_mtime_ns, [], [])
             cut = True
             continue
-        files, subdirs = [], []
         try:
-            with os.scandir(d) as it:
-                for entry in it:
-                    entries += 1
-                    try:
-                        if entry.is_dir(follow_symlinks=True):
-                            if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
-                                subdirs.append(entry.name)
-                        elif entry.is_file(follow_symlinks=True):
-                            kind = classify(entry.name)
-                            if kind:
-                                files.append((entry.name, kind))
-                        elif classify(entry.name):
-                            _not_regular(problems, d / entry.name)
-                    except OSError:
-                        continue
-                    if entries >= MAX_WALK_ENTRIES:
-                        cut = True
-                        break
+            files, subdirs, seen_here, stopped = list_dir(d, problems, MAX_WALK_ENTRIES - entries)
         except OSError:
             continue  # not cached: discovery lists it itself and reports why it cannot
+        entries += seen_here
+        cut = cut or stopped
         kept = []
         for name in sorted(subdirs):
             sub = d / name

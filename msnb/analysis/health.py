@@ -261,23 +261,26 @@ class HealthReport(ResultView):
         return f"{self.series_scanned:,} series ({count(self.tags_scanned, 'tag', thousands=True)}, {rank_text}{step_text})"
 
     def cascade_groups(self) -> list[tuple[int, str, str, list[int]]]:
-        """The cascade as ``(step, what, reason kind, ranks)``: one group per tag (or parameter family) and step.
+        """The cascade as ``(step, what, reason kind, ranks)``: one group per run, tag (or parameter family) and step.
 
         Many parameters of one family going bad at one step read as one line
-        (``local_norm/* (201 series)``); one tag across ranks lists the ranks.
+        (``local_norm/* (201 series)``); one tag across ranks lists the ranks.  With
+        several runs scanned, *what* starts with the run (``run job_b: grad-norm``):
+        ranks of different runs are never merged into one line.
         """
+        several = self.several_runs
         by_tag: dict = {}
         for a in self.cascade:
             kind = a.reason.split(" ", 1)[0]
-            by_tag.setdefault((a.step, a.tag, kind), set()).add(a.rank)
+            by_tag.setdefault((a.step, a.run if several else "", a.tag, kind), set()).add(a.rank)
         merged: dict = {}
-        for (step, tag, kind), ranks in by_tag.items():
+        for (step, run, tag, kind), ranks in by_tag.items():
             family = tag.split("/", 1)[0] + "/*" if _tier(tag) == 0 else tag
-            merged.setdefault((step, family, kind, tuple(sorted(ranks))), []).append(tag)
+            merged.setdefault((step, run, family, kind, tuple(sorted(ranks))), []).append(tag)
         out = []
-        for (step, family, kind, ranks), tags in merged.items():
+        for (step, run, family, kind, ranks), tags in merged.items():
             what = tags[0] if len(tags) == 1 else f"{family} ({len(tags)} series)"
-            out.append((step, what, kind, list(ranks)))
+            out.append((step, f"run {run}: {what}" if several else what, kind, list(ranks)))
         return out
 
     @property

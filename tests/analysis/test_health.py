@@ -420,3 +420,27 @@ def test_a_nan_rewritten_at_its_step_is_still_the_first_anomaly():
     assert (first.step, first.rank, first.tag, first.reason) == (80, 1, "loss", "non-finite (nan)")
     values[79] = 1.95  # the same log without the NaN: nothing to find
     assert scan_scalars(table).first is None
+
+
+def test_the_cascade_of_several_runs_never_merges_their_ranks():
+    """Rank 0 of one run and rank 1 of another breaking at one step are two lines, each naming its run, not 'ranks 0-1'."""
+    n = 100
+    steps = np.arange(1, n + 1)
+    rows = []
+    for run, rank in (("job_a", 0), ("job_b", 1), ("job_c", 0)):
+        v = np.linspace(3, 2, n)
+        if run != "job_c":
+            v[60:] = np.nan
+        rows.append((run, rank, v))
+    table = ScalarTable(
+        run=np.array([r for r, _, _ in rows for _ in steps], dtype=object),
+        rank=np.concatenate([np.full(n, k, dtype=np.int64) for _, k, _ in rows]),
+        tag=np.full(3 * n, "loss", dtype=object),
+        step=np.tile(steps, 3),
+        wall_time=np.tile(steps * 1.0, 3),
+        value=np.concatenate([v for *_, v in rows]),
+    )
+    report = scan_scalars(table)
+    assert (report.first.run, report.first.step) == ("job_a", 61) and report.several_runs
+    assert report.cascade_groups() == [(61, "run job_b: loss", "non-finite", [1])]
+    assert "run job_b: loss" in report.format_text()

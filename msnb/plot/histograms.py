@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
+from ..events.tags import ALIASES
 from ..words import count
 
 
@@ -158,8 +159,6 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
 def plot_step_time(scalars, tag: str | None = None, *, skip_first: int = 1, figure=None):
     """Distribution of step times, the first *skip_first* (compilation) left out; returns (figure, stats)."""
     from matplotlib.figure import Figure
-
-    from ..events.tags import ALIASES
 
     present = set(scalars.tags())
     tag = tag or next((t for t in ALIASES["step_time"] if t in present), None)

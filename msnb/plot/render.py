@@ -1,8 +1,10 @@
-"""Turning a matplotlib Figure into bytes, without pyplot or an inline backend.
+"""Turning a matplotlib Figure into bytes, without pyplot or an inline backend, and showing it.
 
 msnb builds ``matplotlib.figure.Figure`` objects directly (no global pyplot
 state), which IPython cannot show until a backend registers a formatter; so
-msnb renders them itself and displays the PNG.
+msnb renders them itself and displays the PNG.  Whether there is a notebook
+to show it in (:func:`in_notebook`), and which cell shows it (:func:`current_cell`),
+are asked here too, for every result that displays itself.
 """
 
 from __future__ import annotations
@@ -48,6 +50,26 @@ def describe_figure(figure) -> str:
     panels = [ax.get_title() for ax in figure.axes if ax.get_visible() and ax.get_title()]
     text = f"figure: {title}" if title else "figure"
     return text + (f" ({', '.join(panels)})" if panels else "")
+
+
+def current_cell():
+    """The execution count of the cell running now (None outside IPython): which cell already shows a result."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.execution_count
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (a front end can show rich output)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 def show_figure(figure, dpi: int = 100, text: str | None = None) -> None:

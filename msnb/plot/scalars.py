@@ -38,6 +38,7 @@ from ..status import ResultView
 from ..words import count
 from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
+from .render import current_cell, figure_png, show_figure
 
 MAX_NONFINITE_LINES = 10  # ranges of NaN/Inf listed in the text; report.nonfinite holds every one
 
@@ -150,22 +151,15 @@ class PlotReport(ResultView):
         """The figure as PNG and the short text, for ``display(report)`` and front ends without images."""
         import base64
 
-        from .render import figure_png
-
         return {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": self.short_text()}
 
     def show(self) -> None:
         """Display the figure and the short text under it (what ``%mfmon_plot`` shows), once for this cell."""
-        from .live import current_cell
-        from .render import show_figure
-
         show_figure(self.figure)
         print(self.short_text())
         self._shown_in = current_cell()
 
     def _ipython_display_(self) -> None:
-        from .live import current_cell
-
         # %mfmon_plot already showed it in this cell: the cell's value adds nothing (no second figure, no repr)
         if self._shown_in is not None and self._shown_in == current_cell():
             return

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import __version__
 from .errors import KernelSpecError, UnsafeFile
 from .safe_files import load_json
 
@@ -268,8 +269,6 @@ def build_spec(
     env: dict | None = None,
 ) -> dict:
     """The kernel.json content msnb writes: ipykernel on *python*, msnb auto-loaded."""
-    from . import __version__
-
     spec = {
         "argv": [
             python or sys.executable,

@@ -30,7 +30,7 @@ from pathlib import Path
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
-from .kernel import MARKER, read_spec
+from .kernel import MARKER, kernels_dir, locate, read_spec, removal_command, where_of
 from .safe_files import loads_json
 from .status import ResultView
 from .words import count
@@ -186,8 +186,6 @@ def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
     """
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_core.paths import SYSTEM_JUPYTER_PATH
-
-    from .kernel import kernels_dir, locate, removal_command, where_of
 
     here = Path(resource_dir).resolve()
     found = locate(name)

@@ -30,6 +30,9 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
+from .config.loader import check_shape, read_bytes
 from .errors import MsnbError, RegistrationError, UsageError
 
 
@@ -399,8 +402,6 @@ class _Unreadable(Exception):
 
 
 def _read_source(path: Path) -> str:
-    from .config.loader import read_bytes
-
     if path.stat().st_size > MAX_SCAN_BYTES:  # checked before reading: a huge file is never read
         raise _Unreadable(f"larger than {MAX_SCAN_BYTES // (1024 * 1024)} MiB; not scanned")
     try:
@@ -466,10 +467,6 @@ def _unparse(node) -> str:
 
 
 def _scan_yaml(path: Path) -> list:
-    import yaml
-
-    from .config.loader import check_shape
-
     text = _read_source(path)
     try:
         check_shape(text, path)  # alias bombs and deep nesting: refused before a node graph is built

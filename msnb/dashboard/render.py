@@ -19,7 +19,7 @@ without relying on colours or legend order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..plot.bands import draw_bands
 from ..plot.downsample import m4
 from ..plot.render import MAX_TEXT_CHARS
 from ..plot.scalars import MIN_SMOOTHED, smoothing_for
-from .model import BoardData
+from .model import BoardData, Series
 
 RANK_MODES = ("mean", "all", "bands")
 X_KINDS = ("step", "relative", "wall")
@@ -357,8 +357,6 @@ def _draw_bands(panel: _Panel, data: BoardData, run, bands, color: str, label: s
 
 def _median_series(run, bands):
     """The bands' median as a :class:`~msnb.dashboard.model.Series` (its wall times from the mean's), cached with the bands."""
-    from .model import Series
-
     cache = run.cache.setdefault("medians", {})
     if bands.tag not in cache:
         walls = np.full(bands.steps.size, np.nan)
@@ -372,8 +370,6 @@ def _median_series(run, bands):
 
 def _cut_bands(bands, cut):
     """The bands over the steps in range only (same object shape, arrays sliced)."""
-    from dataclasses import replace
-
     return replace(
         bands,
         steps=bands.steps[cut],

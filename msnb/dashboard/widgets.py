@@ -25,6 +25,7 @@ import traitlets
 
 from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
+from ..plot.histograms import plot_histograms
 from ..plot.render import plain_text
 from ..status import COLORS
 from ..words import count
@@ -270,8 +271,6 @@ class Board:
     def redraw_histograms(self) -> None:
         """Draw the chosen histogram tag of the chosen run (ridge lines or a heatmap over steps), cut to the step range."""
         from matplotlib.figure import Figure
-
-        from ..plot.histograms import plot_histograms
 
         with self._lock:
             self._cancel("redraw_histograms")

@@ -11,6 +11,7 @@ import ctypes
 
 import numpy as np
 
+from ..errors import UsageError
 from ..heap import give_back_freed_memory
 from .tags import resolve
 
@@ -358,7 +359,5 @@ def kind_name(name: str) -> str:
     """
     canonical = KIND_SPELLINGS.get(name, name)
     if canonical not in TABLE_KINDS:
-        from ..errors import UsageError
-
         raise UsageError(f"unknown kind {name!r}; choose one of {', '.join(TABLE_KINDS)}")
     return canonical

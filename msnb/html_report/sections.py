@@ -17,6 +17,9 @@ from ..doctor import check_versions, mindformers_version_map
 from ..environment import installed_versions
 from ..events.tables import object_codes
 from ..events.tags import ALIASES, DEFAULT_PANELS
+from ..plot.histograms import plot_histograms, plot_step_time
+from ..plot.render import describe_figure, figure_png
+from ..plot.scalars import plot_scalars
 from ..status import status_word
 from ..words import count
 from . import page
@@ -32,14 +35,10 @@ MAX_FIELD = 300  # characters of one lineage value
 
 
 def _png(figure, dpi: int) -> bytes:
-    from ..plot.render import figure_png
-
     return figure_png(figure, dpi=dpi)
 
 
 def _alt(figure) -> str:
-    from ..plot.render import describe_figure
-
     return describe_figure(figure)
 
 
@@ -150,8 +149,6 @@ def scalars(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.scalars import plot_scalars
-
     table_ = result.scalars
     if not len(table_):
         return note("No scalars were read.")
@@ -221,8 +218,6 @@ def step_time(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.histograms import plot_step_time
-
     table_ = result.scalars
     tag = next((t for t in ALIASES["step_time"] if len(table_) and t in set(table_.tags())), None)
     if tag is None:
@@ -253,8 +248,6 @@ def histograms(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.histograms import plot_histograms
-
     table_ = result.histograms
     if not len(table_):
         return note("No histograms were recorded.")

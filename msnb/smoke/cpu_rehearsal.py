@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 
+from .mindformers_plan import CPU_WRAPPER
+
 
 def _module(name: str):
     try:
@@ -33,8 +35,6 @@ def _overflow_wrapper() -> str | None:
     from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
     from mindformers.wrapper import MFTrainOneStepCell
     from mindspore.nn.wrap.loss_scale import _ascend_grad_overflow
-
-    from .mindformers_plan import CPU_WRAPPER
 
     def get_overflow_status(self, status, compute_output):
         return self._get_distributed_overflow_status_on_infnan_mode(_ascend_grad_overflow, compute_output)

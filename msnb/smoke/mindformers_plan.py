@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 from ..config.run_config import is_mindformers_run
 from ..errors import SmokeError
 
@@ -447,8 +448,6 @@ def plan_mindformers(
     monitor = cfg.get("monitor_config") if isinstance(cfg.get("monitor_config"), dict) else None
     formats: dict = {}
     if monitor is not None:
-        from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
-
         for key in [k for k in monitor if k not in MINDFORMERS_MONITOR_KEYS]:
             monitor.pop(key)  # mindformers raises KeyError on keys it does not know
         if device == "CPU":

@@ -23,6 +23,8 @@ import traceback
 
 import numpy as np
 
+from .guard import set_parent_death_signal
+
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0):
     """Token ids with exactly the columns the config's dataset gives, following a pattern a model can learn.
@@ -62,8 +64,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(spec_path: str) -> int:
-    from .guard import set_parent_death_signal
-
     set_parent_death_signal(signal.SIGKILL)  # the guard gone: so is the training
     with open(spec_path) as f:
         spec = json.load(f)

@@ -18,6 +18,8 @@ import runpy
 import signal
 import sys
 
+from .guard import set_parent_death_signal
+
 
 def _user_model(spec: dict):
     """(net, loss_fn, optimizer, dataset) from the user's code file or module."""
@@ -49,8 +51,6 @@ def _user_model(spec: dict):
 
 
 def main(spec_path: str) -> int:
-    from .guard import set_parent_death_signal
-
     set_parent_death_signal(signal.SIGKILL)  # the guard, or msrun, gone: so is this rank
     with open(spec_path) as f:
         spec = json.load(f)

@@ -16,10 +16,14 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
 from . import __version__
@@ -101,8 +105,6 @@ def logo_dir() -> Path:
     """
     candidates = []
     try:
-        from importlib.resources import files
-
         candidates.append(Path(str(files("msnb.kernel_resources"))))
     except (ImportError, TypeError):
         pass
@@ -220,8 +222,6 @@ class _Tail:
 
 def _drain(fd: int, keep: int = 8192) -> _Tail:
     """Read *fd* to its end in a daemon thread, keeping the last *keep* bytes; the thread closes *fd*."""
-    import threading
-
     tail = _Tail(bytearray(), None)
 
     def run() -> None:
@@ -240,9 +240,6 @@ def _drain(fd: int, keep: int = 8192) -> _Tail:
 def _end_group(pgid: int, wait: float = 2.0) -> None:
     """End what is left of a process group (a background job the script started), waiting up to *wait* seconds
     for it to be gone (a signal is delivered asynchronously)."""
-    import signal
-    import time
-
     deadline = time.monotonic() + wait
     try:
         os.killpg(pgid, signal.SIGKILL)

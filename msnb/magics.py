@@ -14,6 +14,7 @@ import shlex
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 
 from .compare_options import compare_magic_arguments
 from .errors import MsnbError
@@ -48,8 +49,6 @@ def split_line(line: str) -> list[str]:
     try:
         if os.name != "nt":
             return shlex.split(line)
-        from IPython.utils.process import arg_split
-
         return [w[1:-1] if len(w) >= 2 and w[0] == w[-1] and w[0] in "\"'" else w for w in arg_split(line, posix=False)]
     except ValueError as exc:  # an unclosed quote
         raise UsageError(f"msnb: {exc}: {line}") from None

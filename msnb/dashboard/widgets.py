@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
+import io
 import threading
 import weakref
 
@@ -44,8 +45,6 @@ def png(figure, dpi: int = DPI) -> bytes:
     The board's figures make their texts plain (no TeX) where they are written (:func:`msnb.dashboard.render.render`);
     the histogram figure comes from :func:`msnb.plot.histograms.plot_histograms` and is made plain by the caller.
     """
-    import io
-
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 

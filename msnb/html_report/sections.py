@@ -9,6 +9,7 @@ drawn for at most :data:`MAX_FIGURE_RUNS` runs, tables stop at
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import yaml
@@ -372,8 +373,6 @@ def environment() -> str:
     Returns:
         The section's HTML.
     """
-    import platform
-
     versions = installed_versions()
     found = check_versions(versions, mindformers_version_map())
     parts = [note("Of the machine that wrote this report, which may not be the one that trained.")]

@@ -20,6 +20,7 @@ near-constant series is drawn flat on an axis that does not magnify rounding.
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass, field, replace
 
@@ -149,8 +150,6 @@ class PlotReport(ResultView):
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The figure as PNG and the short text, for ``display(report)`` and front ends without images."""
-        import base64
-
         return {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": self.short_text()}
 
     def show(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
@@ -76,8 +77,6 @@ _DATA_PATH_KEYS = ("data_path", "dataset_dir", "path", "data_dir")
 
 def installed_mindformers() -> str | None:
     """The installed mindformers' version, from its metadata (mindformers is not imported: it writes ``./output``)."""
-    from importlib import metadata
-
     try:
         return metadata.version("mindformers")
     except metadata.PackageNotFoundError:

@@ -568,8 +568,6 @@ def _draw(summary_read, times, live_read=None) -> tuple[object, object, list]:
     except Exception as exc:  # drawing is another layer's code; whatever it raises, the verdict stands
         first = f"{type(exc).__name__}: {exc}"
     try:
-        from dataclasses import replace
-
         figure, _ = smoke_figures(replace(summary_read, histograms=type(summary_read.histograms)()), times, live_read)
         return figure, None, [Check("figures", WARN, f"the histogram figure could not be drawn ({first}); the curves were")]
     except Exception as exc:  # noqa: BLE001 - same reason

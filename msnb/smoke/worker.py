@@ -11,6 +11,7 @@ times go to ``step_times[_rank<N>].csv`` beside the summary directory.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -27,8 +28,6 @@ def _user_model(spec: dict):
         ns = runpy.run_path(spec["code"], run_name="__msnb_smoke__")
         where = "the cell's code"
     else:
-        import importlib
-
         module = spec["module"]
         if spec.get("module_path"):  # a module name is imported from the caller's directory, not the scratch one
             sys.path.insert(0, spec["module_path"])

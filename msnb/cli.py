@@ -13,9 +13,12 @@ import os
 import sys
 
 from . import __version__
+from .compare_options import add_compare_arguments, compare_kwargs
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .outputs import figure_out
+from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
 
 
@@ -130,7 +133,6 @@ def _cmd_plot(args) -> int:
 
     matplotlib.use("Agg")
     from .events.runs import read_for_plot
-    from .outputs import figure_out
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
@@ -174,7 +176,6 @@ def _cmd_smoke(args) -> int:
 
     matplotlib.use("Agg")
     from .plot.live import LiveView
-    from .smoke.options import SmokeOptions
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
@@ -330,8 +331,6 @@ def _cmd_report(args) -> int:
 
 def _cmd_compare(args) -> int:
     from .analysis.compare import compare
-    from .compare_options import compare_kwargs
-    from .outputs import figure_out
 
     out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
     result = compare(**compare_kwargs(args))
@@ -433,8 +432,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p, RUNS_OPTIONS).set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
-    from .smoke.options import add_smoke_arguments
-
     add_smoke_arguments(p)
     p.set_defaults(func=_cmd_smoke)
 
@@ -460,8 +457,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare", help="precision alignment: judge a candidate run against a baseline (Megatron-LM, Hugging Face...) by MindSpore's migration standard"
     )
-    from .compare_options import add_compare_arguments
-
     add_compare_arguments(p)
     p.set_defaults(func=_cmd_compare)
     return parser

@@ -16,10 +16,11 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split
 
-from .compare_options import compare_magic_arguments
+from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
-from .smoke.options import smoke_magic_arguments
+from .outputs import figure_out
+from .smoke.options import SmokeOptions, smoke_magic_arguments
 
 
 def user_errors(func):
@@ -223,7 +224,6 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke.options import SmokeOptions
         from .smoke.runner import run_smoke, save_figure
 
         args = parse_line(self.mfmon_smoke, line)
@@ -276,8 +276,6 @@ class MsnbMagics(Magics):
         ``.first_divergence``, ``.as_dict()``); nothing comparable fails the cell.
         """
         from .analysis.compare import compare
-        from .compare_options import compare_kwargs
-        from .outputs import figure_out
         from .plot.compare import plot_compare
         from .plot.render import show_figure
 

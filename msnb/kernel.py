@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
+
 from . import __version__
 from .errors import KernelSpecError, UnsafeFile
 from .safe_files import load_json
@@ -286,8 +288,6 @@ def build_spec(
 
 def kernels_dir(user: bool, prefix: str | None) -> Path:
     """The ``kernels`` folder jupyter_client installs into for this (user, prefix) choice."""
-    from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
-
     if user:
         return Path(jupyter_data_dir()) / "kernels"
     if prefix:

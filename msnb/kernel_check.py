@@ -27,6 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH
+
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
@@ -185,7 +187,6 @@ def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
     Jupyter's search order (in a virtual environment it does not).
     """
     from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_core.paths import SYSTEM_JUPYTER_PATH
 
     here = Path(resource_dir).resolve()
     found = locate(name)

@@ -13,7 +13,7 @@ def read(path, *, verify=True, tags=None, workers=None):
     See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
     None for the idle cores); imported lazily so ``import msnb`` stays cheap.
     """
-    from .events import read as _read
+    from .events import read as _read  # deferred: numpy and the readers (msnb.events)
 
     return _read(path, verify=verify, tags=tags, workers=workers)
 
@@ -32,6 +32,7 @@ def check(source, *, tag="loss", rules=None, verify=True):
     Returns:
         A ``CheckResult`` (``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``).
     """
+    # deferred: numpy, the readers and the judge (msnb.analysis)
     from .analysis.check import check as _check
     from .analysis.rules import DEFAULT_RULES
 
@@ -53,7 +54,7 @@ def runs(base, *, tag="loss", active_within=300.0, rules=None, verify=True):
     Returns:
         A ``RunsTable`` (``passed``, ``rows``, ``as_dict()``, ``format_text()``, HTML in a notebook).
     """
-    from .panel import runs as _runs
+    from .panel import runs as _runs  # deferred: numpy, the readers, the judge and the panel
 
     return _runs(base, tag=tag, active_within=active_within, rules=rules, verify=verify)
 
@@ -70,21 +71,21 @@ def board(*paths, every=None, tag="loss", verify=True):
     Returns:
         A ``Board`` (``.widget``, ``.controls``, ``.figure``), displayed as the widget.
     """
-    from .dashboard import board as _board
+    from .dashboard import board as _board  # deferred: ipywidgets, numpy and the judge
 
     return _board(*paths, every=every, tag=tag, verify=verify)
 
 
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
-    from .registry import register_model as _register_model
+    from .registry import register_model as _register_model  # deferred: importlib.metadata and PyYAML
 
     return _register_model(config_cls, model_cls, model_type=model_type, on_conflict=on_conflict)
 
 
 def load_ipython_extension(ipython):
     """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
-    from .magics import MsnbMagics
+    from .magics import MsnbMagics  # deferred: IPython (a kernel loads the magics, a script never does)
 
     ipython.register_magics(MsnbMagics)
 
@@ -95,7 +96,7 @@ def unload_ipython_extension(ipython):
 
 def health(source, *, tag_prefix=None, **kwargs):
     """Which rank, which tag, which step went bad first, and what followed (see :func:`msnb.analysis.health.health`)."""
-    from .analysis.health import health as _health
+    from .analysis.health import health as _health  # deferred: numpy, the readers and the judge
 
     return _health(source, tag_prefix=tag_prefix, **kwargs)
 
@@ -114,7 +115,7 @@ def report(source, *, out, config=None, title=None, tag="loss", verify=True):
     Returns:
         A ``ReportResult`` (``path``, ``bytes``, ``runs``, ``passed``).
     """
-    from .html_report import report as _report
+    from .html_report import report as _report  # deferred: numpy, PyYAML, the judge and the figures' code
 
     return _report(source, out=out, config=config, title=title, tag=tag, verify=verify)
 
@@ -136,6 +137,7 @@ def compare(baseline, candidate, *, reruns=(), tag=None, steps=None, offset=0, r
     Returns:
         A ``CompareResult`` (``passed``, ``checks``, ``first_divergence``, ``as_dict()``, ``format_text()``, ``exit_code``).
     """
+    # deferred: numpy, the readers and the judge
     from .analysis.compare import compare as _compare
     from .analysis.compare_rules import DEFAULT_COMPARE_RULES
 

@@ -367,7 +367,7 @@ def install(
                 f"not {spec['argv'][0]}; use --force to replace it or --name to pick another name"
             )
 
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     logos = logo_dir()
     try:
@@ -467,7 +467,7 @@ def search_dirs(*, user: bool = False, sys_prefix: bool = False, prefix: str | o
     if user or sys_prefix or prefix is not None:
         chosen_user, chosen_prefix = install_location(user=bool(user), sys_prefix=sys_prefix, prefix=None if prefix is None else str(prefix))
         return [kernels_dir(chosen_user, chosen_prefix)]
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     return [Path(d) for d in KernelSpecManager().kernel_dirs]
 
@@ -645,7 +645,7 @@ def locate(name: str = DEFAULT_NAME) -> list[KernelInfo]:
     ``JUPYTER_PATH`` before both, so a ``--user`` kernel of a name already
     installed there is never started.
     """
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     ksm = KernelSpecManager()
     return _same_name(ksm, name, ksm.find_kernel_specs().get(name))
@@ -668,7 +668,7 @@ def list_kernels() -> list[KernelInfo]:
     a list for ``env``, 100,000 nested brackets) is listed with the reason as
     its display name and no interpreter, never raised.
     """
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     ksm = KernelSpecManager()
     infos = []

@@ -354,6 +354,7 @@ def resolve_references(data: dict, loaded: LoadedConfig) -> dict:
     Returns:
         A new tree with every reference replaced by its value.
     """
+    # deferred: omegaconf (and antlr4), only for a config with ${} references
     from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 

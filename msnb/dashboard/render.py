@@ -75,7 +75,7 @@ def _x_of(x: str, steps, walls, start: float):
     if x == "step":
         return steps.astype(np.float64), "step"
     if x == "wall":
-        import matplotlib.dates as mdates
+        import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
 
         ok = np.isfinite(walls)
         out = np.full(walls.size, np.nan)
@@ -156,7 +156,7 @@ class _Panel:
         return full[cut][finite]
 
     def nonfinite(self, xs, label: str, gid: str) -> None:
-        from matplotlib.transforms import blended_transform_factory
+        from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until the first draw
 
         trans = blended_transform_factory(self.ax.transData, self.ax.transAxes)
         (marks,) = self.ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
@@ -174,6 +174,7 @@ def render(data: BoardData, view: View, figure=None):
     Returns:
         The Figure.
     """
+    # deferred: matplotlib, until the first draw
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 

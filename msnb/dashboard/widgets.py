@@ -45,6 +45,7 @@ def png(figure, dpi: int = DPI) -> bytes:
     The board's figures make their texts plain (no TeX) where they are written (:func:`msnb.dashboard.render.render`);
     the histogram figure comes from :func:`msnb.plot.histograms.plot_histograms` and is made plain by the caller.
     """
+    # deferred: matplotlib, until the first draw
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -269,7 +270,7 @@ class Board:
 
     def redraw_histograms(self) -> None:
         """Draw the chosen histogram tag of the chosen run (ridge lines or a heatmap over steps), cut to the step range."""
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # deferred: matplotlib, until the first draw
 
         with self._lock:
             self._cancel("redraw_histograms")

@@ -168,7 +168,7 @@ class Table:
     def to_pandas(self):
         """A pandas DataFrame of this table (pandas is optional)."""
         try:
-            import pandas as pd
+            import pandas as pd  # optional: pandas is no dependency of msnb
         except ImportError as exc:  # pragma: no cover - pandas ships with the [all] extra
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
         return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})

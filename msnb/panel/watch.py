@@ -27,7 +27,7 @@ class _NotebookDisplay:
         self.handle = None
 
     def show(self, table: RunsTable, changed: bool) -> None:
-        from IPython.display import display
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         if self.handle is None:
             self.handle = display(table.mime_bundle(), raw=True, display_id=True)

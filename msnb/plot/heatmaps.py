@@ -114,6 +114,7 @@ def _bin(cells: np.ndarray, axis: int, limit: int) -> tuple[np.ndarray, np.ndarr
 
 def _draw(cells, row_labels, steps, *, title, anomaly_cell=None, anomaly_text="", vlim=1.0, max_labels=40, ax=None):
     """One RGBA image: the diverging scale for ordinary cells, black for non-finite, grey for missing."""
+    # deferred: matplotlib, until a figure is drawn
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize

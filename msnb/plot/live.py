@@ -234,7 +234,7 @@ class LiveView:
     def _png(self, scalars) -> bytes | None:
         if scalars is None or not len(scalars):
             return None
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
         try:
             tags = resolve_tags(scalars.tags(), self.tags)[:4]
@@ -253,7 +253,7 @@ class LiveView:
         return {"text/html": f'<div class="msnb-live">{title}<code class="msnb-status">{html.escape(line)}</code>{img}</div>', "text/plain": text}
 
     def _show(self, obj) -> None:
-        from IPython.display import display
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         if self._handle is None:
             self._handle = display(obj, raw=True, display_id=True)

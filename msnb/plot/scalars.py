@@ -249,7 +249,7 @@ def _x_values(kind: str, steps, walls, run_start: float):
     if kind == "step":
         return steps.astype(np.float64), "step"
     if kind == "wall":
-        import matplotlib.dates as mdates
+        import matplotlib.dates as mdates  # deferred: matplotlib, until a figure is drawn
 
         return mdates.date2num(walls.astype("datetime64[us]") if walls.dtype.kind == "M" else (walls * 1e6).astype("datetime64[us]")), "wall-clock time"
     if kind == "relative":
@@ -313,7 +313,7 @@ def _compile_outlier(steps, values):
 
 def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
     """Limit a step-time panel to the steady state; mark each compile step at the top edge with its value."""
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
     top = float(np.percentile(steady_values, 99.5))
     bottom = float(np.min(steady_values))
@@ -422,6 +422,7 @@ def plot_scalars(
     Returns:
         A :class:`PlotReport`.
     """
+    # deferred: matplotlib, until a figure is drawn
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -751,7 +752,7 @@ def _mark_nonfinite(ax, xs, label: str, spacing: float = 1.0) -> None:
 
     The crosses' line holds every NaN/Inf x (its data); only each stretch's first is drawn (``markevery``).
     """
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
     xs = np.unique(np.asarray(xs, dtype=np.float64)[np.isfinite(xs)])
     if not xs.size:

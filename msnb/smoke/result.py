@@ -187,7 +187,7 @@ class SmokeResult(ResultView):
 
     def show(self) -> None:
         """Display the verdict with its plots (what the smoke magic shows at the end), once for this cell."""
-        from IPython.display import display
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         display(self.mime_bundle(figures=True), raw=True)
         self._shown_in = current_cell()

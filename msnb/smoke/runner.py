@@ -84,7 +84,7 @@ def _marked_processes(marker: str) -> list[int]:
     if os.path.isdir("/proc"):
         return marked_processes(marker)
     try:  # not Linux: psutil, where installed
-        import psutil
+        import psutil  # optional: psutil is no dependency of msnb
     except ImportError:
         return []
     found = []

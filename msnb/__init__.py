@@ -13,7 +13,7 @@ def read(path, *, verify=True, tags=None, workers=None, names=None):
     See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
     None for the idle cores; *names*: each run's name from its discovered one); imported lazily so ``import msnb`` stays cheap.
     """
-    from .events import read as _read
+    from .events import read as _read  # deferred: numpy and the readers (msnb.events)
 
     return _read(path, verify=verify, tags=tags, workers=workers, names=names)
 
@@ -24,7 +24,7 @@ def to_parquet(result, path, **options):
     Each call adds new files.  See :func:`msnb.bridges.parquet.to_parquet` for the layout and *options*
     (needs ``msnb[parquet]``); imported lazily so ``import msnb`` stays cheap.
     """
-    from .bridges.parquet import to_parquet as _to_parquet
+    from .bridges.parquet import to_parquet as _to_parquet  # deferred: numpy, the Parquet bridge (pyarrow, when it writes)
 
     return _to_parquet(result, path, **options)
 
@@ -43,6 +43,7 @@ def check(source, *, tag="loss", rules=None, verify=True):
     Returns:
         A ``CheckResult`` (``passed``, ``runs``, ``flags``, ``as_dict()``, ``format_text()``).
     """
+    # deferred: numpy, the readers and the judge (msnb.analysis)
     from .analysis.check import check as _check
     from .analysis.rules import DEFAULT_RULES
 
@@ -64,7 +65,7 @@ def runs(base, *, tag="loss", active_within=300.0, rules=None, verify=True):
     Returns:
         A ``RunsTable`` (``passed``, ``rows``, ``as_dict()``, ``format_text()``, HTML in a notebook).
     """
-    from .panel import runs as _runs
+    from .panel import runs as _runs  # deferred: numpy, the readers, the judge and the panel
 
     return _runs(base, tag=tag, active_within=active_within, rules=rules, verify=verify)
 
@@ -81,21 +82,21 @@ def board(*paths, every=None, tag="loss", verify=True):
     Returns:
         A ``Board`` (``.widget``, ``.controls``, ``.figure``), displayed as the widget.
     """
-    from .dashboard import board as _board
+    from .dashboard import board as _board  # deferred: ipywidgets, numpy and the judge
 
     return _board(*paths, every=every, tag=tag, verify=verify)
 
 
 def register_model(config_cls=None, model_cls=None, *, model_type=None, on_conflict="error"):
     """Guarded model registration (see :mod:`msnb.registry`): safe to run again in a re-run cell."""
-    from .registry import register_model as _register_model
+    from .registry import register_model as _register_model  # deferred: importlib.metadata and PyYAML
 
     return _register_model(config_cls, model_cls, model_type=model_type, on_conflict=on_conflict)
 
 
 def load_ipython_extension(ipython):
     """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
-    from .magics import MsnbMagics
+    from .magics import MsnbMagics  # deferred: IPython (a kernel loads the magics, a script never does)
 
     ipython.register_magics(MsnbMagics)
 
@@ -106,7 +107,7 @@ def unload_ipython_extension(ipython):
 
 def health(source, *, tag_prefix=None, **kwargs):
     """Which rank, which tag, which step went bad first, and what followed (see :func:`msnb.analysis.health.health`)."""
-    from .analysis.health import health as _health
+    from .analysis.health import health as _health  # deferred: numpy, the readers and the judge
 
     return _health(source, tag_prefix=tag_prefix, **kwargs)
 
@@ -125,7 +126,7 @@ def report(source, *, out, config=None, title=None, tag="loss", verify=True):
     Returns:
         A ``ReportResult`` (``path``, ``bytes``, ``runs``, ``passed``).
     """
-    from .html_report import report as _report
+    from .html_report import report as _report  # deferred: numpy, PyYAML, the judge and the figures' code
 
     return _report(source, out=out, config=config, title=title, tag=tag, verify=verify)
 
@@ -147,6 +148,7 @@ def compare(baseline, candidate, *, reruns=(), tag=None, steps=None, offset=0, r
     Returns:
         A ``CompareResult`` (``passed``, ``checks``, ``first_divergence``, ``as_dict()``, ``format_text()``, ``exit_code``).
     """
+    # deferred: numpy, the readers and the judge
     from .analysis.compare import compare as _compare
     from .analysis.compare_rules import DEFAULT_COMPARE_RULES
 

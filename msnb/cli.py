@@ -13,14 +13,22 @@ import os
 import sys
 
 from . import __version__
+from .compare_options import add_compare_arguments, compare_kwargs
+from .environment import installed_major
 from .errors import MsnbError, NothingReadable, UsageError
+from .events import read
+from .events.export import KIND_CHOICES, KINDS, write  # --kind choices: so every start loads msnb.events and numpy
+from .events.problems import SKIPPED_KINDS
+from .events.runs import read_runs
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .outputs import figure_out
+from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
 
 
 def _cmd_install_kernel(args) -> int:
-    from . import kernel
+    from . import kernel  # deferred: jupyter_core and shlex, for the kernel commands only
 
     env = kernel.parse_env_assignments(args.env)
     path = kernel.install(
@@ -38,13 +46,13 @@ def _cmd_install_kernel(args) -> int:
     if spec.get("env"):
         print(f"  with {count(len(spec['env']), 'environment variable')}: {', '.join(sorted(spec['env']))}")
     if args.no_check:  # the check says the same among its findings
-        from .kernel_check import spec_location_finding
+        from .kernel_check import spec_location_finding  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
         location = spec_location_finding(args.name, str(path))
         if location is not None:
             print(f"WARNING {location.message}\n  fix: {location.fix}")
     else:
-        from .kernel_check import check_kernel
+        from .kernel_check import check_kernel  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
         print("Checking it the way an editor will start it (skip with --no-check)...")
         readiness = check_kernel(args.name, spec_dir=path)
@@ -56,7 +64,7 @@ def _cmd_install_kernel(args) -> int:
 
 
 def _cmd_uninstall_kernel(args) -> int:
-    from . import kernel
+    from . import kernel  # deferred: jupyter_core and shlex, for the kernel commands only
 
     if args.all:
         removed, refused = kernel.uninstall_all(args.name, force=args.force)
@@ -82,7 +90,7 @@ def _cmd_uninstall_kernel(args) -> int:
 
 
 def _cmd_list_kernels(args) -> int:
-    from . import kernel
+    from . import kernel  # deferred: jupyter_core and shlex, for the kernel commands only
 
     infos = kernel.list_kernels()
     if args.json:
@@ -117,8 +125,7 @@ def _cmd_list_kernels(args) -> int:
 
 
 def _cmd_config(args) -> int:
-    from .config import check_config
-    from .environment import installed_major
+    from .config import check_config  # deferred: PyYAML and the config reader
 
     report = check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
     print(report.to_json() if args.json else report.format_text())
@@ -126,11 +133,10 @@ def _cmd_config(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    from .events.runs import read_runs
-    from .outputs import figure_out
+    # deferred: the figures' code and the judge (msnb.plot, msnb.analysis)
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
@@ -151,7 +157,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from .analysis.check import check
+    from .analysis.check import check  # deferred: the judge (msnb.analysis)
 
     result = check(args.paths, tag=args.tag, verify=not args.no_verify)
     print(result.to_json() if args.json else result.format_text())
@@ -159,7 +165,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_runs(args) -> int:
-    from .panel import runs
+    from .panel import runs  # deferred: the panel and the judge
 
     table = runs(args.base, tag=args.tag, active_within=args.active_within, verify=not args.no_verify)
     if args.json:
@@ -170,11 +176,11 @@ def _cmd_runs(args) -> int:
 
 
 def _cmd_smoke(args) -> int:
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
+    # deferred: the smoke runner (PyYAML, the config reader, the judge, the figures' code)
     from .plot.live import LiveView
-    from .smoke.options import SmokeOptions
     from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
@@ -189,7 +195,7 @@ def _cmd_smoke(args) -> int:
 
 
 def _cmd_model_types(path: str, as_json: bool) -> int:
-    from .registry import scan_model_types
+    from .registry import scan_model_types  # deferred: PyYAML and the config reader
 
     found = scan_model_types(path)
 
@@ -230,7 +236,7 @@ def _cmd_model_types(path: str, as_json: bool) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from . import doctor
+    from . import doctor  # deferred: the doctor (msnb.environment, msnb.kernel, jupyter_core)
 
     if args.model_types:
         return _cmd_model_types(args.model_types, args.json)
@@ -243,7 +249,7 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
-    from .kernel_check import check_kernel
+    from .kernel_check import check_kernel  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
     readiness = check_kernel(name)
     print(readiness.to_json() if as_json else readiness.format_text())
@@ -251,8 +257,7 @@ def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
 
 
 def _cmd_export_parquet(args) -> int:
-    from .bridges.parquet import export
-    from .events.problems import SKIPPED_KINDS
+    from .bridges.parquet import export  # deferred: the Parquet bridge (urllib.parse, msnb.safe_files; pyarrow on use)
 
     if not args.out:
         raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
@@ -268,9 +273,6 @@ def _cmd_export_parquet(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from .events import read
-    from .events.export import write
-
     if args.format == "parquet":
         return _cmd_export_parquet(args)
 
@@ -293,7 +295,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_health(args) -> int:
-    from .analysis.health import Settings, health
+    from .analysis.health import Settings, health  # deferred: the judge (msnb.analysis)
 
     settings = Settings(window=args.window, threshold=args.threshold)
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
@@ -302,7 +304,7 @@ def _cmd_health(args) -> int:
 
 
 def _cmd_convert(args) -> int:
-    from .bridges.tensorboard import convert
+    from .bridges.tensorboard import convert  # deferred: the TensorBoard writer
 
     def progress(report):
         if not args.json:
@@ -317,10 +319,10 @@ def _cmd_convert(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    from .html_report import report
+    from .html_report import report  # deferred: the report (PyYAML, the judge, the doctor, the figures' code)
 
     baseline = {"baseline": args.baseline} if args.baseline else {}  # precision alignment (msnb compare)
     result = report(args.paths, out=args.out, config=args.config, title=args.title, tag=args.tag, verify=not args.no_verify, **baseline)
@@ -329,16 +331,15 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from .analysis.compare import compare
-    from .compare_options import compare_kwargs
-    from .outputs import figure_out
+    from .analysis.compare import compare  # deferred: the judge (msnb.analysis)
 
     out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
     result = compare(**compare_kwargs(args))
     if out:
-        import matplotlib
+        import matplotlib  # deferred: matplotlib
 
         matplotlib.use("Agg")
+        # deferred: the figures' code
         from .plot.compare import plot_compare
         from .plot.render import plain_text
 
@@ -395,8 +396,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_list_kernels)
 
-    from .events.export import KIND_CHOICES, KINDS
-
     p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
     p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KINDS)} (default: scalars)")
@@ -433,8 +432,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p, RUNS_OPTIONS).set_defaults(func=_cmd_runs)
 
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
-    from .smoke.options import add_smoke_arguments
-
     add_smoke_arguments(p)
     p.set_defaults(func=_cmd_smoke)
 
@@ -460,8 +457,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare", help="precision alignment: judge a candidate run against a baseline (Megatron-LM, Hugging Face...) by MindSpore's migration standard"
     )
-    from .compare_options import add_compare_arguments
-
     add_compare_arguments(p)
     p.set_defaults(func=_cmd_compare)
     return parser

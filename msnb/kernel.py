@@ -16,12 +16,19 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
+
+from . import __version__
 from .errors import KernelSpecError, UnsafeFile
 from .safe_files import load_json
 
@@ -100,8 +107,6 @@ def logo_dir() -> Path:
     """
     candidates = []
     try:
-        from importlib.resources import files
-
         candidates.append(Path(str(files("msnb.kernel_resources"))))
     except (ImportError, TypeError):
         pass
@@ -219,8 +224,6 @@ class _Tail:
 
 def _drain(fd: int, keep: int = 8192) -> _Tail:
     """Read *fd* to its end in a daemon thread, keeping the last *keep* bytes; the thread closes *fd*."""
-    import threading
-
     tail = _Tail(bytearray(), None)
 
     def run() -> None:
@@ -239,9 +242,6 @@ def _drain(fd: int, keep: int = 8192) -> _Tail:
 def _end_group(pgid: int, wait: float = 2.0) -> None:
     """End what is left of a process group (a background job the script started), waiting up to *wait* seconds
     for it to be gone (a signal is delivered asynchronously)."""
-    import signal
-    import time
-
     deadline = time.monotonic() + wait
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -268,8 +268,6 @@ def build_spec(
     env: dict | None = None,
 ) -> dict:
     """The kernel.json content msnb writes: ipykernel on *python*, msnb auto-loaded."""
-    from . import __version__
-
     spec = {
         "argv": [
             python or sys.executable,
@@ -290,8 +288,6 @@ def build_spec(
 
 def kernels_dir(user: bool, prefix: str | None) -> Path:
     """The ``kernels`` folder jupyter_client installs into for this (user, prefix) choice."""
-    from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
-
     if user:
         return Path(jupyter_data_dir()) / "kernels"
     if prefix:
@@ -371,7 +367,7 @@ def install(
                 f"not {spec['argv'][0]}; use --force to replace it or --name to pick another name"
             )
 
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     logos = logo_dir()
     try:
@@ -471,7 +467,7 @@ def search_dirs(*, user: bool = False, sys_prefix: bool = False, prefix: str | o
     if user or sys_prefix or prefix is not None:
         chosen_user, chosen_prefix = install_location(user=bool(user), sys_prefix=sys_prefix, prefix=None if prefix is None else str(prefix))
         return [kernels_dir(chosen_user, chosen_prefix)]
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     return [Path(d) for d in KernelSpecManager().kernel_dirs]
 
@@ -649,7 +645,7 @@ def locate(name: str = DEFAULT_NAME) -> list[KernelInfo]:
     ``JUPYTER_PATH`` before both, so a ``--user`` kernel of a name already
     installed there is never started.
     """
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     ksm = KernelSpecManager()
     return _same_name(ksm, name, ksm.find_kernel_specs().get(name))
@@ -672,7 +668,7 @@ def list_kernels() -> list[KernelInfo]:
     a list for ``env``, 100,000 nested brackets) is listed with the reason as
     its display name and no interpreter, never raised.
     """
-    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     ksm = KernelSpecManager()
     infos = []

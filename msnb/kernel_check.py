@@ -27,10 +27,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH
+
 from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_toolkit, login_shell_env, npu_device_nodes
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
-from .kernel import MARKER, read_spec
+from .kernel import MARKER, kernels_dir, locate, read_spec, removal_command, where_of
 from .safe_files import loads_json
 from .status import ResultView
 from .words import count
@@ -184,10 +186,7 @@ def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
     is advised alone only where the user's folder comes before this one in
     Jupyter's search order (in a virtual environment it does not).
     """
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_core.paths import SYSTEM_JUPYTER_PATH
-
-    from .kernel import kernels_dir, locate, removal_command, where_of
+    from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
     here = Path(resource_dir).resolve()
     found = locate(name)
@@ -380,7 +379,7 @@ def _log_tail(path: Path, limit: int = MAX_OUTPUT_TAIL) -> str:
 
 def _resolve(name: str, spec_dir: str | os.PathLike | None):
     """(KernelSpecManager, KernelSpec) for *name*, from *spec_dir* when given; no such kernel raises KernelSpecError (exit 2)."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel  # deferred: jupyter_client (zmq, traitlets)
 
     ksm = KernelSpecManager(kernel_dirs=[str(Path(spec_dir).parent)]) if spec_dir is not None else KernelSpecManager()
     try:
@@ -510,7 +509,7 @@ def check_kernel(
 
 def _start_and_probe(report: KernelReadiness, ksm, base_env: dict, startup_timeout: float, mindspore_timeout: float, made_by_msnb: bool) -> None:
     """Start the kernel, fill ``report.inside`` from the probes, add start/extension/MindSpore findings, stop it."""
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import KernelManager  # deferred: jupyter_client (zmq, traitlets)
 
     findings = report.findings
     with tempfile.TemporaryDirectory(prefix="msnb-kernel-check-") as tmp:
@@ -751,7 +750,7 @@ def _ascend_findings(report: KernelReadiness, base_env: dict, shell_env: dict | 
         )
     kernel_env = report.environment
     if kernel_env is None:  # not started: judge what the front end would pass
-        from jupyter_client.kernelspec import KernelSpecManager
+        from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
         try:
             spec_env = KernelSpecManager(kernel_dirs=[str(Path(report.path).parent)]).get_kernel_spec(report.name).env or {}

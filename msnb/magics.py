@@ -1,7 +1,8 @@
 """msnb's IPython magics: thin shells over the library.
 
-Loading this module must stay cheap: the kernel imports it at start-up, so
-MindSpore and mindformers are only imported inside the magics that need them.
+Loading this module must stay cheap: the kernel imports it at start-up, so each
+magic imports what it runs (numpy, the readers, the judge, PyYAML, matplotlib,
+ipywidgets; MindSpore in the smoke's child only) inside itself, and says so.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import shlex
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 
-from .compare_options import compare_magic_arguments
+from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
-from .smoke.options import smoke_magic_arguments
+from .outputs import figure_out
+from .smoke.options import SmokeOptions, smoke_magic_arguments
 
 
 def user_errors(func):
@@ -48,8 +51,6 @@ def split_line(line: str) -> list[str]:
     try:
         if os.name != "nt":
             return shlex.split(line)
-        from IPython.utils.process import arg_split
-
         return [w[1:-1] if len(w) >= 2 and w[0] == w[-1] and w[0] in "\"'" else w for w in arg_split(line, posix=False)]
     except ValueError as exc:  # an unclosed quote
         raise UsageError(f"msnb: {exc}: {line}") from None
@@ -80,11 +81,11 @@ class MsnbMagics(Magics):
         ``msnb.kernel_check.KernelReadiness``), so ``r = %mfmon_doctor`` keeps
         it for later cells.
         """
-        from . import doctor
+        from . import doctor  # deferred: the doctor (importlib.metadata, subprocess, jupyter_core)
 
         args = parse_line(self.mfmon_doctor, line)
         if args.kernel is not None:
-            from .kernel_check import check_kernel
+            from .kernel_check import check_kernel  # deferred: the kernel check (importlib.metadata, subprocess, jupyter_core)
 
             report = check_kernel(args.kernel)
         else:
@@ -106,6 +107,7 @@ class MsnbMagics(Magics):
         Returns a ``msnb.config.ConfigReport``; a broken file shows the error
         (file and key) instead of a traceback.
         """
+        # deferred: PyYAML and importlib.metadata
         from .config import check_config
         from .environment import installed_major
 
@@ -124,6 +126,7 @@ class MsnbMagics(Magics):
         points, flags and the figure), so ``report = %mfmon_plot ...`` keeps what was drawn; as the
         cell's last line it adds nothing more to what was shown.
         """
+        # deferred: numpy, the readers and the judge
         from .events.runs import read_runs
         from .plot.scalars import plot_read
 
@@ -148,7 +151,7 @@ class MsnbMagics(Magics):
         Returns a ``msnb.analysis.check.CheckResult`` (shown as a table; ``.passed``,
         ``.flags``, ``.as_dict()``); nothing readable fails the cell.
         """
-        from .analysis.check import check
+        from .analysis.check import check  # deferred: numpy, the readers and the judge
 
         args = parse_line(self.mfmon_check, line)
         return check(args.paths, tag=args.tag)
@@ -166,7 +169,7 @@ class MsnbMagics(Magics):
         Stops when the time is up or when the cell is interrupted, and returns
         everything read (a ``msnb.events.ReadResult``).
         """
-        from .plot import tail
+        from .plot import tail  # deferred: numpy, the readers and the judge
 
         args = parse_line(self.mfmon_tail, line)
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
@@ -184,7 +187,7 @@ class MsnbMagics(Magics):
         added) until ``--for`` seconds pass or the cell is interrupted.  Returns the
         (last) ``msnb.panel.RunsTable``; nothing under BASE fails the cell.
         """
-        from .panel import runs, watch_runs
+        from .panel import runs, watch_runs  # deferred: numpy, the readers and the judge
 
         args = parse_line(self.mfmon_runs, line)
         base = args.base
@@ -206,7 +209,7 @@ class MsnbMagics(Magics):
         Returns a ``msnb.dashboard.Board`` (``.widget``, ``.controls``, ``.figure``); without a
         widget front end the figure is shown with a line on how to get the controls.
         """
-        from .dashboard import board
+        from .dashboard import board  # deferred: ipywidgets, numpy and the judge
 
         args = parse_line(self.mfmon_board, line)
         return board(*args.paths, every=args.every)
@@ -224,8 +227,7 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke.options import SmokeOptions
-        from .smoke.runner import run_smoke, save_figure
+        from .smoke.runner import run_smoke, save_figure  # deferred: numpy, PyYAML and the judge
 
         args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
@@ -244,7 +246,7 @@ class MsnbMagics(Magics):
         Returns a ``msnb.analysis.health.HealthReport`` (shown as a table;
         ``report.as_dict()`` is the JSON of ``msnb health --json``).
         """
-        from .analysis.health import Settings, health
+        from .analysis.health import Settings, health  # deferred: numpy, the readers and the judge
 
         args = parse_line(self.mfmon_health, line)
         return health(args.path, tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
@@ -259,7 +261,7 @@ class MsnbMagics(Magics):
         Returns a ``msnb.html_report.ReportResult`` (``path``, ``bytes``, ``runs``,
         ``passed``), shown as the page in a sandboxed frame.
         """
-        from .html_report import report
+        from .html_report import report  # deferred: numpy, PyYAML, the judge and the figures' code
 
         args = parse_line(self.mfmon_report, line)
         config = args.config if args.config else None
@@ -276,9 +278,8 @@ class MsnbMagics(Magics):
         Returns a ``msnb.analysis.compare_result.CompareResult`` (shown as a table; ``.passed``,
         ``.first_divergence``, ``.as_dict()``); nothing comparable fails the cell.
         """
+        # deferred: numpy, the readers and the judge
         from .analysis.compare import compare
-        from .compare_options import compare_kwargs
-        from .outputs import figure_out
         from .plot.compare import plot_compare
         from .plot.render import show_figure
 

@@ -30,6 +30,9 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
+from .config.loader import check_shape, read_bytes
 from .errors import MsnbError, RegistrationError, UsageError
 
 
@@ -190,21 +193,21 @@ def _drop_stale(mapping, cls) -> None:
 def _register_transformers(reg: Registration) -> None:
     if not _is_subclass_of(reg.config_cls, "transformers", "PretrainedConfig"):
         return
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # optional: transformers, only for a transformers config class
 
     AutoConfig.register(reg.model_type, reg.config_cls, exist_ok=True)
     reg.registries.append("transformers AutoConfig")
     if reg.model_cls is None:
         return
     try:
-        from transformers.models.auto.modeling_auto import MODEL_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING  # optional: transformers
     except ImportError as exc:  # pragma: no cover - present in every transformers this msnb supports
         reg.skipped.append(("transformers AutoModel", str(exc)))
         return
     if importlib.util.find_spec("torch") is None:
         reg.skipped.append(("transformers AutoModel", "needs PyTorch, which is not installed (MindSpore models use mindformers' auto classes)"))
         return
-    from transformers import AutoModel
+    from transformers import AutoModel  # optional: transformers (and PyTorch)
 
     _drop_stale(MODEL_MAPPING, reg.config_cls)
     AutoModel.register(reg.config_cls, reg.model_cls, exist_ok=True)
@@ -214,6 +217,7 @@ def _register_transformers(reg: Registration) -> None:
 def _register_mindformers(reg: Registration) -> None:
     if not _is_subclass_of(reg.config_cls, "mindformers.models.configuration_utils", "PretrainedConfig"):
         return
+    # optional: mindformers, only for a mindformers config class
     from mindformers.models.auto import AutoConfig, AutoModel
     from mindformers.models.auto.modeling_auto import MODEL_MAPPING
     from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
@@ -399,8 +403,6 @@ class _Unreadable(Exception):
 
 
 def _read_source(path: Path) -> str:
-    from .config.loader import read_bytes
-
     if path.stat().st_size > MAX_SCAN_BYTES:  # checked before reading: a huge file is never read
         raise _Unreadable(f"larger than {MAX_SCAN_BYTES // (1024 * 1024)} MiB; not scanned")
     try:
@@ -466,10 +468,6 @@ def _unparse(node) -> str:
 
 
 def _scan_yaml(path: Path) -> list:
-    import yaml
-
-    from .config.loader import check_shape
-
     text = _read_source(path)
     try:
         check_shape(text, path)  # alias bombs and deep nesting: refused before a node graph is built

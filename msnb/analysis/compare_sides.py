@@ -18,9 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
-from ..events import baselines
+from ..events import baselines, read
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
+from ..events.tags import resolve as msnb_resolve
+from ..events.tags import spellings
 from .medians import nan_median
 from .series import align, curves
 
@@ -75,8 +77,6 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
         raise NothingReadable(f"{path}: no such file or directory")
     result = baselines.read_baseline(path, tags=tags) if path.is_file() else None
     if result is None:
-        from ..events import read
-
         result = read(path, verify=verify)
     if not len(result.scalars) and path.is_dir():
         found = []
@@ -99,8 +99,6 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
 
 def wanted_tags(*names) -> frozenset:
     """Every spelling of the meanings compared (and of any tag named), for readers that can skip the rest."""
-    from ..events.tags import spellings
-
     out = set(spellings(names))
     for name in names:
         m = baselines.meaning(name)
@@ -114,8 +112,6 @@ def wanted_tags(*names) -> frozenset:
 def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:
     real = baselines.resolve(name, tags)
     if real is None:
-        from ..events.tags import resolve as msnb_resolve
-
         real = msnb_resolve(name, tags)
     if real is None and explicit:
         raise UsageError(f"{label} has no tag {name!r} (tags: {', '.join(sorted(tags)[:20])})")

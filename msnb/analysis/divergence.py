@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -300,8 +301,6 @@ def rank_divergence(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES,
 def divergence_details(scalars, tag: str = "loss", *, rules: Rules = DEFAULT_RULES, threshold: float | None = None, run=None, curve_list=None) -> list:
     """Like :func:`rank_divergence`, with the step at which each departure became visible: ``[(flag, visible_step)]``."""
     if threshold is not None:
-        from dataclasses import replace
-
         rules = replace(rules, divergence_min_gap=math.log1p(threshold))
     flags: list = []
     by_run: dict = {}

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..events.tables import ScalarTable
+
 _FIELDS = ("lo_step", "lo_value", "hi_step", "hi_value", "min_step", "min_value", "max_step", "max_value", "bad_step", "bad_value")
 
 
@@ -251,8 +253,6 @@ class Overview:
 
     def envelopes(self):
         """A :class:`~msnb.events.ScalarTable` of every series' envelope points (what a figure of all ranks needs)."""
-        from ..events.tables import ScalarTable
-
         parts = []
         for (run, rank, tag), env in sorted(self.series.items()):
             steps, values = env.envelope()

@@ -31,8 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MissingDependency, NothingReadable, UsageError
+from ..events.runs import run_labeller
 from ..safe_files import inside
 from ..words import count
+from .ledger import Ledger, prepare_destination
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -50,7 +52,7 @@ _counter = itertools.count()
 
 def _pa():
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # optional: pyarrow (the parquet extra), and slow to import
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise MissingDependency("Parquet export needs pyarrow: pip install 'msnb[parquet]'") from exc
@@ -283,7 +285,7 @@ def open_dataset(out, kind: str = "scalars"):
         A ``pyarrow.dataset.Dataset`` (empty files list raises :class:`NothingReadable`).
     """
     _pa()
-    import pyarrow.dataset as ds
+    import pyarrow.dataset as ds  # optional: pyarrow (the parquet extra)
 
     if kind not in KIND_DIRS.values():
         raise UsageError(f"unknown kind {kind!r}; choose one of {', '.join(KIND_DIRS.values())}")
@@ -319,8 +321,6 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
         UsageError: *out* holds *path*, is not a directory, is on a pseudo-filesystem or cannot be written, or its
             ``_msnb_export.json`` is not a ledger msnb wrote.
     """
-    from ..events.runs import run_labeller
-    from .ledger import Ledger, prepare_destination
 
     _pa()
     if not Path(path).exists():

@@ -89,6 +89,7 @@ def is_distributed(data: dict) -> bool:
 
 def _names_rank(path: str) -> bool:
     """Does *path* already name a rank (``.../rank_3``) or a per-rank template (``rank_{rank_id}``, ``rank_${RANK_ID}``)?"""
+    # deferred: numpy and the readers (msnb.events), which reading a YAML does not need
     from ..events.discovery import rank_of_path
 
     if rank_of_path(path) is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -353,6 +354,7 @@ def resolve_references(data: dict, loaded: LoadedConfig) -> dict:
     Returns:
         A new tree with every reference replaced by its value.
     """
+    # deferred: omegaconf (and antlr4), only for a config with ${} references
     from omegaconf import OmegaConf
     from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
@@ -446,8 +448,6 @@ def check_reference_cost(data: dict, loaded: LoadedConfig) -> None:
             )
             raise ConfigError(f"its ${{}} references {what}: each reference is copied where it is used, so a chain of them multiplies", **loaded.locate(key))
         return size, steps
-
-    import sys
 
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 10 * len(leaves) + 1000))  # a chain of references is as long as the file has keys

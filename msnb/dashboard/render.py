@@ -19,7 +19,7 @@ without relying on colours or legend order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..plot.bands import draw_bands
 from ..plot.downsample import m4
 from ..plot.render import MAX_TEXT_CHARS
 from ..plot.scalars import MIN_SMOOTHED, smoothing_for
-from .model import BoardData
+from .model import BoardData, Series
 
 RANK_MODES = ("mean", "all", "bands")
 X_KINDS = ("step", "relative", "wall")
@@ -75,7 +75,7 @@ def _x_of(x: str, steps, walls, start: float):
     if x == "step":
         return steps.astype(np.float64), "step"
     if x == "wall":
-        import matplotlib.dates as mdates
+        import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
 
         ok = np.isfinite(walls)
         out = np.full(walls.size, np.nan)
@@ -156,7 +156,7 @@ class _Panel:
         return full[cut][finite]
 
     def nonfinite(self, xs, label: str, gid: str) -> None:
-        from matplotlib.transforms import blended_transform_factory
+        from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until the first draw
 
         trans = blended_transform_factory(self.ax.transData, self.ax.transAxes)
         (marks,) = self.ax.plot(xs, np.full(len(xs), 0.97), linestyle="none", marker="x", color="red", transform=trans, label=label, clip_on=False)
@@ -174,6 +174,7 @@ def render(data: BoardData, view: View, figure=None):
     Returns:
         The Figure.
     """
+    # deferred: matplotlib, until the first draw
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -357,8 +358,6 @@ def _draw_bands(panel: _Panel, data: BoardData, run, bands, color: str, label: s
 
 def _median_series(run, bands):
     """The bands' median as a :class:`~msnb.dashboard.model.Series` (its wall times from the mean's), cached with the bands."""
-    from .model import Series
-
     cache = run.cache.setdefault("medians", {})
     if bands.tag not in cache:
         walls = np.full(bands.steps.size, np.nan)
@@ -372,8 +371,6 @@ def _median_series(run, bands):
 
 def _cut_bands(bands, cut):
     """The bands over the steps in range only (same object shape, arrays sliced)."""
-    from dataclasses import replace
-
     return replace(
         bands,
         steps=bands.steps[cut],

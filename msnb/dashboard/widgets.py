@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
+import io
 import threading
 import weakref
 
@@ -25,6 +26,7 @@ import traitlets
 
 from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
+from ..plot.histograms import plot_histograms
 from ..plot.render import plain_text
 from ..status import COLORS
 from ..words import count
@@ -43,8 +45,7 @@ def png(figure, dpi: int = DPI) -> bytes:
     The board's figures make their texts plain (no TeX) where they are written (:func:`msnb.dashboard.render.render`);
     the histogram figure comes from :func:`msnb.plot.histograms.plot_histograms` and is made plain by the caller.
     """
-    import io
-
+    # deferred: matplotlib, until the first draw
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -269,9 +270,7 @@ class Board:
 
     def redraw_histograms(self) -> None:
         """Draw the chosen histogram tag of the chosen run (ridge lines or a heatmap over steps), cut to the step range."""
-        from matplotlib.figure import Figure
-
-        from ..plot.histograms import plot_histograms
+        from matplotlib.figure import Figure  # deferred: matplotlib, until the first draw
 
         with self._lock:
             self._cancel("redraw_histograms")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .problems import Problem, ProblemKind
+from .records import HEADER, scan
 from .tables import NO_RANK
 
 MS_SUMMARY, MS_LINEAGE, TFEVENTS, LOG = "ms_summary", "ms_lineage", "tfevents", "log"
@@ -291,8 +292,6 @@ def chained(head: bytes) -> bool:
     read with ``verify=False``), not a text log.  Text cannot pass: eight printable bytes read as a
     length far beyond any record.
     """
-    from .records import HEADER, scan
-
     sc = scan(head, verify=False, final=False)
     return (
         bool(sc.offsets.size)
@@ -317,8 +316,6 @@ def sniff(path: Path) -> str | None:
             head = f.read(SNIFF_BYTES)
     except OSError:
         return None
-    from .records import scan
-
     if len(head) >= 16 and (_framed(scan(head, final=False)) or chained(head)):
         return TFEVENTS if b"brain.Event" in head else MS_SUMMARY
     return LOG

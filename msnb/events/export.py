@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import os
+import sys
 
 import numpy as np
 
@@ -117,9 +119,6 @@ def write(result, kind: str, fmt: str, out) -> int:
 
 def _silence(out) -> None:
     """Point a failed stdout at /dev/null so the interpreter's final flush does not fail again with a traceback."""
-    import os
-    import sys
-
     if out is sys.stdout:
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -15,14 +15,17 @@ does (end of file), and on Linux it also asks the kernel to kill it then.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
 import pickle
 import selectors
+import signal
 import struct
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -205,9 +208,6 @@ def _receive(pipe):
 def _die_with_parent() -> None:
     """Ask Linux to kill this process when its parent dies (elsewhere the closed pipe ends it)."""
     if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
         try:
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
@@ -230,8 +230,6 @@ def serve() -> None:
         try:
             news = [st.poll(final=final) for st in states]
         except Exception:  # a bug in a worker: hand its traceback to the parent, which raises it
-            import traceback
-
             _send(out, (task, None, traceback.format_exc()))
             continue
         _send(out, (task, states, news))

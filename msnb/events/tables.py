@@ -11,6 +11,7 @@ import ctypes
 
 import numpy as np
 
+from ..errors import UsageError
 from ..heap import give_back_freed_memory
 from .tags import resolve
 
@@ -167,7 +168,7 @@ class Table:
     def to_pandas(self):
         """A pandas DataFrame of this table (pandas is optional)."""
         try:
-            import pandas as pd
+            import pandas as pd  # optional: pandas is no dependency of msnb
         except ImportError as exc:  # pragma: no cover - pandas ships with the [all] extra
             raise ImportError("to_pandas() needs pandas: pip install pandas") from exc
         return pd.DataFrame({c: getattr(self, c) for c in self.COLUMNS})
@@ -358,7 +359,5 @@ def kind_name(name: str) -> str:
     """
     canonical = KIND_SPELLINGS.get(name, name)
     if canonical not in TABLE_KINDS:
-        from ..errors import UsageError
-
         raise UsageError(f"unknown kind {name!r}; choose one of {', '.join(TABLE_KINDS)}")
     return canonical

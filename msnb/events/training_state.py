@@ -22,6 +22,10 @@ import re
 
 import numpy as np
 
+from ..safe_files import load_json
+from .problems import Problem
+from .tables import ScalarTable
+
 MAX_LINE = 1 << 20  # a max_attention_logit list of thousands of heads still fits
 ANCHOR = "Epoch:["
 # "Epoch:[%3d/%3d], step:[%5d/%5d] %s: %s" (mindformers TrainingStateMonitor._to_log); the tag holds no space or colon
@@ -106,8 +110,6 @@ def fold_head_runs(scalars):
     Returns:
         The same table, or a copy with those rows' run and tag rewritten.
     """
-    from .tables import ScalarTable
-
     if not len(scalars):
         return scalars
     codes: dict = {}
@@ -143,8 +145,6 @@ def read_global_norm_record(path) -> dict[int, list[float]]:
     Raises:
         ValueError: the file is not such a record (the caller reports it as a problem).
     """
-    from ..safe_files import load_json
-
     data = load_json(path, limit=MAX_RECORD_BYTES)  # a regular file, bounded in size and depth (a ValueError if not)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object of step -> list of global norms")
@@ -169,8 +169,6 @@ def find_global_norm_records(root, *, max_depth: int = 6):
         ``(records, problems)``: records as ``(path, {step: [norms]})``, problems as
         :class:`~msnb.events.Problem` for files that could not be read.
     """
-    from .records import Problem
-
     root = os.fspath(root)
     found = []
     if os.path.isfile(root):

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from .. import __version__
 from ..analysis.check import check, read_labelled
 from ..config import check_config
+from ..config.loader import LoadedConfig
+from ..config.monitor_schema import monitor_settings
 from ..environment import installed_major
 from ..errors import MsnbError, NothingReadable, UsageError
 from ..events.reader import ReadResult
@@ -148,8 +150,6 @@ def _collect_freq(checked_config) -> int | None:
     """The config's ``monitor_config`` collection frequency, when the config has one (so a stride is not called sink mode)."""
     if checked_config is None or not isinstance(checked_config.config.get("monitor_config"), dict):
         return None
-    from ..config.loader import LoadedConfig
-    from ..config.monitor_schema import monitor_settings
 
     try:
         settings = monitor_settings(LoadedConfig(data=checked_config.config, path=checked_config.path))

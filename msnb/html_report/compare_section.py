@@ -6,7 +6,10 @@ What ``msnb compare`` prints, as a table, with its figure; the comparison is
 
 from __future__ import annotations
 
+from ..analysis.compare import compare
 from ..errors import NothingReadable
+from ..plot.compare import plot_compare
+from ..plot.render import describe_figure, figure_png
 from ..status import status_word
 from ..words import count
 from . import page
@@ -27,10 +30,6 @@ def alignment(baseline, candidates, *, verify: bool = True, dpi: int = 100) -> s
     Returns:
         The section's HTML.
     """
-    from ..analysis.compare import compare
-    from ..plot.compare import plot_compare
-    from ..plot.render import describe_figure, figure_png
-
     items = candidates if isinstance(candidates, list) else [candidates]
     parts = []
     for candidate in items[:MAX_COMPARED]:

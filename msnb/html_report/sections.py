@@ -9,6 +9,7 @@ drawn for at most :data:`MAX_FIGURE_RUNS` runs, tables stop at
 from __future__ import annotations
 
 import json
+import platform
 
 import numpy as np
 import yaml
@@ -17,6 +18,9 @@ from ..doctor import check_versions, mindformers_version_map
 from ..environment import installed_versions
 from ..events.tables import object_codes
 from ..events.tags import ALIASES, DEFAULT_PANELS
+from ..plot.histograms import plot_histograms, plot_step_time
+from ..plot.render import describe_figure, figure_png
+from ..plot.scalars import plot_scalars
 from ..status import status_word
 from ..words import count
 from . import page
@@ -32,14 +36,10 @@ MAX_FIELD = 300  # characters of one lineage value
 
 
 def _png(figure, dpi: int) -> bytes:
-    from ..plot.render import figure_png
-
     return figure_png(figure, dpi=dpi)
 
 
 def _alt(figure) -> str:
-    from ..plot.render import describe_figure
-
     return describe_figure(figure)
 
 
@@ -150,8 +150,6 @@ def scalars(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.scalars import plot_scalars
-
     table_ = result.scalars
     if not len(table_):
         return note("No scalars were read.")
@@ -221,8 +219,6 @@ def step_time(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.histograms import plot_step_time
-
     table_ = result.scalars
     tag = next((t for t in ALIASES["step_time"] if len(table_) and t in set(table_.tags())), None)
     if tag is None:
@@ -253,8 +249,6 @@ def histograms(result, *, dpi: int, first=()) -> str:
     Returns:
         The section's HTML.
     """
-    from ..plot.histograms import plot_histograms
-
     table_ = result.histograms
     if not len(table_):
         return note("No histograms were recorded.")
@@ -379,8 +373,6 @@ def environment() -> str:
     Returns:
         The section's HTML.
     """
-    import platform
-
     versions = installed_versions()
     found = check_versions(versions, mindformers_version_map())
     parts = [note("Of the machine that wrote this report, which may not be the one that trained.")]

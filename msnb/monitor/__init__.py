@@ -25,7 +25,7 @@ def _communication_initialised() -> bool:
     graph-mode network in msnb's benchmark (0.9 -> 1.8 ms); so look first.
     """
     try:
-        from mindspore.communication._comm_helper import GlobalComm
+        from mindspore.communication._comm_helper import GlobalComm  # optional: MindSpore (the mindspore extra)
     except ImportError:
         return False
     return bool(getattr(GlobalComm, "INITED", False))
@@ -35,7 +35,7 @@ def current_rank() -> tuple[int | None, int]:
     """(rank, world size) of this process: MindSpore's communication if initialised, else msrun's environment."""
     if _communication_initialised():
         try:
-            from mindspore.communication import get_group_size, get_rank
+            from mindspore.communication import get_group_size, get_rank  # deferred: MindSpore (the mindspore extra)
 
             return int(get_rank()), int(get_group_size())
         except Exception:  # initialised but unusable: fall back to the environment
@@ -93,9 +93,9 @@ def _as_settings(cfg) -> tuple[MonitorSettings, list]:
 
 def build_monitor_callbacks(cfg, *, rank: int | None = None, world_size: int | None = None, extra_callbacks=None) -> list:
     """The MindSpore callbacks a ``monitor_config`` asks for, in the order they should run."""
-    from mindspore.train import LossMonitor, SummaryCollector, TimeMonitor
+    from mindspore.train import LossMonitor, SummaryCollector, TimeMonitor  # deferred: MindSpore (the mindspore extra)
 
-    from .callbacks import PeriodicFlush, SmoothedEarlyStop
+    from .callbacks import PeriodicFlush, SmoothedEarlyStop  # deferred: MindSpore (msnb.monitor.callbacks subclasses its Callback)
 
     settings, listed = _as_settings(cfg)
     if extra_callbacks:
@@ -134,7 +134,7 @@ def build_monitor_callbacks(cfg, *, rank: int | None = None, world_size: int | N
 def build_listed_callbacks(listed) -> list:
     """Callbacks named in a config's ``callbacks`` list, built by mindformers' own builder."""
     try:
-        from mindformers.core.callback.build_callback import build_callback
+        from mindformers.core.callback.build_callback import build_callback  # optional: mindformers (the mindformers extra)
     except ImportError as exc:
         types = ", ".join(str(c.get("type")) for c in listed if isinstance(c, dict))
         raise ConfigError(f"the config lists mindformers callbacks ({types}) but mindformers cannot be imported: {exc}", key="callbacks") from None

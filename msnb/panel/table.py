@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..plot.render import current_cell
 from ..status import ResultView
 from ..words import count
 from .cells import COLUMNS, text_cells
@@ -91,11 +92,9 @@ class RunsTable(ResultView):
         return {k: v.encode("utf-8", "backslashreplace").decode("utf-8") for k, v in bundle.items()}
 
     def _ipython_display_(self) -> None:
-        from ..plot.live import current_cell
-
         # a watch already shows this table in this cell's live display: the cell's value adds no second copy
         if self._shown_in is not None and self._shown_in == current_cell():
             return
-        from IPython.display import display
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         display(self.mime_bundle(), raw=True)

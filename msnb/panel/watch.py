@@ -13,6 +13,8 @@ import os
 import sys
 
 from ..analysis.rules import DEFAULT_RULES, Rules
+from ..plot.live import check_polling, poll_for
+from ..plot.render import current_cell, in_notebook
 from ..words import count
 from .board import DEFAULT_ACTIVE_WITHIN, RunsBoard
 from .table import RunsTable
@@ -25,9 +27,7 @@ class _NotebookDisplay:
         self.handle = None
 
     def show(self, table: RunsTable, changed: bool) -> None:
-        from IPython.display import display
-
-        from ..plot.live import current_cell
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         if self.handle is None:
             self.handle = display(table.mime_bundle(), raw=True, display_id=True)
@@ -50,8 +50,6 @@ class _TextDisplay:
 
 
 def _default_display():
-    from ..plot.live import in_notebook
-
     return _NotebookDisplay() if in_notebook() else _TextDisplay()
 
 
@@ -88,8 +86,6 @@ def watch_runs(
     Raises:
         UsageError: *every* or *duration* is not positive, or *base* is not a directory.
     """
-    from ..plot.live import check_polling, poll_for
-
     check_polling(every, duration)
     board = RunsBoard(base, tag=tag, rules=rules or DEFAULT_RULES, active_within=active_within, verify=verify)
     display = display or _default_display()

@@ -3,8 +3,8 @@ and the live view used while a job runs."""
 
 from .downsample import m4
 from .histograms import plot_histograms, plot_step_time
-from .live import LiveView, in_notebook, status_line
-from .render import figure_png, show_figure
+from .live import LiveView, status_line
+from .render import figure_png, in_notebook, show_figure
 from .scalars import PlotReport, plot_scalars, resolve_tags
 from .tail import tail
 

@@ -48,7 +48,7 @@ def plot_compare(result, *, smooth: float = 0.6, figure=None):
     Returns:
         The matplotlib Figure.
     """
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
     s = result.series
     panels = ["loss", "diff"] + [m for m in ("lr", "grad_norm") if f"baseline_{m}" in s and f"candidate_{m}" in s]

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.health import HealthReport
+from ..errors import UsageError
+from ..events import ReadResult
+from ..events.tags import resolve
+from .render import figure_png
+
 NONFINITE = 1e30  # stands for non-finite cells after aggregation: above the colour range, drawn black
 _DIGITS = re.compile(r"(\d+)")
 
@@ -38,8 +44,6 @@ class Heatmap:
         return f"<Heatmap: {len(self.rows)} rows x {len(self.steps)} columns drawn>"
 
     def _repr_png_(self):
-        from .render import figure_png
-
         return figure_png(self.figure)
 
 
@@ -110,6 +114,7 @@ def _bin(cells: np.ndarray, axis: int, limit: int) -> tuple[np.ndarray, np.ndarr
 
 def _draw(cells, row_labels, steps, *, title, anomaly_cell=None, anomaly_text="", vlim=1.0, max_labels=40, ax=None):
     """One RGBA image: the diverging scale for ordinary cells, black for non-finite, grey for missing."""
+    # deferred: matplotlib, until a figure is drawn
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
@@ -189,8 +194,6 @@ def _rank_choice(rank, ranks_available) -> list:
     if rank in (None, "max"):
         return sorted(ranks_available)
     if rank not in ranks_available:
-        from ..errors import UsageError
-
         raise UsageError(f"rank {rank} is not in the data (ranks: {', '.join(map(str, sorted(ranks_available)))})")
     return [rank]
 
@@ -295,8 +298,6 @@ def parameter_heatmap(
     scalars = _one_run(scalars, run)
     tags = sorted({t for t in set(scalars.tag.tolist()) if t.startswith(prefix)})
     if not tags:
-        from ..errors import UsageError
-
         raise UsageError(f"no tag starts with {prefix!r}")
     wanted = set(tags)
     all_ranks = sorted({r for r, t in zip(scalars.rank.tolist(), scalars.tag.tolist()) if t in wanted})
@@ -342,21 +343,15 @@ def rank_heatmap(scalars, tag: str = "loss", *, relative: str = "ranks", run=Non
     Raises:
         UsageError: the tag is not in the data.
     """
-    from ..events.tags import resolve
-
     scalars, anomaly = _inputs(scalars, anomaly)
     scalars = _one_run(scalars, run)
     real = resolve(tag, set(scalars.tag.tolist()))
     if real is None:
-        from ..errors import UsageError
-
         raise UsageError(f"no tag {tag!r} in the data")
     ranks = sorted(set(scalars.rank[scalars.tag == real].tolist()))
     cube, present, steps = _cube(scalars, [real], ranks)
     plane = cube[:, 0, :]
     if relative not in ("ranks", "series"):
-        from ..errors import UsageError
-
         raise UsageError(f"relative must be 'ranks' or 'series' (got {relative!r})")
     finite = np.where(np.isfinite(plane), plane, np.nan)
     reference = _nanmedian(finite, 0 if relative == "ranks" else 1)
@@ -375,9 +370,6 @@ def rank_heatmap(scalars, tag: str = "loss", *, relative: str = "ranks", run=Non
 
 
 def _inputs(scalars, anomaly):
-    from ..analysis.health import HealthReport
-    from ..events import ReadResult
-
     if isinstance(scalars, ReadResult):
         scalars = scalars.scalars  # add_scalars' head folders are already folded into their run by the reader
     if isinstance(anomaly, HealthReport):
@@ -390,7 +382,5 @@ def _one_run(scalars, run):
     if run is None:
         return scalars if len(runs) <= 1 else scalars.where(run=runs[0])
     if run not in runs:
-        from ..errors import UsageError
-
         raise UsageError(f"no run {run!r} (runs: {', '.join(runs)})")
     return scalars.where(run=run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UsageError
+from ..events.tags import ALIASES
 from ..words import count
 
 
@@ -43,7 +44,7 @@ def _resampled(h, i: int, edges: np.ndarray) -> np.ndarray:
 
 
 def _ridge(ax, h, order, max_steps: int) -> None:
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
     steps = h.step[order]
     order = order[np.r_[steps[1:] != steps[:-1], True]]  # one ridge per step: the last record of a step written twice
@@ -122,7 +123,7 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
     Returns:
         The matplotlib figure.
     """
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
     if mode not in ("ridge", "heatmap"):
         raise UsageError(f"mode must be ridge or heatmap, not {mode!r}")
@@ -157,9 +158,7 @@ def plot_histograms(histograms, tag: str | None = None, *, mode: str = "ridge", 
 
 def plot_step_time(scalars, tag: str | None = None, *, skip_first: int = 1, figure=None):
     """Distribution of step times, the first *skip_first* (compilation) left out; returns (figure, stats)."""
-    from matplotlib.figure import Figure
-
-    from ..events.tags import ALIASES
+    from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
     present = set(scalars.tags())
     tag = tag or next((t for t in ALIASES["step_time"] if t in present), None)

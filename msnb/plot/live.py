@@ -17,7 +17,11 @@ import time
 
 import numpy as np
 
+from ..analysis.smoothing import ema
 from ..errors import UsageError
+from ..events.tags import ALIASES
+from .render import figure_png, in_notebook
+from .scalars import plot_scalars, resolve_tags, smoothing_for
 
 
 def check_polling(every: float, duration: float) -> None:
@@ -56,26 +60,6 @@ def poll_for(poll, *, every: float, duration: float) -> str:
             time.sleep(min(every, remaining))
     except KeyboardInterrupt:
         return f"interrupted after {time.monotonic() - started:.0f} s"
-
-
-def current_cell():
-    """The execution count of the cell running now (None outside IPython): which cell already shows a result."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    ip = get_ipython()
-    return None if ip is None else ip.execution_count
-
-
-def in_notebook() -> bool:
-    """True inside a Jupyter kernel (a front end can show rich output)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 STARTUP_INTERVALS = 1  # the first step-to-step interval still carries compilation and warm-up
@@ -128,9 +112,6 @@ def status_line(scalars, *, step=None, total=None, seconds_per_step=None, tag=No
     Returns:
         One line of text.
     """
-    from ..analysis.smoothing import ema
-    from ..events.tags import ALIASES
-
     parts = []
     if scalars is not None and len(scalars):
         present = set(scalars.tags())
@@ -223,8 +204,6 @@ class LiveView:
         if status is not None:
             line = status
         else:
-            from .scalars import smoothing_for
-
             weight = smoothing_for("loss", self.smooth)
             line = status_line(scalars, step=step, total=self.total, seconds_per_step=self.seconds_per_step(scalars), smooth=weight)
         self.last_status = line
@@ -254,10 +233,7 @@ class LiveView:
     def _png(self, scalars) -> bytes | None:
         if scalars is None or not len(scalars):
             return None
-        from matplotlib.figure import Figure
-
-        from .render import figure_png
-        from .scalars import plot_scalars, resolve_tags
+        from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
         try:
             tags = resolve_tags(scalars.tags(), self.tags)[:4]
@@ -276,7 +252,7 @@ class LiveView:
         return {"text/html": f'<div class="msnb-live">{title}<code class="msnb-status">{html.escape(line)}</code>{img}</div>', "text/plain": text}
 
     def _show(self, obj) -> None:
-        from IPython.display import display
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         if self._handle is None:
             self._handle = display(obj, raw=True, display_id=True)

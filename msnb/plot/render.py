@@ -1,8 +1,10 @@
-"""Turning a matplotlib Figure into bytes, without pyplot or an inline backend.
+"""Turning a matplotlib Figure into bytes, without pyplot or an inline backend, and showing it.
 
 msnb builds ``matplotlib.figure.Figure`` objects directly (no global pyplot
 state), which IPython cannot show until a backend registers a formatter; so
-msnb renders them itself and displays the PNG.
+msnb renders them itself and displays the PNG.  Whether there is a notebook
+to show it in (:func:`in_notebook`), and which cell shows it (:func:`current_cell`),
+are asked here too, for every result that displays itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ def plain_text(figure) -> None:
     :data:`MAX_TEXT_CHARS` is cut there, with an ellipsis: no one reads more in a figure, and its cost is per glyph.
     Lone surrogates (what Python makes of a folder name that is not UTF-8) are drawn as ``?``.
     """
-    from matplotlib.text import Text
+    from matplotlib.text import Text  # deferred: matplotlib, until a figure is drawn
 
     for text in figure.findobj(Text):
         text.set_parse_math(False)
@@ -32,7 +34,7 @@ def plain_text(figure) -> None:
 
 def figure_png(figure, dpi: int = 100) -> bytes:
     """The figure as PNG bytes (an Agg canvas is attached when it has none; texts drawn as written, see :func:`plain_text`)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib, until a figure is drawn
 
     if figure.canvas is None or type(figure.canvas).__name__ == "FigureCanvasBase":
         FigureCanvasAgg(figure)  # attach an Agg canvas to a Figure built without pyplot
@@ -50,6 +52,26 @@ def describe_figure(figure) -> str:
     return text + (f" ({', '.join(panels)})" if panels else "")
 
 
+def current_cell():
+    """The execution count of the cell running now (None outside IPython): which cell already shows a result."""
+    try:
+        from IPython import get_ipython  # deferred: IPython, until something is displayed
+    except ImportError:
+        return None
+    ip = get_ipython()
+    return None if ip is None else ip.execution_count
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (a front end can show rich output)."""
+    try:
+        from IPython import get_ipython  # deferred: IPython, until something is displayed
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
 def show_figure(figure, dpi: int = 100, text: str | None = None) -> None:
     """Display *figure* as a PNG in the notebook (works in any kernel, VS Code included).
 
@@ -58,7 +80,7 @@ def show_figure(figure, dpi: int = 100, text: str | None = None) -> None:
         dpi: resolution of the PNG.
         text: what plain-text front ends show instead (default: the figure's titles).
     """
-    from IPython.display import display
+    from IPython.display import display  # deferred: IPython, only in a notebook
 
     png = base64.b64encode(figure_png(figure, dpi=dpi)).decode("ascii")  # what the notebook format stores
     display({"image/png": png, "text/plain": text or describe_figure(figure)}, raw=True)

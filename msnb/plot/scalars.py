@@ -20,6 +20,7 @@ near-constant series is drawn flat on an axis that does not magnify rounding.
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass, field, replace
 
@@ -38,6 +39,7 @@ from ..status import ResultView
 from ..words import count
 from .bands import MAX_LABELLED, draw_bands, line_color
 from .downsample import m4
+from .render import current_cell, figure_png, show_figure
 
 MAX_NONFINITE_LINES = 10  # ranges of NaN/Inf listed in the text; report.nonfinite holds every one
 
@@ -148,24 +150,15 @@ class PlotReport(ResultView):
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The figure as PNG and the short text, for ``display(report)`` and front ends without images."""
-        import base64
-
-        from .render import figure_png
-
         return {"image/png": base64.b64encode(figure_png(self.figure)).decode("ascii"), "text/plain": self.short_text()}
 
     def show(self) -> None:
         """Display the figure and the short text under it (what ``%mfmon_plot`` shows), once for this cell."""
-        from .live import current_cell
-        from .render import show_figure
-
         show_figure(self.figure)
         print(self.short_text())
         self._shown_in = current_cell()
 
     def _ipython_display_(self) -> None:
-        from .live import current_cell
-
         # %mfmon_plot already showed it in this cell: the cell's value adds nothing (no second figure, no repr)
         if self._shown_in is not None and self._shown_in == current_cell():
             return
@@ -256,7 +249,7 @@ def _x_values(kind: str, steps, walls, run_start: float):
     if kind == "step":
         return steps.astype(np.float64), "step"
     if kind == "wall":
-        import matplotlib.dates as mdates
+        import matplotlib.dates as mdates  # deferred: matplotlib, until a figure is drawn
 
         return mdates.date2num(walls.astype("datetime64[us]") if walls.dtype.kind == "M" else (walls * 1e6).astype("datetime64[us]")), "wall-clock time"
     if kind == "relative":
@@ -320,7 +313,7 @@ def _compile_outlier(steps, values):
 
 def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
     """Limit a step-time panel to the steady state; mark each compile step at the top edge with its value."""
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
     top = float(np.percentile(steady_values, 99.5))
     bottom = float(np.min(steady_values))
@@ -429,6 +422,7 @@ def plot_scalars(
     Returns:
         A :class:`PlotReport`.
     """
+    # deferred: matplotlib, until a figure is drawn
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -758,7 +752,7 @@ def _mark_nonfinite(ax, xs, label: str, spacing: float = 1.0) -> None:
 
     The crosses' line holds every NaN/Inf x (its data); only each stretch's first is drawn (``markevery``).
     """
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
     xs = np.unique(np.asarray(xs, dtype=np.float64)[np.isfinite(xs)])
     if not xs.size:

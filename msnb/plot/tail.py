@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..events import Follower
 from ..words import count
 from .live import LiveView, check_polling, poll_for
 
@@ -33,8 +34,6 @@ def tail(
     Raises:
         UsageError: *every* or *duration* is not positive.
     """
-    from ..events import Follower
-
     check_polling(every, duration)
     follower = Follower(path, verify=verify)
     view = view or LiveView(title=str(path), tags=tags, smooth=smooth, min_interval=min(every, 1.0))

@@ -11,6 +11,8 @@ smoke option list (:mod:`msnb.smoke.options`) without importing the runner.
 
 from __future__ import annotations
 
+from importlib import import_module
+
 _EXPORTS = {
     "run_smoke": ".runner",
     "SmokeOptions": ".options",
@@ -24,8 +26,6 @@ __all__ = list(_EXPORTS)
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        from importlib import import_module
-
         value = getattr(import_module(_EXPORTS[name], __name__), name)
         globals()[name] = value
         return value

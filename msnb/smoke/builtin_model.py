@@ -16,7 +16,7 @@ MAX_BATCHES = 1024  # the data repeats after this many batches, so a long run co
 
 
 def synthetic_dataset(steps: int, batch_size: int, seed: int = 0, shard: tuple[int, int] = (0, 1)):
-    import mindspore as ms
+    import mindspore as ms  # deferred: MindSpore (the mindspore extra)
 
     rng = np.random.default_rng(seed + 1000 * shard[0])
     n = min(steps, MAX_BATCHES) * batch_size
@@ -40,6 +40,7 @@ def learning_rates(steps: int, lr: float) -> list[float]:
 
 def build(steps: int, batch_size: int, lr: float, seed: int = 0, shard: tuple[int, int] = (0, 1)):
     """(train_network, dataset): a TrainOneStep cell that also records ``lr``, and its data."""
+    # deferred: MindSpore (the mindspore extra)
     import mindspore as ms
     from mindspore import nn, ops
 

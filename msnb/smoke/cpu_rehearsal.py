@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 
+from .mindformers_plan import CPU_WRAPPER
+
 
 def _module(name: str):
     try:
@@ -30,11 +32,10 @@ def _module(name: str):
 
 def _overflow_wrapper() -> str | None:
     """MFTrainOneStepCell's overflow check falls into the Ascend branch (NPUGetFloatStatusV2) on CPU: use IsFinite."""
+    # deferred: mindformers and MindSpore, imported only when apply() runs in the smoke's child
     from mindformers.tools.register import MindFormerModuleType, MindFormerRegister
     from mindformers.wrapper import MFTrainOneStepCell
     from mindspore.nn.wrap.loss_scale import _ascend_grad_overflow
-
-    from .mindformers_plan import CPU_WRAPPER
 
     def get_overflow_status(self, status, compute_output):
         return self._get_distributed_overflow_status_on_infnan_mode(_ascend_grad_overflow, compute_output)
@@ -56,7 +57,7 @@ def _outer() -> str | None:
     rope = _module("mindformers.parallel_core.training_graph.base_models.common.embeddings.rotary_pos_embedding")
     if rope is None or not hasattr(rope, "Outer"):
         return None
-    from mindspore import nn, ops
+    from mindspore import nn, ops  # deferred: MindSpore (the mindspore extra)
 
     class Outer(nn.Cell):
         """x outer y as a reshape and a broadcast multiply."""
@@ -75,6 +76,7 @@ def _flash_attention() -> str | None:
     fa = _module("mindformers.parallel_core.training_graph.transformer.flash_attention")
     if fa is None or not hasattr(fa, "FlashAttentionScore"):
         return None
+    # deferred: MindSpore (the mindspore extra)
     import mindspore as ms
     from mindspore import nn, ops
 
@@ -126,7 +128,7 @@ def _embedding_backward() -> str | None:
     layers = _module("mindformers.parallel_core.training_graph.tensor_parallel.layers")
     if layers is None or not hasattr(layers, "VocabParallelEmbedding"):
         return None
-    from mindspore import ops
+    from mindspore import ops  # deferred: MindSpore (the mindspore extra)
 
     def embedding_func(self, input_, weight):
         bs, seq_len = input_.shape
@@ -155,6 +157,7 @@ def _pynative_models() -> str | None:
 
 def _pynative_ops() -> str | None:
     """Morph raises outside graph mode; OneHotExt and ZerosLikeExt have no CPU kernel."""
+    # deferred: MindSpore (the mindspore extra)
     from mindspore import ops
     from mindspore.ops.operations.debug_ops import Morph
 
@@ -170,7 +173,7 @@ def _moe_router() -> str | None:
     router = _module("mindformers.parallel_core.training_graph.transformer.moe.router")
     if router is None or not hasattr(router, "TopkExt"):
         return None
-    from mindspore import ops
+    from mindspore import ops  # deferred: MindSpore (the mindspore extra)
 
     router.TopkExt = lambda: ops.TopK(sorted=True)
     return "TopkExt in the MoE router -> TopK"
@@ -180,7 +183,7 @@ def _glm2_norm() -> str | None:
     glm2 = _module("mindformers.models.glm2.glm2_modules")
     if glm2 is None or not hasattr(glm2, "ChatGLM2RMSNorm"):
         return None
-    from mindspore.ops import operations as P
+    from mindspore.ops import operations as P  # deferred: MindSpore (the mindspore extra)
 
     glm2.check_rmsnorm_big_kernel_valid = lambda: False
     glm2.ChatGLM2RMSNorm.cast = P.Cast()  # the unfused branch uses a cast only the fused branch defines

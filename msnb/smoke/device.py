@@ -23,6 +23,7 @@ def device_status(requested: str | None = None) -> tuple[str, str, bool]:
     Raises:
         SmokeError: for an unknown device name, or when no device can run MindSpore.
     """
+    # deferred: importlib.metadata, subprocess; the magics load this module at every kernel start
     from ..environment import detect_devices, installed_versions
 
     found = detect_devices(installed_versions())

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..events.tables import ScalarTable
 from ..events.tags import resolve
+from ..plot import plot_histograms, plot_scalars
 
 PANELS = ("loss", "lr", "step_time")
 NAME = "smoke"
@@ -90,8 +91,6 @@ def smoke_figures(summary_read, times: dict, live_read=None):
     Returns:
         (scalar figure or None, histogram figure or None).
     """
-    from ..plot import plot_histograms, plot_scalars
-
     sources = _sources(summary_read, live_read, times)
     picked = [found for found in (richest_series(sources, m) for m in PANELS) if found is not None]
     figure = hist_figure = None

@@ -20,8 +20,10 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
+from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 from ..config.run_config import is_mindformers_run
 from ..errors import SmokeError
 
@@ -75,8 +77,6 @@ _DATA_PATH_KEYS = ("data_path", "dataset_dir", "path", "data_dir")
 
 def installed_mindformers() -> str | None:
     """The installed mindformers' version, from its metadata (mindformers is not imported: it writes ``./output``)."""
-    from importlib import metadata
-
     try:
         return metadata.version("mindformers")
     except metadata.PackageNotFoundError:
@@ -447,8 +447,6 @@ def plan_mindformers(
     monitor = cfg.get("monitor_config") if isinstance(cfg.get("monitor_config"), dict) else None
     formats: dict = {}
     if monitor is not None:
-        from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
-
         for key in [k for k in monitor if k not in MINDFORMERS_MONITOR_KEYS]:
             monitor.pop(key)  # mindformers raises KeyError on keys it does not know
         if device == "CPU":

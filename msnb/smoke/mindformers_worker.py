@@ -23,6 +23,8 @@ import traceback
 
 import numpy as np
 
+from .guard import set_parent_death_signal
+
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0):
     """Token ids with exactly the columns the config's dataset gives, following a pattern a model can learn.
@@ -35,7 +37,7 @@ def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: 
     ``labels`` are the next tokens, ``loss_mask`` ones, ``position_ids`` 0..seq-1
     and ``attention_mask`` causal (1 = masked, as mindformers' Megatron loader).
     """
-    from mindspore.dataset import GeneratorDataset
+    from mindspore.dataset import GeneratorDataset  # deferred: MindSpore (the mindspore extra)
 
     span = max(2, int(vocab) - 3)
     rng = np.random.default_rng(seed)
@@ -62,8 +64,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(spec_path: str) -> int:
-    from .guard import set_parent_death_signal
-
     set_parent_death_signal(signal.SIGKILL)  # the guard gone: so is the training
     with open(spec_path) as f:
         spec = json.load(f)
@@ -73,16 +73,17 @@ def main(spec_path: str) -> int:
     stage = "importing mindformers"
     rank = 0
     try:
+        # deferred until the death signal is armed, and inside the try (a failure is this stage's line): mindformers, MindSpore
         import mindformers
         from mindformers import MindFormerConfig, Trainer, build_context
 
+        from ..monitor import current_rank
+        from .cpu_rehearsal import apply
         from .step_callbacks import StepTimer, StopAt
 
         applied = []
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
-            from .cpu_rehearsal import apply
-
             applied = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
         with open(os.path.join(workdir, "rehearsal.json"), "w") as f:
             json.dump({"mindformers": getattr(mindformers, "__version__", "?"), "replaced": applied}, f)
@@ -90,8 +91,6 @@ def main(spec_path: str) -> int:
         config = MindFormerConfig(spec["config"])
         stage = "building the context (build_context)"
         build_context(config)  # with use_parallel, this initialises the communication msrun set up
-        from ..monitor import current_rank
-
         rank, world = current_rank()
         rank = rank or 0
         if world > 1:

@@ -203,7 +203,7 @@ def smoke_magic_arguments(func):
     Returns:
         *func*, with its parser and its help text in the docstring.
     """
-    from IPython.core.magic_arguments import argument, magic_arguments
+    from IPython.core.magic_arguments import argument, magic_arguments  # IPython only when a magic is defined, never for the CLI
 
     for opt in reversed(SMOKE_OPTIONS):  # decorators apply bottom-up; this keeps the list's order in the help
         if opt.where in ("both", "magic"):

@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..plot.render import current_cell, figure_png
 from ..status import COLORS, FAIL, PASS, WARN, ResultView, status_color, status_word, verdict_word
 
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
@@ -172,8 +173,6 @@ class SmokeResult(ResultView):
         elif self.log_tail and not self.passed:
             parts.append(f'<details open><summary>last lines of the training log</summary><pre style="{_MONO}">{html.escape(self.log_tail)}</pre></details>')
         if figures:
-            from ..plot.render import figure_png
-
             for fig in (self.figure, self.histogram_figure):
                 if fig is not None:
                     parts.append(f'<img class="msnb-figure" src="data:image/png;base64,{base64.b64encode(figure_png(fig)).decode()}"/>')
@@ -188,16 +187,12 @@ class SmokeResult(ResultView):
 
     def show(self) -> None:
         """Display the verdict with its plots (what the smoke magic shows at the end), once for this cell."""
-        from IPython.display import display
-
-        from ..plot.live import current_cell
+        from IPython.display import display  # deferred: IPython, only in a notebook
 
         display(self.mime_bundle(figures=True), raw=True)
         self._shown_in = current_cell()
 
     def _ipython_display_(self) -> None:
-        from ..plot.live import current_cell
-
         # the magic already showed it in this cell: the cell's value adds nothing (no second verdict as Out[n])
         if self._shown_in is not None and self._shown_in == current_cell():
             return

@@ -43,6 +43,8 @@ from ..config.lint import lint
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
+from ..plot.live import LiveView
+from ..plot.render import plain_text
 from ..words import count
 from .device import device_status
 from .figures import smoke_figures
@@ -82,7 +84,7 @@ def _marked_processes(marker: str) -> list[int]:
     if os.path.isdir("/proc"):
         return marked_processes(marker)
     try:  # not Linux: psutil, where installed
-        import psutil
+        import psutil  # optional: psutil is no dependency of msnb
     except ImportError:
         return []
     found = []
@@ -566,8 +568,6 @@ def _draw(summary_read, times, live_read=None) -> tuple[object, object, list]:
     except Exception as exc:  # drawing is another layer's code; whatever it raises, the verdict stands
         first = f"{type(exc).__name__}: {exc}"
     try:
-        from dataclasses import replace
-
         figure, _ = smoke_figures(replace(summary_read, histograms=type(summary_read.histograms)()), times, live_read)
         return figure, None, [Check("figures", WARN, f"the histogram figure could not be drawn ({first}); the curves were")]
     except Exception as exc:  # noqa: BLE001 - same reason
@@ -587,8 +587,6 @@ def save_figure(result: SmokeResult, out) -> Check | None:
     if result.figure is None:
         return None
     try:
-        from ..plot.render import plain_text
-
         plain_text(result.figure)  # names from files are no TeX
         result.figure.savefig(out, dpi=100)
         result.figure_file = os.path.abspath(out)
@@ -779,8 +777,6 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         raise SmokeError("give either options=SmokeOptions(...) or keyword options, not both")
     prepared = prepare(options)
     if options.live and view is None:
-        from ..plot.live import LiveView
-
         view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3, status=None)
     if view is not None:
         if prepared.plan is not None:

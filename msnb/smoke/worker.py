@@ -11,12 +11,15 @@ times go to ``step_times[_rank<N>].csv`` beside the summary directory.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
 import runpy
 import signal
 import sys
+
+from .guard import set_parent_death_signal
 
 
 def _user_model(spec: dict):
@@ -25,8 +28,6 @@ def _user_model(spec: dict):
         ns = runpy.run_path(spec["code"], run_name="__msnb_smoke__")
         where = "the cell's code"
     else:
-        import importlib
-
         module = spec["module"]
         if spec.get("module_path"):  # a module name is imported from the caller's directory, not the scratch one
             sys.path.insert(0, spec["module_path"])
@@ -49,22 +50,22 @@ def _user_model(spec: dict):
 
 
 def main(spec_path: str) -> int:
-    from .guard import set_parent_death_signal
-
     set_parent_death_signal(signal.SIGKILL)  # the guard, or msrun, gone: so is this rank
     with open(spec_path) as f:
         spec = json.load(f)
+    # deferred until the death signal is armed: MindSpore (seconds), msnb.monitor (numpy, PyYAML, the readers)
     import mindspore as ms
     from mindspore.train import Model
 
     from ..monitor import build_monitor_callbacks, current_rank
+    from .builtin_model import build
     from .step_callbacks import StepTimer, StopAt
 
     ms.set_context(mode=ms.GRAPH_MODE if spec.get("mode") == "graph" else ms.PYNATIVE_MODE)
     ms.set_device(spec["device"])
     world = 1
     if spec.get("distributed"):
-        from mindspore.communication import get_group_size, init
+        from mindspore.communication import get_group_size, init  # deferred: MindSpore, as above
 
         init()
         world = get_group_size()
@@ -78,8 +79,6 @@ def main(spec_path: str) -> int:
         net, loss_fn, optimizer, dataset = _user_model(spec)
         model = Model(net, loss_fn, optimizer) if loss_fn is not None or optimizer is not None else Model(net)
     else:
-        from .builtin_model import build
-
         train_net, dataset = build(steps, int(spec["batch_size"]), float(spec["lr"]), seed=int(spec.get("seed", 0)), shard=(rank, world))
         model = Model(train_net)
 

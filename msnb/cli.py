@@ -16,12 +16,8 @@ from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
 from .errors import MsnbError, NothingReadable, UsageError
-from .events import read
-from .events.export import KIND_CHOICES, KINDS, write  # --kind choices: so every start loads msnb.events and numpy
-from .events.problems import SKIPPED_KINDS
-from .events.runs import read_runs
 from .heap import keep_scratch_memory
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
 from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
@@ -136,7 +132,8 @@ def _cmd_plot(args) -> int:
     import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    # deferred: the figures' code and the judge (msnb.plot, msnb.analysis)
+    # deferred: numpy, the readers, the figures' code and the judge (msnb.events, msnb.plot, msnb.analysis)
+    from .events.runs import read_runs
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
@@ -257,7 +254,8 @@ def _cmd_doctor_kernel(name: str, as_json: bool) -> int:
 
 
 def _cmd_export_parquet(args) -> int:
-    from .bridges.parquet import export  # deferred: the Parquet bridge (urllib.parse, msnb.safe_files; pyarrow on use)
+    from .bridges.parquet import export  # deferred: numpy and the Parquet bridge (pyarrow on use)
+    from .events.problems import SKIPPED_KINDS  # deferred: numpy and the readers (msnb.events)
 
     if not args.out:
         raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
@@ -275,6 +273,8 @@ def _cmd_export_parquet(args) -> int:
 def _cmd_export(args) -> int:
     if args.format == "parquet":
         return _cmd_export_parquet(args)
+    from .events import read  # deferred: numpy and the readers (msnb.events)
+    from .events.export import write
 
     result = read(args.path, verify=not args.no_verify)
     for problem in result.problems:
@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
     p.add_argument("path", help="a file, a run directory or a tree of runs")
-    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KINDS)} (default: scalars)")
+    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KIND_NAMES)} (default: scalars)")
     p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
     p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")

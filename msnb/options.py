@@ -141,3 +141,14 @@ REPORT_OPTIONS: tuple[Option, ...] = (
     NO_VERIFY,
     Option(("--baseline",), "add a precision-alignment section: each PATH judged against this baseline run (see msnb compare)", metavar="PATH", where="cli"),
 )
+
+
+KIND_NAMES = ("scalars", "histograms", "tensors", "images", "texts", "lineage", "markers")
+"""The data kinds' names (``msnb.events.tables.TABLE_KINDS`` gives each its table, in this order), known here so
+that the CLI offers ``--kind`` without loading the readers and numpy at every start."""
+
+KIND_SPELLINGS = {"scalar": "scalars", "histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts", "marker": "markers"}
+"""Other spellings accepted wherever a kind is named (``msnb export --kind text``)."""
+
+KIND_CHOICES = KIND_NAMES + tuple(KIND_SPELLINGS)
+"""Every spelling ``--kind`` accepts (``text`` as well as ``texts``, ``histogram`` as well as ``histograms``)."""

@@ -41,3 +41,25 @@ def test_the_documented_layers_are_the_checked_ones():
     named = {name: optional for layer in checked for name, optional in layer.items()}
     assert package <= set(named)  # every module of msnb has its layer
     assert {name for name, optional in named.items() if not optional} <= package  # and a required layer exists
+
+
+def test_the_cli_and_the_magics_start_without_the_readers():
+    """Every ``msnb`` command builds the whole parser, and every kernel loads the magics: neither may load numpy,
+    the readers or matplotlib before a command needs them (the export kinds' names live in msnb.options)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, msnb.cli, msnb.magics; msnb.cli.build_parser();"
+        "print(sorted(m for m in ('numpy', 'msnb.events', 'matplotlib', 'mindspore', 'pandas', 'pyarrow') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_kind_names_are_the_tables():
+    from msnb.events.tables import TABLE_KINDS, kind_name
+    from msnb.options import KIND_CHOICES, KIND_NAMES
+
+    assert KIND_NAMES == tuple(TABLE_KINDS)
+    assert {kind_name(k) for k in KIND_CHOICES} == set(TABLE_KINDS)

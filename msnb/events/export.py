@@ -18,13 +18,11 @@ import sys
 import numpy as np
 
 from ..errors import OutputError, UsageError
-from .tables import KIND_SPELLINGS, NO_RANK, TABLE_KINDS, kind_name
+from ..options import KIND_NAMES
+from .tables import NO_RANK, TABLE_KINDS, kind_name
 
-KINDS = tuple(TABLE_KINDS)
+KINDS = KIND_NAMES
 """Kinds ``msnb export --kind`` writes: every table of a ``ReadResult``."""
-
-KIND_CHOICES = KINDS + tuple(KIND_SPELLINGS)
-"""Every spelling ``--kind`` accepts (``text`` as well as ``texts``, ``histogram`` as well as ``histograms``)."""
 
 
 # the tables' own columns; images travel as base64 text

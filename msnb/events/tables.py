@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..heap import give_back_freed_memory
+from ..options import KIND_SPELLINGS
 from .tags import resolve
 
 NO_RANK = -1
@@ -340,9 +341,6 @@ TABLE_KINDS: dict[str, type[Table]] = {
     "markers": MarkerTable,
 }
 """The one list of data kinds: the name of each table (an attribute of ``ReadResult``) and its class."""
-
-KIND_SPELLINGS = {"scalar": "scalars", "histogram": "histograms", "tensor": "tensors", "image": "images", "text": "texts", "marker": "markers"}
-"""Other spellings accepted wherever a kind is named (``msnb export --kind text``)."""
 
 
 def kind_name(name: str) -> str:

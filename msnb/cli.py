@@ -273,7 +273,8 @@ def _cmd_export_parquet(args) -> int:
 def _cmd_export(args) -> int:
     if args.format == "parquet":
         return _cmd_export_parquet(args)
-    from .events import read  # deferred: numpy and the readers (msnb.events)
+    # deferred: numpy and the readers (msnb.events)
+    from .events import read
     from .events.export import write
 
     result = read(args.path, verify=not args.no_verify)

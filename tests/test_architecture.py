@@ -63,3 +63,35 @@ def test_the_kind_names_are_the_tables():
 
     assert KIND_NAMES == tuple(TABLE_KINDS)
     assert {kind_name(k) for k in KIND_CHOICES} == set(TABLE_KINDS)
+
+
+def _function_imports(path: Path):
+    """Each import statement inside a function of *path*, with whether a comment says why it is there (on its
+    lines, or above its block of imports)."""
+    import ast
+
+    lines = path.read_text().splitlines()
+
+    def said(node) -> bool:
+        if any("#" in lines[i] for i in range(node.lineno - 1, node.end_lineno)):
+            return True
+        i = node.lineno - 2
+        while i >= 0 and (lines[i].strip().startswith(("import ", "from ")) or not lines[i].strip()):
+            i -= 1
+        return i >= 0 and lines[i].strip().startswith("#")
+
+    def walk(node, inside: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and inside:
+                yield child.lineno, said(child)
+            else:
+                yield from walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    yield from walk(ast.parse("\n".join(lines)), False)
+
+
+def test_every_import_inside_a_function_says_what_it_defers():
+    """Imports belong at a module's top; one inside a function defers something heavy or optional (matplotlib,
+    MindSpore, pyarrow, IPython...) or runs only in a child process, and a comment says which."""
+    silent = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / "msnb").rglob("*.py")) for line, said in _function_imports(p) if not said]
+    assert not silent, "imports inside functions with no comment saying what they defer: " + ", ".join(silent)

@@ -52,7 +52,8 @@ _counter = itertools.count()
 
 def _pa():
     try:
-        import pyarrow as pa  # optional: pyarrow (the parquet extra), and slow to import
+        # optional: pyarrow (the parquet extra), and slow to import
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise MissingDependency("Parquet export needs pyarrow: pip install 'msnb[parquet]'") from exc

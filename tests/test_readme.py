@@ -80,6 +80,10 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
             "mindinsight",
             "event_accumulator",
             "tbparse",
+            "--damaged-gb",  # the memory-under-damage rows at toy size too (by default 1 GB of zeros and a 300 MB log)
+            "0.01",
+            "--log-mb",
+            "1",
         ],
         capture_output=True,
         text=True,
@@ -91,6 +95,9 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
     msnb_rows = [line.split() for line in out.splitlines() if re.match(r"^\s+msnb\s+[\d,]+\s", line)]
     assert [row[1] for row in msnb_rows] == ["1,200", "1,200", "36"]  # 300 steps x 4 tags; 4 x (8 histograms + 1 loss)
     assert "msnb time / floor time" in out
+    memory = {label: rest.split() for label, rest in re.findall(r"^  (summary \+ 0\.01 GB of zeros|training log, 1 MB)\s+(.*)$", out, re.M)}
+    assert memory["summary + 0.01 GB of zeros"][1] == "1,200" and memory["summary + 0.01 GB of zeros"][2] != "0"  # every point kept, the zeros reported
+    assert memory["training log, 1 MB"][1:3] == ["30,000", "0"]  # points and problems, after the file size
 
 
 def test_readme_monitor_config_block_loads_without_findings(tmp_path):

@@ -33,6 +33,10 @@ def test_main_job_runs_and_passes(run_msnb, tmp_path):
     proc = run_msnb(*args[1:], check=0, cwd=tmp_path)
     assert "PASSED" in proc.stdout
     assert (tmp_path / "msnb_smoke.png").read_bytes()[:4] == b"\x89PNG"
+    # the verdict's text (tests/test_display_texts.py ran a smoke of its own for these): its last line says where the figure went
+    out = proc.stdout
+    assert out.strip().splitlines()[-1] == f"  figure: wrote {tmp_path / 'msnb_smoke.png'} (in the current directory; --out FILE to write elsewhere)"
+    assert "removed" not in out and "(s)" not in out
 
 
 def readme_msnb_commands():

@@ -250,6 +250,7 @@ def test_the_readme_module_command_runs_literally_from_the_repo_root():
         assert proc.returncode == 0 and verdict["passed"], proc.stdout
         assert verdict["steps_trained"] == 200 and verdict["plot"] == str(figure)
         assert {c["name"]: c["status"] for c in verdict["checks"]}["loss_falling"] == "pass"
+        assert {c["name"] for c in verdict["checks"]} >= {"process", "summaries", "loss_falling"}  # a module's run is judged as msnb's own
         assert verdict["summary_dir"] is None and "removed" in verdict["summary_dir_note"]
     finally:
         if not existed:

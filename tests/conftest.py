@@ -97,6 +97,19 @@ def mf_files(tmp_path_factory) -> Path:
     return _run_writer("mindformers_monitor.py", tmp_path_factory.mktemp("mf"))
 
 
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    """One JupyterLab server for the session's browser tests, started by the first that asks (see tests/test_browser.py:
+    its ``lab`` fixture hands the server to a test and shuts that test's kernels down after it)."""
+    from tests.test_browser import _missing, serve_lab
+
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    with serve_lab(tmp_path_factory.mktemp("jupyterlab")) as server:
+        yield server
+
+
 def load_expected(root: Path) -> dict:
     import json
 

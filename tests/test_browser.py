@@ -9,6 +9,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` and the ``jupyterlab`` and
 ``selenium`` packages (the ``test`` extra); skipped, saying which, without them.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -116,22 +117,21 @@ def _stop_server(proc, base: str, token: str) -> None:
                 proc.wait(15)
 
 
-@pytest.fixture
-def lab(tmp_path, jupyter_dirs):
-    """JupyterLab on 127.0.0.1 with a random port and token, serving a copy of the notebooks folder."""
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    kernel.install("mindspore", prefix=jupyter_dirs["prefix"])  # the kernel the notebook names, in this test's Jupyter folders
-    root = tmp_path / "served"
+@contextlib.contextmanager
+def serve_lab(where: Path):
+    """JupyterLab on 127.0.0.1 with a random port and token, its own Jupyter folders under *where* (the MindSpore Kernel
+    installed there), serving *where*/served; asked to shut down (it stops its kernels) and gone when the block ends."""
+    data, prefix, runtime = where / "jupyter-data", where / "prefix", where / "jupyter-runtime"
+    kernel.install("mindspore", prefix=prefix)  # the kernel the notebooks name, in the server's own Jupyter folders
+    root = where / "served"
     root.mkdir()
-    shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
-    settings = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    settings = where / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     # answer JupyterLab's "notified about official Jupyter news?" question up front: unanswered, its toast covers the outputs
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
     port, token = _free_port(), secrets.token_hex(16)
-    log = open(tmp_path / "jupyter-lab.log", "wb")
+    env = dict(os.environ, JUPYTER_DATA_DIR=str(data), JUPYTER_PATH=str(prefix / "share" / "jupyter"), JUPYTER_RUNTIME_DIR=str(runtime))
+    log = open(where / "jupyter-lab.log", "wb")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -144,23 +144,44 @@ def lab(tmp_path, jupyter_dirs):
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
             "--LabApp.news_url=",
-            f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
-            f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",  # no tabs reopened from another test's session
+            f"--LabApp.user_settings_dir={where / 'lab-settings'}",
+            f"--LabApp.workspaces_dir={where / 'lab-workspaces'}",  # emptied after each test: no tabs reopened from another test
             *(["--allow-root"] if os.geteuid() == 0 else []),  # CI containers run as root
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=str(root),
+        env=env,
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_server(f"{base}/api/status?token={token}", proc)
-        yield {"base": base, "token": token, "root": root, "log": tmp_path / "jupyter-lab.log"}
+        yield {"base": base, "token": token, "root": root, "log": where / "jupyter-lab.log", "workspaces": where / "lab-workspaces"}
     finally:
         _stop_server(proc, base, token)
         log.close()
+
+
+def _api(lab, path: str, method: str = "GET"):
+    request = urllib.request.Request(f"{lab['base']}/api/{path}", method=method, headers={"Authorization": f"token {lab['token']}"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        body = reply.read()
+    return json.loads(body) if body else None
+
+
+@pytest.fixture
+def lab(lab_server):
+    """The session's JupyterLab (tests/conftest.py's ``lab_server``: one server for every browser test), handed to one
+    test: its notebooks' sessions and kernels are shut down and its open tabs forgotten when the test ends, so the
+    next test starts from a server with no kernel running and nothing to reopen."""
+    yield lab_server
+    for session in _api(lab_server, "sessions"):
+        _api(lab_server, f"sessions/{session['id']}", method="DELETE")  # stops the session's kernel
+    for running in _api(lab_server, "kernels"):
+        _api(lab_server, f"kernels/{running['id']}", method="DELETE")
+    shutil.rmtree(lab_server["workspaces"], ignore_errors=True)
 
 
 @pytest.fixture
@@ -180,9 +201,7 @@ def browser(tmp_path):
 
 
 def _kernel_idle(lab) -> bool:
-    request = urllib.request.Request(f"{lab['base']}/api/sessions", headers={"Authorization": f"token {lab['token']}"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        sessions = json.load(reply)
+    sessions = _api(lab, "sessions")  # this test's only: the lab fixture shut down those of the tests before
     return any(s["kernel"]["name"] == "mindspore" and s["kernel"]["execution_state"] == "idle" for s in sessions)
 
 
@@ -201,6 +220,7 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
+    shutil.copy(REPO / "notebooks" / NOTEBOOK, lab["root"] / NOTEBOOK)
     shots = tmp_path / "screenshots"
     shots.mkdir()
     browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")

@@ -9,8 +9,12 @@ from tests.conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 TAGS = {"nbval-ignore-output", "raises-exception", "nbval-skip"}  # nbval's cell tags
-# a scratch directory with its random suffix, a home or checkout, an absolute site-packages
-MACHINE_PATH = re.compile(r"/tmp/(?:msnb-[a-z]+-|tmp)(?!X{8})[A-Za-z0-9_]{8}|/(?:home|root|work|Users)/[^\s\"'<>]+|/[^\s\"'<>]*/site-packages/")
+# a scratch directory with its random suffix, a home or checkout, an absolute site-packages.  The last is tried only
+# where a word starts (no backtracking from every '/' of a long base64 image in an HTML output: 6 s a notebook); it
+# finds what '/[^\s"'<>]*/site-packages/' finds: a word with a '/' before its '/site-packages/'
+MACHINE_PATH = re.compile(
+    r"/tmp/(?:msnb-[a-z]+-|tmp)(?!X{8})[A-Za-z0-9_]{8}|/(?:home|root|work|Users)/[^\s\"'<>]+|(?<![^\s\"'<>])[^\s\"'<>/]*/[^\s\"'<>]*/site-packages/"
+)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -33,6 +37,8 @@ def test_the_pattern_catches_what_it_should():
     assert MACHINE_PATH.search('File "/work/main/msnb/smoke/worker.py"')
     assert MACHINE_PATH.search("/opt/venv/lib/python3.11/site-packages/mindspore/train/model.py")
     assert not MACHINE_PATH.search("kept in /tmp/msnb-smoke-XXXXXXXX/summary")
+    assert MACHINE_PATH.search("see lib/python3.11/site-packages/x") and MACHINE_PATH.search('"C:/py/site-packages/x"')
+    assert not MACHINE_PATH.search("site-packages/x and a/ b/site-packages/") and not MACHINE_PATH.search("a/<site-packages/")
 
 
 def test_the_refresh_script_scrubs_what_this_test_refuses():

@@ -33,6 +33,10 @@ def test_main_job_runs_and_passes(run_msnb, tmp_path):
     proc = run_msnb(*args[1:], check=0, cwd=tmp_path)
     assert "PASSED" in proc.stdout
     assert (tmp_path / "msnb_smoke.png").read_bytes()[:4] == b"\x89PNG"
+    # the verdict's text (tests/test_display_texts.py ran a smoke of its own for these): its last line says where the figure went
+    out = proc.stdout
+    assert out.strip().splitlines()[-1] == f"  figure: wrote {tmp_path / 'msnb_smoke.png'} (in the current directory; --out FILE to write elsewhere)"
+    assert "removed" not in out and "(s)" not in out
 
 
 def readme_msnb_commands():
@@ -80,6 +84,10 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
             "mindinsight",
             "event_accumulator",
             "tbparse",
+            "--damaged-gb",  # the memory-under-damage rows at toy size too (by default 1 GB of zeros and a 300 MB log)
+            "0.01",
+            "--log-mb",
+            "1",
         ],
         capture_output=True,
         text=True,
@@ -91,6 +99,9 @@ def test_benchmark_command_runs_at_toy_size(tmp_path):
     msnb_rows = [line.split() for line in out.splitlines() if re.match(r"^\s+msnb\s+[\d,]+\s", line)]
     assert [row[1] for row in msnb_rows] == ["1,200", "1,200", "36"]  # 300 steps x 4 tags; 4 x (8 histograms + 1 loss)
     assert "msnb time / floor time" in out
+    memory = {label: rest.split() for label, rest in re.findall(r"^  (summary \+ 0\.01 GB of zeros|training log, 1 MB)\s+(.*)$", out, re.M)}
+    assert memory["summary + 0.01 GB of zeros"][1] == "1,200" and memory["summary + 0.01 GB of zeros"][2] != "0"  # every point kept, the zeros reported
+    assert memory["training log, 1 MB"][1:3] == ["30,000", "0"]  # points and problems, after the file size
 
 
 def test_readme_monitor_config_block_loads_without_findings(tmp_path):

@@ -18,11 +18,10 @@ def write(root: Path, name: str, text: str) -> Path:
     return path
 
 
-@pytest.fixture
-def tree(tmp_path):
+def write_tree(root: Path) -> Path:
     """team/monitor.yaml <- base.yaml <- run.yaml, plus a second base in a list."""
     write(
-        tmp_path,
+        root,
         "team/monitor.yaml",
         """\
         monitor_config:
@@ -34,7 +33,7 @@ def tree(tmp_path):
     """,
     )
     write(
-        tmp_path,
+        root,
         "team/data.yaml",
         """\
         train_dataset:
@@ -45,7 +44,7 @@ def tree(tmp_path):
     """,
     )
     write(
-        tmp_path,
+        root,
         "base.yaml",
         """\
         base_config: team/monitor.yaml
@@ -56,7 +55,7 @@ def tree(tmp_path):
     """,
     )
     return write(
-        tmp_path,
+        root,
         "run.yaml",
         """\
         base_config: [base.yaml, team/data.yaml]
@@ -69,6 +68,11 @@ def tree(tmp_path):
           data_loader: {dataset_dir: /data/b}
     """,
     )
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return write_tree(tmp_path)
 
 
 def test_inheritance_two_levels_and_a_list_of_bases(tree):
@@ -238,8 +242,38 @@ tensorboard:
 """
 
 
-def test_a_real_mindformers_yaml_loads_and_mindformers_agrees(tmp_path):
-    path = write(tmp_path, "llama2_7b.yaml", MINDFORMERS_YAML)
+@pytest.fixture(scope="module")
+def mindformers_reads(tmp_path_factory):
+    """What mindformers' own loader makes of MINDFORMERS_YAML and of the inheritance tree: one child process imports
+    mindformers for both tests that ask it (importing it takes seconds, and writes ./output: the child works in a
+    folder of its own)."""
+    root = tmp_path_factory.mktemp("mindformers-reads")
+    llama = write(root, "llama2_7b.yaml", MINDFORMERS_YAML)
+    tree = write_tree(root / "tree")
+    code = textwrap.dedent(f"""\
+        import json, os
+        os.chdir({str(root)!r})
+        from mindformers.tools.register import MindFormerConfig
+        from mindformers.tools.register.template import MonitorConfig
+        tree = MindFormerConfig({str(tree)!r})
+        tree = tree.to_dict() if hasattr(tree, "to_dict") else dict(tree)
+        cfg = MindFormerConfig({str(llama)!r})
+        MonitorConfig.apply(dict(cfg.monitor_config))
+        try:
+            MonitorConfig.apply({{"summary_dir": "./summary"}})
+            rejected = None
+        except KeyError as exc:
+            rejected = str(exc)
+        llama = {{"keys": sorted(MonitorConfig.keys()), "rejected": rejected, "epochs": cfg.runner_config.epochs}}
+        print(json.dumps({{"llama": llama, "tree": tree}}, default=str))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "llama_path": llama, "tree_path": tree}
+
+
+def test_a_real_mindformers_yaml_loads_and_mindformers_agrees(mindformers_reads):
+    path = mindformers_reads["llama_path"]
     report = check_config(path)
     settings = monitor_settings(load_config(path))
     assert settings.mindformers["monitor_on"] is True and settings.mindformers["target"] == ["layers.0", "layers.1"]
@@ -252,23 +286,7 @@ def test_a_real_mindformers_yaml_loads_and_mindformers_agrees(tmp_path):
 
     # mindformers itself: it loads this file, accepts this monitor_config, and knows exactly msnb's list of its keys;
     # it rejects msnb's keys inside monitor_config, which is what the lint warns about
-    code = textwrap.dedent(f"""\
-        import json, os
-        os.chdir({str(tmp_path)!r})
-        from mindformers.tools.register import MindFormerConfig
-        from mindformers.tools.register.template import MonitorConfig
-        cfg = MindFormerConfig({str(path)!r})
-        MonitorConfig.apply(dict(cfg.monitor_config))
-        try:
-            MonitorConfig.apply({{"summary_dir": "./summary"}})
-            rejected = None
-        except KeyError as exc:
-            rejected = str(exc)
-        print(json.dumps({{"keys": sorted(MonitorConfig.keys()), "rejected": rejected, "epochs": cfg.runner_config.epochs}}))
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    answer = mindformers_reads["llama"]
     from msnb.config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 
     assert set(answer["keys"]) == set(MINDFORMERS_MONITOR_KEYS)
@@ -276,19 +294,10 @@ def test_a_real_mindformers_yaml_loads_and_mindformers_agrees(tmp_path):
     assert answer["epochs"] == 2
 
 
-def test_inheritance_agrees_with_mindformers(tree, tmp_path):
+def test_inheritance_agrees_with_mindformers(mindformers_reads):
     """mindformers' own loader merges the same tree the same way (references aside)."""
-    code = textwrap.dedent(f"""\
-        import json, os
-        os.chdir({str(tmp_path)!r})
-        from mindformers.tools.register import MindFormerConfig
-        cfg = MindFormerConfig({str(tree)!r})
-        print(json.dumps(cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg), default=str))
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
-    ours = load_config(tree, resolve=False).data
+    theirs = mindformers_reads["tree"]
+    ours = load_config(mindformers_reads["tree_path"], resolve=False).data
     assert theirs["seed"] == ours["seed"]
     # mindformers adds its template's defaults (and normalises sink_size); compare what the files set
     for key in ("batch_size", "epochs"):

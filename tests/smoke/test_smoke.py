@@ -178,13 +178,7 @@ def test_a_mindformers_yaml_is_planned_as_its_own_model_with_its_lint_findings(t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["llama2_7b.yaml"]  # prepare creates nothing
 
 
-def test_module_file_from_the_cli(tmp_path, run_msnb):
-    module = tmp_path / "my_model.py"
-    module.write_text(USER_CODE)
-    proc = run_msnb("smoke", "--module", module, "--steps", "30", "--json", "--out", tmp_path / "m.png", cwd=tmp_path, check=0)
-    verdict = json.loads(proc.stdout)
-    assert verdict["passed"] and verdict["steps_trained"] == 30
-    assert {c["name"] for c in verdict["checks"]} >= {"process", "summaries", "loss_falling"}
+# a module file from the CLI: the README's own `msnb smoke --module examples/my_model.py --json` (test_robust_smoke.py)
 
 
 def test_summary_dir_is_kept_and_the_scratch_directory_is_not(tmp_path):

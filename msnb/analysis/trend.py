@@ -94,7 +94,8 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     tail ends above ``rising_factor`` times the head.  Fell (pass): the whole run, or a stretch from its start (see
     :func:`stretches`), falls with a p below ``trend_p`` after multiplying by
     the number of stretches; the loss may have flattened since (``loss_stalled``
-    says so).  Below ``trend_weak_p`` only: a warning (too noisy to be sure).
+    says so).  Below ``trend_weak_p`` only: a warning (too noisy to be sure), or a failure when *cause* says
+    nothing trained (a learning rate of 0 cannot make a loss fall: the weak trend is the batches' order).
     Otherwise the loss never fell: a failure, with *cause* when one is known.
 
     Args:
@@ -145,8 +146,10 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
         f"{best.n} {unit} ({span(best)}, tau {best.tau:+.2f}, p {best.p_falling:.2g} x {k} = {p_fell:.2g})"
     )
     why = f"; likely cause: {cause}" if cause else ""
-    if p_fell < rules.trend_weak_p:
-        return Check(name, WARN, f"only a weak downward trend (too noisy to be sure): {over}; {smoothed}{why}", outcome="flat")
+    if p_fell < rules.trend_weak_p and not cause:
+        return Check(name, WARN, f"only a weak downward trend (too noisy to be sure): {over}; {smoothed}", outcome="flat")
+    if p_fell < rules.trend_weak_p:  # nothing trained (lr 0, frozen weights): a weak trend is the batches' order, not learning
+        return Check(name, FAIL, f"loss never fell: only a weak downward trend while nothing trained: {over}; {smoothed}{why}", outcome="flat")
     if n < rules.flat_fail_points and not cause:
         return Check(
             name,

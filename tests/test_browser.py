@@ -117,6 +117,16 @@ def _stop_server(proc, base: str, token: str) -> None:
                 proc.wait(15)
 
 
+def open_notebook(driver, lab: dict, name: str, source: str) -> None:
+    """Write a one-cell notebook on the MindSpore Kernel into the lab's root and open it in *driver*."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
+    nbformat.write(nb, lab["root"] / name)
+    driver.get(f"{lab['base']}/lab/tree/{name}?token={lab['token']}")
+
+
 @contextlib.contextmanager
 def serve_lab(where: Path):
     """JupyterLab on 127.0.0.1 with a random port and token, its own Jupyter folders under *where* (the MindSpore Kernel
@@ -292,17 +302,13 @@ return {
 
 def test_runs_panel_in_jupyterlab(lab, browser, tmp_path, team, expected):  # noqa: F811
     """``%mfmon_runs`` on the team base in JupyterLab: one table, a row per run with its sparkline, failed runs red and flagged."""
-    import nbformat
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"%mfmon_runs {team}")])
-    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
-    nbformat.write(nb, lab["root"] / "panel.ipynb")
-    browser.get(f"{lab['base']}/lab/tree/panel.ipynb?token={lab['token']}")
+    open_notebook(browser, lab, "panel.ipynb", f"%mfmon_runs {team}")
     try:
         _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
         _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")

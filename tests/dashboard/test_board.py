@@ -23,7 +23,7 @@ from msnb.dashboard import Board
 from msnb.dashboard.widgets import HOW_TO
 from msnb.errors import NothingReadable, UsageError
 from tests.scenarios.catalog import _drift, _healthy, _nan_rank, _resumed
-from tests.test_browser import _kernel_idle, _wait, browser, lab  # noqa: F401  (fixtures, used by name)
+from tests.test_browser import _kernel_idle, _wait, browser, lab, open_notebook  # noqa: F401  (fixtures, used by name)
 
 
 def write_run(path, curves, *, loss_tag="loss", histograms=False):
@@ -373,17 +373,13 @@ return {
 
 def test_board_in_jupyterlab(lab, browser, base, tmp_path):  # noqa: F811
     """The board in JupyterLab with headless Chromium: drag the smoothing slider, untick a run; the figure changes each time, no error."""
-    import nbformat
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"board = %mfmon_board {base}\nboard")])
-    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
-    nbformat.write(nb, lab["root"] / "board.ipynb")
-    browser.get(f"{lab['base']}/lab/tree/board.ipynb?token={lab['token']}")
+    open_notebook(browser, lab, "board.ipynb", f"board = %mfmon_board {base}\nboard")
     probe = lambda: browser.execute_script(BOARD_PROBE, 0)  # noqa: E731
     try:
         _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")

@@ -217,23 +217,19 @@ def test_inline_report_contents_links_stay_in_the_frame(lab, lab_browser, tmp_pa
     A plain ``#anchor`` in a srcdoc frame resolves against the notebook's URL:
     the frame then showed JupyterLab's login page instead of the report.
     """
-    import nbformat
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    from tests.test_browser import _kernel_idle, _wait
+    from tests.test_browser import _kernel_idle, _wait, open_notebook
 
     runs = tmp_path / "runs"
     paths = [write_scenario(runs, "healthy_2"), write_scenario(runs, "drift_4")]
     out = tmp_path / "inline-report.html"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"%mfmon_report {paths[0]} {paths[1]} --out {out}")])
-    nb.metadata["kernelspec"] = {"name": "mindspore", "display_name": "MindSpore Kernel", "language": "python"}
-    nbformat.write(nb, lab["root"] / "report.ipynb")
     shots = tmp_path / "screenshots"
     shots.mkdir()
     driver = lab_browser
-    driver.get(f"{lab['base']}/lab/tree/report.ipynb?token={lab['token']}")
+    open_notebook(driver, lab, "report.ipynb", f"%mfmon_report {paths[0]} {paths[1]} --out {out}")
     try:
         _wait(lambda: driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
         _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")

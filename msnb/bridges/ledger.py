@@ -176,7 +176,7 @@ def prepare_destination(src, dst, *, what: str) -> Path:
     the files it reads, and the next run would read its own output.
 
     Args:
-        src: the source path.
+        src: the source path (None: rows already in memory, no source to keep apart).
         dst: the destination directory.
         what: how the option is spelled, for messages (``the destination``, ``--out``).
 
@@ -187,10 +187,10 @@ def prepare_destination(src, dst, *, what: str) -> Path:
     fs = pseudo_filesystem(dst_path)
     if fs is not None:
         raise UsageError(f"{what} {dst} is on the kernel's {fs} filesystem; give a directory on disk")
-    src_real, dst_real = Path(os.path.realpath(src)), Path(os.path.realpath(dst_path))
-    if dst_real == src_real:
+    src_real, dst_real = Path(os.path.realpath(src)) if src is not None else None, Path(os.path.realpath(dst_path))
+    if src_real is not None and dst_real == src_real:
         raise UsageError(f"{what} {dst} is the source directory; give another directory")
-    if dst_real in src_real.parents:
+    if src_real is not None and dst_real in src_real.parents:
         raise UsageError(f"{what} {dst} holds the source {src}: the output would land among the files it reads; give a directory outside {dst_real}")
     if os.path.lexists(dst_path) and not os.path.isdir(dst_path):
         raise UsageError(f"{what} {dst} exists and is not a directory")

@@ -265,7 +265,11 @@ def to_parquet(result, out, *, row_group_size: int = ROW_GROUP, this_run: str | 
 
     Returns:
         A :class:`ParquetReport` with the rows and files written per kind.
+
+    Raises:
+        UsageError: *out* is on a kernel pseudo-filesystem, is not a directory, or cannot be created.
     """
+    out = prepare_destination(None, out, what="the dataset directory")  # /proc, a file, a path that cannot be made: one line
     if this_run is None:
         this_run = _this_run_name(result)
     return write_result(result, out, row_group_size=row_group_size, this_run=this_run)

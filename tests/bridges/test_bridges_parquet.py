@@ -11,6 +11,7 @@ import pytest
 
 import msnb
 from msnb.bridges.parquet import LEDGER_FILE, export, open_dataset
+from msnb.errors import UsageError
 from msnb.events import Follower, ReadResult, ScalarTable
 
 duckdb = pytest.importorskip("duckdb")
@@ -223,3 +224,11 @@ def test_one_run_is_named_after_its_directory_and_kinds_are_read_one_at_a_time(m
     again = tmp_path / "again"
     msnb.to_parquet(msnb.read(run), again)  # msnb.to_parquet names it the same way
     assert sorted(p.name for p in again.iterdir() if p.is_dir()) == ["run=job_4711"]
+
+
+def test_a_dataset_directory_that_cannot_be_one_is_refused_in_one_line(ms_files, tmp_path):
+    result = msnb.read(ms_files / "ranks")
+    (tmp_path / "file").write_text("x")
+    for bad, words in (("/proc/msnb-x", "kernel's proc filesystem"), (tmp_path / "file", "not a directory"), (tmp_path / "file" / "sub", "cannot be created")):
+        with pytest.raises(UsageError, match=words):
+            msnb.to_parquet(result, bad)

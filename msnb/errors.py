@@ -52,6 +52,15 @@ class SmokeError(UsageError):
     """A smoke run that cannot start (bad options, missing msrun, unusable directories)."""
 
 
+class NotRehearsed(SmokeError):
+    """msnb cannot rehearse this run here: a kernel or feature with no CPU path, a release outside the tested set, a
+    model that would not fit this machine, or msnb's own code failing. Never the user's failure: the message names
+    what could not be rehearsed and what would run it (e.g. "on Ascend"). The CLI exits 3 and ``--json`` says
+    ``"outcome": "not_rehearsed"``."""
+
+    exit_code = 3
+
+
 class UnsafeFile(UsageError):
     """A small file msnb was asked to read (a ledger, a state file, a kernel.json) that it refused: not a regular
     file, too large, too deeply nested, or not what it should hold. ``path`` and ``reason`` say which and why."""

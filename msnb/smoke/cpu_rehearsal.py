@@ -190,9 +190,105 @@ def _glm2_norm() -> str | None:
     return "ChatGLM2RMSNorm: the unfused formula (its fused RmsNorm is Ascend's)"
 
 
+def _replace_class(module, name: str, replacement) -> list:
+    """Swap ``module.name`` and every already imported mindformers module's own reference to the same class."""
+    import sys
+
+    original = getattr(module, name)
+    setattr(module, name, replacement)
+    holders = [module.__name__]
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("mindformers.") and mod is not module and getattr(mod, name, None) is original:
+            setattr(mod, name, replacement)
+            holders.append(mod_name)
+    return holders
+
+
+# the new-architecture modules that import Dropout by name (imported before the swap, so each gets the CPU class)
+_DROPOUT_USERS = (
+    "mindformers.parallel_core.training_graph.transformer.transformer_layer",
+    "mindformers.parallel_core.training_graph.base_models.common.embeddings.language_model_embedding",
+    "mindformers.parallel_core.training_graph.tensor_parallel.lora_layers",
+)
+
+
+def _dropout() -> str | None:
+    """mindformers' Dropout calls DropoutExt (Ascend's; LoRA's lora_dropout, hidden and embedding dropout): use Dropout."""
+    mod = _module("mindformers.parallel_core.training_graph.transformer.dropout")
+    if mod is None or not hasattr(mod, "Dropout"):
+        return None
+    for name in _DROPOUT_USERS:
+        _module(name)
+    from mindspore import nn  # deferred: MindSpore (the mindspore extra)
+    from mindspore.ops import operations as P
+
+    class Dropout(nn.Cell):
+        """Inverted dropout with MindSpore's Dropout primitive (it has a CPU kernel); identity when p is 0 or not training."""
+
+        def __init__(self, drop_prob: float = 0.5):
+            super().__init__()
+            self.p = drop_prob
+            self.use_dropout = drop_prob != 0
+            self.dropout = P.Dropout(keep_prob=1.0 - drop_prob) if self.use_dropout else None
+
+        def construct(self, x):
+            if not self.training or not self.use_dropout:
+                return x
+            out, _ = self.dropout(x)
+            return out
+
+        def shard(self, strategy):
+            return self
+
+    _replace_class(mod, "Dropout", Dropout)
+    return "Dropout (LoRA's lora_dropout, hidden and embedding dropout) -> MindSpore's Dropout (DropoutExt is Ascend's)"
+
+
+def _fused_swiglu() -> str | None:
+    """``hidden_act: fusedswiglu`` (or swiglu with bias_swiglu_fusion) builds the Swiglu kernel, Ascend's: split, SiLU, multiply."""
+    act = _module("mindformers.parallel_core.training_graph.activation")
+    if act is None or "fusedswiglu" not in getattr(act, "ACTIVATION_MAP", {}):
+        return None
+    from mindspore import nn, ops  # deferred: MindSpore (the mindspore extra)
+
+    class _SwigluFormula(nn.Cell):
+        """silu(x[..., :h/2]) * x[..., h/2:], the fused kernel's formula; shard and add_prim_attr accepted and ignored."""
+
+        def construct(self, x, dim=-1):
+            x_1, x_2 = ops.chunk(x, 2, dim)
+            return ops.silu(x_1) * x_2
+
+        def shard(self, *args, **kwargs):
+            return self
+
+        def add_prim_attr(self, *args, **kwargs):
+            return self
+
+        def recompute(self, *args, **kwargs):
+            return self
+
+    class FusedSwiGlu(nn.Cell):
+        def __init__(self, config=None):
+            super().__init__()
+            self.swiglu = _SwigluFormula()
+
+        def construct(self, x, dim=-1):
+            return self.swiglu(x, dim)
+
+        def shard(self, config):
+            return self
+
+        def sharding_propagation(self, config):
+            return self
+
+    act.FusedSwiGlu = FusedSwiGlu
+    act.ACTIVATION_MAP["fusedswiglu"] = FusedSwiGlu
+    return "FusedSwiGlu (hidden_act fusedswiglu, bias_swiglu_fusion) -> split, SiLU, multiply (Swiglu is Ascend's)"
+
+
 LEGACY = (_overflow_wrapper,)
 LEGACY_GLM = (_glm2_norm,)
-NEW_ARCHITECTURE = (_overflow_wrapper, _fused_rms_norm, _outer, _flash_attention, _embedding_backward, _moe_router)
+NEW_ARCHITECTURE = (_overflow_wrapper, _fused_rms_norm, _outer, _flash_attention, _embedding_backward, _moe_router, _dropout, _fused_swiglu)
 PYNATIVE_ONLY = (_pynative_models, _pynative_ops)
 
 

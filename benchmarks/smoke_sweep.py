@@ -1,0 +1,268 @@
+"""The shipped-config sweep: ``msnb smoke`` on every training and finetune YAML the installed mindformers ships.
+
+    python benchmarks/smoke_sweep.py [--pattern qwen3] [--steps 8] [--markdown docs/SMOKE_SWEEP.md]
+
+Each shipped config is turned into what a user writes before launching it: a
+copy in a folder of their own with monitoring added (MFLossMonitor,
+SummaryMonitor and CheckpointMonitor callbacks, a ``monitor_config`` with
+``monitor_on`` and the formats people ask for, a ``tensorboard`` section).
+Then ``msnb smoke COPY --json`` runs as a subprocess, one config after another
+(they would only fight over the cores), and the table says, per config: the
+model class, the outcome (``passed``, ``failed``, ``not_rehearsed``, or
+``refused`` when the smoke would not start), its one-line reason, the seconds
+and the peak resident memory of the whole process tree (msnb, its guard, the
+training child), sampled every 0.2 s.
+
+The goal the table is read against: every config ``passed`` or
+``not_rehearsed`` with a specific reason; a ``failed`` only where the
+unmodified config fails on Ascend too; never a crash inside msnb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import fnmatch
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+TRAINING_MODES = ("train", "finetune")
+MONITORING_CALLBACKS = (
+    {"type": "MFLossMonitor", "per_print_times": 1},
+    {"type": "SummaryMonitor", "summary_dir": "./output/summary", "collect_freq": 1, "collect_specified_data": {"collect_landscape": None}},
+    {"type": "CheckpointMonitor", "prefix": "sweep", "save_checkpoint_steps": 4, "keep_checkpoint_max": 1, "checkpoint_format": "safetensors"},
+)
+MONITOR_CONFIG = {
+    "monitor_on": True,
+    "dump_path": "./dump",
+    "target": [".*"],
+    "invert": False,
+    "step_interval": 1,
+    "local_loss_format": ["log", "tensorboard"],
+    "device_local_loss_format": ["log", "tensorboard"],
+    "local_norm_format": ["log", "tensorboard"],
+    "optimizer_state_format": ["log", "tensorboard"],
+    "weight_state_format": ["log", "tensorboard"],
+    "throughput_baseline": None,
+    "print_struct": False,
+}
+TENSORBOARD = {
+    "tensorboard_dir": "./output/tensorboard",
+    "tensorboard_queue_size": 10,
+    "log_loss_scale_to_tensorboard": True,
+    "log_timers_to_tensorboard": True,
+}
+
+
+def shipped_configs() -> tuple[Path, list[Path]]:
+    """The installed mindformers' configs folder and its training and finetune YAMLs (``run_mode`` train or finetune)."""
+    files = metadata.files("mindformers") or []
+    root = Path(metadata.distribution("mindformers").locate_file("configs")).resolve()
+    yamls = sorted({Path(f.locate()).resolve() for f in files if str(f).startswith("configs/") and str(f).endswith(".yaml")})
+    found = []
+    for path in yamls:
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and data.get("run_mode") in TRAINING_MODES:
+            found.append(path)
+    return root, found
+
+
+def with_monitoring(shipped: Path, folder: Path) -> Path:
+    """A user's copy of ``shipped`` in ``folder``, with the callbacks, monitor_config and tensorboard section added."""
+    data = yaml.safe_load(shipped.read_text())
+    if isinstance(data.get("base_config"), str) and not os.path.isabs(data["base_config"]):
+        data["base_config"] = str((shipped.parent / data["base_config"]).resolve())  # the copy lives elsewhere
+    callbacks = [c for c in data.get("callbacks") or [] if isinstance(c, dict)]
+    have = {c.get("type") for c in callbacks}
+    callbacks += [dict(c) for c in MONITORING_CALLBACKS if c["type"] not in have]
+    data["callbacks"] = callbacks
+    data["monitor_config"] = {**(data.get("monitor_config") or {}), **MONITOR_CONFIG}
+    data["tensorboard"] = {**(data.get("tensorboard") or {}), **TENSORBOARD}
+    copy = folder / f"{shipped.parent.name}__{shipped.name}"
+    copy.write_text(yaml.safe_dump(data, sort_keys=False))
+    return copy
+
+
+def model_class(shipped: Path) -> str:
+    data = yaml.safe_load(shipped.read_text()) or {}
+    model = data.get("model") or {}
+    mc = model.get("model_config") or {}
+    arch = model.get("arch") or {}
+    trainer = data.get("trainer") or {}
+    for name in (
+        arch.get("type") if isinstance(arch, dict) else None,
+        mc.get("architectures"),
+        mc.get("model_type"),
+        trainer.get("model_name"),
+        mc.get("type"),
+    ):
+        if isinstance(name, list) and name:
+            name = name[0]
+        if isinstance(name, str) and name:
+            return name
+    return "-"
+
+
+class PeakRSS(threading.Thread):
+    """The peak of the summed resident memory of a process and all its descendants, sampled every 0.2 s."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self._done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        import psutil  # deferred: only the sweep samples memory
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while not self._done.is_set():
+            total = 0
+            try:
+                for proc in [root, *root.children(recursive=True)]:
+                    try:
+                        total += proc.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                break
+            self.peak = max(self.peak, total)
+            self._done.wait(0.2)
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join()
+        return self.peak
+
+
+def _reason(verdict: dict) -> str:
+    for key in ("reason", "not_rehearsed", "refused"):
+        if isinstance(verdict.get(key), str) and verdict[key]:
+            return verdict[key]
+    checks = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
+    failing = [c for c in checks if str(c.get("status")).lower() == "fail"]
+    if failing:
+        return f"{failing[0].get('name')}: {failing[0].get('detail') or failing[0].get('message') or ''}".strip()
+    warns = [str(c.get("name")) for c in checks if str(c.get("status")).lower() == "warn"]
+    return f"warnings: {', '.join(warns)}" if warns else ""
+
+
+def _in_msnb(traceback: str) -> bool:
+    """Whether a traceback's innermost frame is msnb's own code (a bug the sweep exists to find, never a verdict)."""
+    frames = [line for line in traceback.splitlines() if line.strip().startswith('File "')]
+    return bool(frames) and f"{os.sep}msnb{os.sep}" in frames[-1]
+
+
+def smoke(config: Path, steps: int, timeout: float) -> dict:
+    """Run ``msnb smoke CONFIG --json`` and read its outcome, reason, time and peak memory (the verdict is kept beside the config)."""
+    command = [sys.executable, "-m", "msnb.cli", "smoke", str(config), "--json", "--steps", str(steps), "--timeout", str(int(timeout))]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=config.parent)
+    sampler = PeakRSS(proc.pid)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=timeout + 120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    seconds, peak = time.monotonic() - t0, sampler.stop()
+    config.with_suffix(".verdict.json").write_text(out)
+    config.with_suffix(".stderr.txt").write_text(err)
+    try:
+        verdict = json.loads(out)
+    except ValueError:
+        verdict = {}
+    if not isinstance(verdict, dict):
+        verdict = {}
+    code = proc.returncode
+    outcome = verdict.get("outcome") or {0: "passed", 1: "failed", 2: "refused", 3: "not_rehearsed"}.get(code, f"crashed (exit {code})")
+    reason = _reason(verdict) if verdict else ""
+    if not reason:
+        lines = [line for line in err.splitlines() if line.strip()]
+        reason = lines[-1] if lines else ""
+    if code not in (0, 1, 2, 3) or "Traceback (most recent call last)" in err:
+        outcome, reason = "msnb error", (err.strip().splitlines() or ["?"])[-1]
+    elif _in_msnb(str(verdict.get("traceback") or "")):
+        outcome = f"msnb error ({outcome})"
+    return {"outcome": outcome, "reason": " ".join(reason.split()), "seconds": seconds, "peak_rss_mib": peak / 2**20, "exit": code}
+
+
+def table(rows: list) -> str:
+    lines = ["| config | model class | outcome | reason | seconds | peak RSS (MiB) |", "|---|---|---|---|---:|---:|"]
+    for r in rows:
+        reason = r["reason"].replace("|", "\\|")
+        lines.append(f"| {r['config']} | {r['model']} | {r['outcome']} | {reason} | {r['seconds']:.0f} | {r['peak_rss_mib']:.0f} |")
+    return "\n".join(lines)
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pattern", action="append", default=[], help="only configs whose path under configs/ matches this glob (repeatable), e.g. 'qwen3/*'")
+    parser.add_argument("--steps", type=int, default=8, help="steps per smoke (default 8)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one smoke may take (default 900)")
+    parser.add_argument("--markdown", help="also write the table, with date, versions and total time, to this file")
+    parser.add_argument("--json", dest="json_out", help="also write the rows as JSON to this file")
+    parser.add_argument("--keep", help="write the user-like configs into this folder (kept) instead of a temporary one")
+    args = parser.parse_args(argv)
+    root, configs = shipped_configs()
+    if args.pattern:
+        configs = [c for c in configs if any(fnmatch.fnmatch(str(c.relative_to(root)), p) or p in str(c.relative_to(root)) for p in args.pattern)]
+    if not configs:
+        print("smoke_sweep: no shipped training or finetune config matched (is mindformers installed?)", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="msnb_sweep_") as tmp:
+        folder = Path(args.keep) if args.keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for shipped in configs:
+            name = str(shipped.relative_to(root))
+            result = smoke(with_monitoring(shipped, folder), args.steps, args.timeout)
+            rows.append({"config": name, "model": model_class(shipped), **result})
+            print(
+                f"{name}: {result['outcome']} in {result['seconds']:.0f} s, {result['peak_rss_mib']:.0f} MiB: {result['reason'][:300]}",
+                file=sys.stderr,
+                flush=True,
+            )
+    total = time.monotonic() - t0
+    print(table(rows))
+    print(f"\n{len(rows)} configs, {args.steps} steps each, {total / 60:.1f} min in all")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"rows": rows, "total_s": total, "steps": args.steps}, indent=2))
+    if args.markdown:
+        counts = {}
+        for r in rows:
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        head = (
+            f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} ({os.cpu_count()} cores), "
+            f"mindformers {_version('mindformers')}, MindSpore {_version('mindspore')}, msnb {_version('msnb')}, Python {platform.python_version()}: "
+            f"{len(rows)} configs, {args.steps} steps each, {total / 60:.1f} min in all "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})."
+        )
+        Path(args.markdown).write_text(f"{head}\n\n{table(rows)}\n")
+    return 0 if all(r["outcome"] in ("passed", "not_rehearsed") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,6 +65,8 @@ _MLA_AND_MOE = {
 _MTP = ("mtp_depth", "num_nextn_predict_layers", "mtp_num_layers")
 _DTYPE_KEYS = ("compute_dtype", "param_init_type", "params_dtype", "layernorm_compute_type", "layernorm_compute_dtype", "softmax_compute_type",
                "softmax_compute_dtype", "rotary_dtype", "router_dense_type")  # fmt: skip
+# the dtype keys every new-architecture model_config accepts (mindformers' TransformerConfig)
+_MCORE_DTYPE_KEYS = ("params_dtype", "compute_dtype", "layernorm_compute_dtype", "softmax_compute_dtype", "rotary_dtype")
 # monitor_config formats that rely on TensorDump, which has no CPU kernel (and the substitutes that do work on CPU)
 TENSORDUMP_FORMATS = ("local_loss_format", "local_norm_format", "device_local_norm_format")
 CPU_SUBSTITUTES = "monitor_config.device_local_loss_format (per-device loss) and runner_wrapper.local_norm: True (per-parameter norms in the log)"
@@ -135,6 +137,13 @@ def _model_family(data: dict) -> str:
     return "a mindformers model"
 
 
+def _model_class_named(data: dict) -> bool:
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    arch = model.get("arch") if isinstance(model.get("arch"), dict) else {}
+    mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
+    return any(isinstance(v, str) and v for v in (arch.get("type"), mc.get("type")))
+
+
 def _is_legacy(data: dict) -> bool:
     value = data.get("use_legacy", True)  # mindformers' default
     return value is not False and str(value).lower() != "false"
@@ -203,7 +212,8 @@ def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict,
 def _moe_dense(mc: dict, changes: list) -> None:
     """MoE dispatch (CumsumExt, SortExt, GroupedMatmul...) has no CPU kernel: every layer dense."""
     layers = mc.get(_first(mc, _DIMENSIONS["layers"]) or "", None)
-    if "first_k_dense_replace" in mc and isinstance(layers, int):
+    # DeepSeek-V3's class makes the first first_k_dense_replace layers dense (3 by default, when the YAML is silent)
+    if ("first_k_dense_replace" in mc or mc.get("model_type") == "deepseek_v3") and isinstance(layers, int):
         _set(mc, "first_k_dense_replace", layers, changes, "MoE layers made dense: the MoE dispatcher has no CPU kernel", "model.model_config")
     elif any(mc.get(k) for k in ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq")):
         raise SmokeError(
@@ -250,36 +260,87 @@ def _columns(data: dict, legacy: bool) -> list:
 # the sizes a new-architecture model_config needs when the YAML leaves them to pretrained_model_dir's config.json
 _MCORE_SIZES = {"num_hidden_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads", "num_key_value_heads": "kv_heads",
                 "head_dim": "head_dim", "intermediate_size": "ffn", "vocab_size": "vocab", "seq_length": "seq"}  # fmt: skip
+# the new-architecture model types mindformers 1.9 registers (MindFormerRegister CONFIG, legacy=False), with their causal-LM class
+MCORE_MODEL_TYPES = {"deepseek_v3": "DeepseekV3ForCausalLM", "glm4": "Glm4ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                     "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "telechat": "TeleChat2ForCausalLM",
+                     "telechat3": "TeleChat3ForCausalLM", "telechat3_moe": "TeleChat3MoeForCausalLM"}  # fmt: skip
+# every size-like key of a Hugging Face config.json that the smoke shrinks (the YAML's model_config overrides that file)
+_HF_SIZE_KEYS = tuple(n for names in _DIMENSIONS.values() for n in names) + _POSITIONS + tuple(_MLA_AND_MOE) + _MTP + (
+    "first_k_dense_replace", "moe_layer_freq", "n_shared_experts", "shared_expert_intermediate_size", "decoder_sparse_step")  # fmt: skip
+_HF_CONFIG_LIMIT = 4 << 20  # a Hugging Face config.json is a few kB; anything larger is not one
+
+
+def registered_model_type(name: str) -> str | None:
+    """The registered new-architecture model type a name means (``deepseekV3`` -> ``deepseek_v3``), or None."""
+    key = "".join(ch for ch in str(name).lower() if ch.isalnum())
+    for known in MCORE_MODEL_TYPES:
+        if key in (known.replace("_", ""), known.replace("_", "") + "forcausallm"):
+            return known
+    return None
+
+
+def _read_hf_config(folder: Path) -> dict:
+    """The folder's config.json as a dict, refusing anything that is not a small JSON object, naming the file."""
+    import json
+
+    path = folder / "config.json"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_HF_CONFIG_LIMIT + 1)
+        if len(raw) > _HF_CONFIG_LIMIT:
+            raise SmokeError(f"{path}: larger than {_HF_CONFIG_LIMIT >> 20} MiB, not a Hugging Face config.json")
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise SmokeError(f"{path}: pretrained_model_dir's config.json cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise SmokeError(f"{path}: pretrained_model_dir's config.json is not a JSON object")
+    return data
 
 
 def _sizes_from_pretrained_dir(cfg: dict, mc: dict, legacy: bool, changes: list, loaded) -> None:
-    """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json: fill them in when that folder is not here.
+    """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json.
 
-    Without the folder mindformers fails at start (``config.json does not exist``); the smoke needs only the
-    architecture class, which ``trainer.model_name`` (or ``model_config.model_type``) names.
+    mindformers merges that file under the YAML's ``model_config`` (the YAML wins).  When the folder is here, each
+    size-like key the file gives and the YAML does not is copied into ``model_config`` so that the shrink overrides it
+    (and lists it); the file still supplies everything else.  When the folder is not here, mindformers would fail at
+    start (``config.json does not exist``); the smoke needs only the architecture class, which ``model_config.model_type``
+    or ``trainer.model_name`` names, so that class gets the smoke's sizes and the stand-in is listed.
     """
-    if legacy or _first(mc, _DIMENSIONS["layers"]) is not None:
+    if legacy:
         return
     pretrained = cfg.get("pretrained_model_dir")
-    here = isinstance(pretrained, str) and pretrained and (Path(pretrained).expanduser() / "config.json").is_file()
-    if here:
+    folder = Path(pretrained).expanduser() if isinstance(pretrained, str) and pretrained else None
+    if folder is not None and (folder / "config.json").is_file():
+        hf = _read_hf_config(folder)
+        taken = [k for k in _HF_SIZE_KEYS if k in hf and k not in mc and isinstance(hf[k], int) and not isinstance(hf[k], bool)]
+        for key in taken:
+            mc[key] = hf[key]
+        if taken:
+            changes.append(f"pretrained_model_dir {pretrained}/config.json: {', '.join(taken)} taken into model.model_config to be shrunk there")
         return
-    name = mc.get("model_type") or ((cfg.get("trainer") or {}).get("model_name") if isinstance(cfg.get("trainer"), dict) else None)
-    if not isinstance(name, str) or not name or name.lower() in ("llm", "general"):
+    needs_sizes = _first(mc, _DIMENSIONS["layers"]) is None or "seq_length" not in mc or _first(mc, _DIMENSIONS["vocab"]) is None
+    if not needs_sizes and registered_model_type(mc.get("model_type", "")):
+        return
+    trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
+    name = mc.get("model_type") or trainer.get("model_name")
+    model_type = registered_model_type(name) if isinstance(name, str) else None
+    if model_type is None:
         where = loaded.where("model.model_config")
         raise SmokeError(
             f"{where}: model.model_config gives no model sizes and pretrained_model_dir ({pretrained or 'unset'}) has no config.json here; "
+            f"{'the model name ' + repr(name) + ' is none of the model types mindformers registers (' + ', '.join(MCORE_MODEL_TYPES) + '), so ' if name else ''}"
             "point pretrained_model_dir at a Hugging Face model folder, or give model_type and the sizes in model.model_config"
         )
-    mc.setdefault("model_type", name.lower())
-    mc.setdefault("architectures", [f"{name}ForCausalLM"])
-    for key, dim in _MCORE_SIZES.items():
-        mc.setdefault(key, SMALL[dim])
+    mc["model_type"] = model_type
+    mc.setdefault("architectures", [MCORE_MODEL_TYPES[model_type]])
+    filled = [key for key in _MCORE_SIZES if key not in mc and not (key == "num_hidden_layers" and _first(mc, _DIMENSIONS["layers"]))]
+    for key in filled:
+        mc[key] = SMALL[_MCORE_SIZES[key]]
     mc.setdefault("max_position_embeddings", 2 * SMALL["seq"])
     cfg["pretrained_model_dir"] = ""
     changes.append(
-        f"pretrained_model_dir: {pretrained!r} is not on this machine, so model.model_config got {mc['model_type']}'s class "
-        f"({mc['architectures'][0]}) at the smoke's sizes instead of that folder's config.json"
+        f"pretrained_model_dir: {pretrained!r} is not on this machine, so model.model_config got {model_type}'s class "
+        f"({mc['architectures'][0]}){' with ' + ', '.join(filled) + ' at the smoke sizes' if filled else ''} instead of that folder's config.json"
     )
 
 
@@ -325,6 +386,11 @@ def plan_mindformers(
     legacy = _is_legacy(cfg)
     changes: list = []
     mc = cfg["model"]["model_config"]
+    if legacy and not _model_class_named(cfg):
+        raise SmokeError(
+            f"{loaded.where('model')}: model.arch.type and model.model_config.type are empty, so mindformers has no model to build; "
+            "name the model class (a template's 'please edit by hand' sections need filling in)"
+        )
     big = _estimated_bytes(mc)
     do_shrink = shrink == "always" or (shrink == "auto" and (device != "Ascend" or big > 24e9))
     train = cfg.get("train_dataset") if isinstance(cfg.get("train_dataset"), dict) else {}
@@ -407,6 +473,9 @@ def plan_mindformers(
     if device != "Ascend":
         for key in ("max_device_memory", "ascend_config", "memory_optimize_level"):
             ctx.pop(key, None)
+        if not legacy:  # the new-architecture config classes default to bfloat16 compute where the YAML is silent
+            for key in _MCORE_DTYPE_KEYS:
+                mc.setdefault(key, "float32")
         for key in _DTYPE_KEYS:
             if key in mc and mc[key] in ("bfloat16", "float16"):
                 mc[key] = "float32"

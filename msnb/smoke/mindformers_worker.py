@@ -25,6 +25,9 @@ import numpy as np
 
 from .guard import set_parent_death_signal
 
+# mindformers 1.9's TransformerConfig.seq_length default: what a model whose YAML and pretrained_model_dir leave it unset trains with
+DEFAULT_SEQ_LENGTH = 4096
+
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0):
     """Token ids with exactly the columns the config's dataset gives, following a pattern a model can learn.
@@ -98,8 +101,8 @@ def main(spec_path: str) -> int:
         dataset = None
         if spec["data"] == "synthetic":
             mc = config.model.model_config
-            seq = int(mc.seq_length)
-            vocab = int(getattr(mc, "vocab_size", None) or getattr(mc, "padded_vocab_size", None) or 256)
+            seq = int(mc.seq_length or spec.get("seq_length") or DEFAULT_SEQ_LENGTH)
+            vocab = int(getattr(mc, "vocab_size", None) or getattr(mc, "padded_vocab_size", None) or spec.get("vocab_size") or 256)
             batch = int(config.runner_config.batch_size)
             dataset = synthetic_dataset(spec["columns"], seq, vocab, batch, samples=int(spec["steps"]) * batch, seed=int(spec.get("seed", 0)) + rank)
         stage = "building the model and training (Trainer.train)"

@@ -86,6 +86,11 @@ def _flash_attention() -> str | None:
         def __init__(self, head_num, keep_prob=1.0, scale_value=1.0, pre_tokens=2147483647, next_tokens=0, inner_precise=0, input_layout="BSH", sparse_mode=0):
             super().__init__()
             self.head_num, self.scale, self.layout = head_num, scale_value, input_layout
+            # sparse modes 2 and 3 (mask compression) pass a fixed 2048 x 2048 causal mask; 4 a band: build the exact mask instead
+            self.built_mask = sparse_mode in (2, 3, 4)
+            self.pre_tokens = 2147483647 if sparse_mode in (2, 3) else pre_tokens
+            self.next_tokens = 0 if sparse_mode in (2, 3) else next_tokens
+            self.sparse_mode_right_down = sparse_mode == 3
 
         def _bnsd(self, x):
             if self.layout == "BSH":
@@ -103,7 +108,13 @@ def _flash_attention() -> str | None:
                 k = ops.repeat_interleave(k, q.shape[1] // k.shape[1], 1)
                 v = ops.repeat_interleave(v, q.shape[1] // v.shape[1], 1)
             scores = ops.matmul(q.astype(ms.float32), ops.transpose(k.astype(ms.float32), (0, 1, 3, 2))) * self.scale
-            if attn_mask is not None:
+            if self.built_mask:
+                sq, skv = q.shape[2], k.shape[2]
+                i = ops.reshape(ops.arange(sq, dtype=ms.int32), (-1, 1)) + (skv - sq if self.sparse_mode_right_down else 0)
+                j = ops.reshape(ops.arange(skv, dtype=ms.int32), (1, -1))
+                masked = ops.logical_or(j - i > self.next_tokens, i - j > self.pre_tokens)
+                scores = scores + masked.astype(ms.float32) * -10000.0
+            elif attn_mask is not None:
                 scores = scores + attn_mask.astype(ms.float32) * -10000.0
             out = ops.matmul(ops.softmax(scores, -1), v.astype(ms.float32)).astype(query.dtype)
             if self.layout == "BSH":
@@ -121,7 +132,28 @@ def _flash_attention() -> str | None:
             return self
 
     fa.FlashAttentionScore = SoftmaxAttention
-    return "FlashAttentionScore -> softmax attention (the training layer spec uses it even with use_flash_attention off)"
+    return "FlashAttentionScore -> softmax attention (the training layer spec uses it even with use_flash_attention off; a compressed mask is rebuilt)"
+
+
+def _compressed_mask() -> str | None:
+    """With mask compression, CausalMaskGenerate refuses a sequence under 2048 (its fixed mask's size): build that mask anyway.
+
+    Only the smoke's shrunk sequence is under 2048 (the real run's is what the config says); the fixed 2048 x 2048
+    mask is what flash attention receives whatever the sequence, and the CPU rehearsal's softmax attention rebuilds
+    the exact causal mask from the sequence length.
+    """
+    mg = _module("mindformers.parallel_core.training_graph.transformer.mask_generate")
+    if mg is None or not hasattr(mg, "CausalMaskGenerate"):
+        return None
+    original = mg.CausalMaskGenerate.__init__
+
+    def __init__(self, seq_length, *args, **kwargs):
+        compressed = kwargs.get("use_attn_mask_compression", args[6] if len(args) > 6 else False)
+        original(self, max(seq_length, 2048) if compressed else seq_length, *args, **kwargs)
+        self.seq_length = seq_length
+
+    mg.CausalMaskGenerate.__init__ = __init__
+    return "CausalMaskGenerate: the compressed 2048 x 2048 mask built for the shrunk sequence (mindformers wants a sequence of 2048 or more)"
 
 
 def _embedding_backward() -> str | None:
@@ -286,9 +318,39 @@ def _fused_swiglu() -> str | None:
     return "FusedSwiGlu (hidden_act fusedswiglu, bias_swiglu_fusion) -> split, SiLU, multiply (Swiglu is Ascend's)"
 
 
+def _qwen3_moe_dense() -> str | None:
+    """Qwen3-MoE builds every layer with the experts (no first_k_dense_replace): build its layer spec dense on CPU.
+
+    The MoE dispatcher (GroupedMatmul, CumsumExt, SortExt, the token permutation) has no CPU kernel; each layer then
+    gets the dense MLP of ``intermediate_size``, so the router, the experts and their auxiliary loss are not rehearsed.
+    """
+    train = _module("mindformers.models.qwen3_moe.modeling_qwen3_moe_train")
+    if train is None or not hasattr(train, "get_gpt_layer_local_spec"):
+        return None
+    spec = train.get_gpt_layer_local_spec
+
+    def dense_spec(*args, **kwargs):
+        kwargs["num_experts"] = None
+        return spec(*args, **kwargs)
+
+    train.get_gpt_layer_local_spec = dense_spec
+    return "Qwen3-MoE layers built dense (the MoE dispatcher has no CPU kernel: router, experts and aux loss not rehearsed)"
+
+
 LEGACY = (_overflow_wrapper,)
 LEGACY_GLM = (_glm2_norm,)
-NEW_ARCHITECTURE = (_overflow_wrapper, _fused_rms_norm, _outer, _flash_attention, _embedding_backward, _moe_router, _dropout, _fused_swiglu)
+NEW_ARCHITECTURE = (
+    _overflow_wrapper,
+    _fused_rms_norm,
+    _outer,
+    _flash_attention,
+    _embedding_backward,
+    _moe_router,
+    _dropout,
+    _fused_swiglu,
+    _compressed_mask,
+    _qwen3_moe_dense,
+)
 PYNATIVE_ONLY = (_pynative_models, _pynative_ops)
 
 

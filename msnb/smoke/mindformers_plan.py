@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 from ..config.run_config import is_mindformers_run
-from ..errors import SmokeError
+from ..errors import NotRehearsed, SmokeError
 
 # The mindformers release msnb's CPU rehearsal and shrinking were written against (the pin msnb installs).
 PINNED_MINDFORMERS = "1.9"
@@ -209,17 +209,37 @@ def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict,
     return before, after
 
 
+_MOE_KEYS = ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq", "first_k_dense_replace")
+
+
+def _is_moe(mc: dict) -> bool:
+    model_type = str(mc.get("model_type") or "")
+    return model_type == "deepseek_v3" or model_type.endswith("_moe") or any(mc.get(k) for k in _MOE_KEYS)
+
+
 def _moe_dense(mc: dict, changes: list) -> None:
-    """MoE dispatch (CumsumExt, SortExt, GroupedMatmul...) has no CPU kernel: every layer dense."""
+    """The MoE layers' dispatch (GroupedMatmul, CumsumExt, SortExt, the token permutation) has no CPU kernel: every layer dense.
+
+    ``first_k_dense_replace`` is mindformers' own switch (every new-architecture config accepts it): with it equal to the
+    layer count, each layer builds the dense MLP of ``intermediate_size`` instead of the routed experts, so the
+    router, the experts and their auxiliary loss are not rehearsed (the verdict says so).
+    """
+    if not _is_moe(mc):
+        return
     layers = mc.get(_first(mc, _DIMENSIONS["layers"]) or "", None)
-    # DeepSeek-V3's class makes the first first_k_dense_replace layers dense (3 by default, when the YAML is silent)
-    if ("first_k_dense_replace" in mc or mc.get("model_type") == "deepseek_v3") and isinstance(layers, int):
-        _set(mc, "first_k_dense_replace", layers, changes, "MoE layers made dense: the MoE dispatcher has no CPU kernel", "model.model_config")
-    elif any(mc.get(k) for k in ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq")):
-        raise SmokeError(
-            "model.model_config: this MoE model cannot be rehearsed on the CPU backend (the MoE dispatcher has no CPU kernel and the config has "
-            "no first_k_dense_replace to make every layer dense); run the smoke on Ascend"
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        raise NotRehearsed(
+            "model.model_config: this MoE model's layer count is not a number here, so its layers cannot be made dense for the CPU "
+            "backend (the MoE dispatcher, GroupedMatmul, has no CPU kernel); it runs on Ascend"
         )
+    why = (
+        "every MoE layer dense: the MoE dispatcher (GroupedMatmul, token permutation) has no CPU kernel, so the router, experts and aux loss are not rehearsed"
+    )
+    _set(mc, "first_k_dense_replace", layers, changes, why, "model.model_config")
+    if isinstance(mc.get("moe_layer_freq"), int) and mc["moe_layer_freq"] > 1:
+        mc["moe_layer_freq"] = 1  # mindformers refuses first_k_dense_replace beside moe_layer_freq > 1
+    elif isinstance(mc.get("moe_layer_freq"), list):
+        mc["moe_layer_freq"] = [0] * layers
 
 
 def _dataset_paths(train: dict) -> list:
@@ -482,10 +502,15 @@ def plan_mindformers(
         if any(k in mc for k in _DTYPE_KEYS):
             changes.append(f"model.model_config dtypes: float32 on {device} (bfloat16/float16 kernels are Ascend's)")
         llama = legacy and (mc.get("type") == "LlamaConfig" or _model_family(cfg).lower().startswith("llama"))
+        compressed = not legacy and any(mc.get(k) for k in ("use_attn_mask_compression", "use_eod_attn_mask_compression"))
+        if compressed:  # mindformers refuses mask compression without flash attention: its kernel is replaced in the child instead
+            changes.append("model.model_config.use_flash_attention: kept on (mask compression requires it); its kernel is rehearsed by softmax attention")
         for key, value, why in (
             ("use_flash_attention", False, "flash attention is an Ascend kernel"),
             ("fused_rms_norm", False, "the fused RmsNorm is an Ascend kernel"),
         ):
+            if key == "use_flash_attention" and compressed:
+                continue
             if key in mc or llama:  # LlamaConfig's defaults are the fused kernels
                 _set(mc, key, value, changes, why, "model.model_config")
         if llama or legacy and "use_rope_slice" in mc:

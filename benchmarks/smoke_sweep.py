@@ -64,6 +64,38 @@ TENSORBOARD = {
 }
 
 
+# The config.json of the Hugging Face model folder a user points a placeholder pretrained_model_dir at (the published
+# files' size and architecture keys): the sweep writes it, so the smoke shrinks a model from a folder that is here.
+HF_CONFIGS = {
+    "Qwen3-32B": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False, "attention_dropout": 0.0,
+                  "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 25600, "max_position_embeddings": 40960,
+                  "num_attention_heads": 64, "num_hidden_layers": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+                  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936},
+    "Qwen3-30B-A3B": {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False, "attention_dropout": 0.0,
+                      "decoder_sparse_step": 1, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
+                      "max_position_embeddings": 40960, "moe_intermediate_size": 768, "norm_topk_prob": True, "num_attention_heads": 32,
+                      "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+                      "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+                      "vocab_size": 151936},
+    "DeepSeek-V3": {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "attention_bias": False, "first_k_dense_replace": 3,
+                    "hidden_act": "silu", "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840,
+                    "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1,
+                    "norm_topk_prob": True, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+                    "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+                    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06, "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid",
+                    "tie_word_embeddings": False, "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "v_head_dim": 128,
+                    "vocab_size": 129280},
+}  # fmt: skip
+
+
+def hf_model_for(shipped: Path, data: dict) -> str:
+    """Which published model a config with a placeholder pretrained_model_dir is meant for."""
+    text = f"{shipped} {data.get('pretrained_model_dir')}".lower()
+    if "deepseek" in text:
+        return "DeepSeek-V3"
+    return "Qwen3-30B-A3B" if "moe" in text else "Qwen3-32B"
+
+
 def shipped_configs() -> tuple[Path, list[Path]]:
     """The installed mindformers' configs folder and its training and finetune YAMLs (``run_mode`` train or finetune)."""
     files = metadata.files("mindformers") or []
@@ -91,6 +123,13 @@ def with_monitoring(shipped: Path, folder: Path) -> Path:
     data["callbacks"] = callbacks
     data["monitor_config"] = {**(data.get("monitor_config") or {}), **MONITOR_CONFIG}
     data["tensorboard"] = {**(data.get("tensorboard") or {}), **TENSORBOARD}
+    pretrained = data.get("pretrained_model_dir")
+    if isinstance(pretrained, str) and pretrained and not Path(pretrained).exists():  # a placeholder: the user's own folder
+        name = hf_model_for(shipped, data)
+        hf = folder / "hf" / name
+        hf.mkdir(parents=True, exist_ok=True)
+        (hf / "config.json").write_text(json.dumps(HF_CONFIGS[name], indent=2))
+        data["pretrained_model_dir"] = str(hf)
     copy = folder / f"{shipped.parent.name}__{shipped.name}"
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
     return copy

@@ -103,6 +103,7 @@ class ModelPlan:
     data: str = "synthetic"  # "synthetic" or "config"
     data_note: str = ""
     columns: list = field(default_factory=list)
+    mindrecord: list = field(default_factory=list)  # the config's own MindRecord files or folders, when trained on
     tensorboard: bool = False
     lr: float | None = None  # the learning rate trained with, when the smoke set it
     workers: int = 1
@@ -253,6 +254,11 @@ def _dataset_paths(train: dict) -> list:
                 if isinstance(item, str) and ("/" in item or os.sep in item) and not _is_number(item):
                     found.append((key, item))
     return found
+
+
+def _is_mindrecord(train: dict, path: str) -> bool:
+    loader = train.get("data_loader") if isinstance(train.get("data_loader"), dict) else {}
+    return loader.get("type") == "MindDataset" or path.endswith(".mindrecord")
 
 
 def _is_number(text: str) -> bool:
@@ -557,6 +563,8 @@ def plan_mindformers(
     columns = _columns(cfg, legacy)
     if use_config_data:
         data_note = "the config's own dataset (" + ", ".join(p for _, p in paths) + ")"
+        if any(_is_mindrecord(train, p) for _, p in paths) and before.get("seq") != after.get("seq"):
+            data_note += f", every column cut to the shrunk sequence ({before.get('seq')} -> {after.get('seq')} tokens, offsets kept)"
     else:
         why = "--data synthetic" if data == "synthetic" else ("its dataset is not on this machine" if paths else "the config names no dataset files")
         data_note = f"synthetic token ids ({why}): columns {', '.join(columns)}, a counting pattern a model can learn"
@@ -585,6 +593,7 @@ def plan_mindformers(
         callbacks=callbacks,
         monitor_formats=formats,
         data="config" if use_config_data else "synthetic",
+        mindrecord=[p for k, p in paths if use_config_data and _is_mindrecord(train, p)],
         data_note=data_note,
         columns=columns,
         tensorboard=isinstance(cfg.get("tensorboard"), dict),

@@ -29,16 +29,19 @@ from .guard import set_parent_death_signal
 DEFAULT_SEQ_LENGTH = 4096
 
 
-def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0):
+def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0, model_shifts: bool = False):
     """Token ids with exactly the columns the config's dataset gives, following a pattern a model can learn.
 
     Each sample counts upward from a random start (modulo the vocabulary, above
     the three special ids), so the next token is predictable: a model that
     trains sees its loss fall, one that does not (learning rate 0, frozen
     weights) does not.  A config whose only column is ``input_ids`` gets
-    ``seq + 1`` tokens (the model shifts them into labels itself); otherwise
-    ``labels`` are the next tokens, ``loss_mask`` ones, ``position_ids`` 0..seq-1
-    and ``attention_mask`` causal (1 = masked, as mindformers' Megatron loader).
+    ``seq + 1`` tokens (the model shifts them into labels itself); so does every
+    token column of a model that shifts its inputs itself (``model_shifts``: legacy
+    LLaMA without ``input_sliced_sig`` cuts ``input_ids[:, :-1]`` and
+    ``labels[:, 1:]``, so both are the same seq + 1 tokens); otherwise ``labels``
+    are the next tokens, ``loss_mask`` ones, ``position_ids`` 0..seq-1 and
+    ``attention_mask`` causal (1 = masked, as mindformers' Megatron loader).
     """
     from mindspore.dataset import GeneratorDataset  # deferred: MindSpore (the mindspore extra)
 
@@ -50,15 +53,55 @@ def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: 
         for _ in range(samples):
             tokens = (3 + (rng.integers(0, span) + np.arange(seq + 1)) % span).astype(np.int32)
             row = {
-                "input_ids": tokens if only_ids else tokens[:-1],
-                "labels": tokens[1:],
-                "loss_mask": np.ones(seq, np.int32),
+                "input_ids": tokens if only_ids or model_shifts else tokens[:-1],
+                "labels": tokens if model_shifts else tokens[1:],
+                "loss_mask": np.ones(seq + 1 if model_shifts else seq, np.int32),
                 "position_ids": np.arange(seq, dtype=np.int32),
                 "attention_mask": np.triu(np.ones((1, seq, seq), np.int32), 1),
             }
             yield tuple(row[c] if c in row else np.zeros(seq, np.int32) for c in columns)
 
     return GeneratorDataset(rows, column_names=list(columns), shuffle=False).batch(batch, drop_remainder=True)
+
+
+def _mindrecord_files(path: str) -> list:
+    """A MindRecord dataset_dir as mindformers takes it: one file, or every ``*.mindrecord`` file of a folder."""
+    if os.path.isdir(path):
+        return sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".mindrecord"))
+    return [path]
+
+
+def sliced_mindrecord(files: list, columns: list, seq_before: int, seq_after: int, batch: int, samples: int):
+    """The config's own MindRecord rows, every column cut to the shrunk sequence the same way.
+
+    A column's rows keep their offset from the config's sequence length: rows of
+    ``seq_length + 1`` tokens (what a model that shifts its inputs itself reads)
+    become ``shrunk + 1``, rows of ``seq_length`` become ``shrunk``; a square
+    ``seq x seq`` column (an attention mask) is cut in both dimensions.
+    """
+    from mindspore.dataset import MindDataset  # deferred: MindSpore (the mindspore extra)
+
+    def cut(x):
+        x = np.asarray(x)
+        if x.ndim == 0:
+            return x
+        n = seq_after + max(0, x.shape[-1] - seq_before)
+        if x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+            return np.ascontiguousarray(x[..., :n, :n])
+        return np.ascontiguousarray(x[..., :n])
+
+    ds = MindDataset(files, columns_list=list(columns), shuffle=False, num_samples=samples)
+    for column in columns:
+        ds = ds.map(operations=cut, input_columns=[column])
+    return ds.batch(batch, drop_remainder=True)
+
+
+def _model_shifts(config) -> bool:
+    """Whether the legacy model cuts its inputs itself (LLaMA without input_sliced_sig: input_ids[:, :-1], labels[:, 1:])."""
+    mc = config.model.model_config
+    arch = getattr(config.model, "arch", None)
+    names = f"{getattr(mc, 'type', '') or ''} {getattr(arch, 'type', '') if arch else ''}".lower()
+    return "llama" in names and not getattr(mc, "input_sliced_sig", False)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -104,7 +147,14 @@ def main(spec_path: str) -> int:
             seq = int(mc.seq_length or spec.get("seq_length") or DEFAULT_SEQ_LENGTH)
             vocab = int(getattr(mc, "vocab_size", None) or getattr(mc, "padded_vocab_size", None) or spec.get("vocab_size") or 256)
             batch = int(config.runner_config.batch_size)
-            dataset = synthetic_dataset(spec["columns"], seq, vocab, batch, samples=int(spec["steps"]) * batch, seed=int(spec.get("seed", 0)) + rank)
+            shifts = bool(spec.get("legacy")) and _model_shifts(config)
+            dataset = synthetic_dataset(
+                spec["columns"], seq, vocab, batch, samples=int(spec["steps"]) * batch, seed=int(spec.get("seed", 0)) + rank, model_shifts=shifts
+            )
+        elif spec.get("mindrecord") and spec.get("seq_before") != spec.get("seq_after"):
+            batch = int(config.runner_config.batch_size)
+            files = [f for path in spec["mindrecord"] for f in _mindrecord_files(path)]
+            dataset = sliced_mindrecord(files, spec["columns"], int(spec["seq_before"]), int(spec["seq_after"]), batch, int(spec["steps"]) * batch)
         stage = "building the model and training (Trainer.train)"
         times = os.path.join(workdir, "step_times.csv" if world == 1 else f"step_times_rank{rank}.csv")
         callbacks = [StepTimer(times, int(spec.get("collect_freq") or 1)), StopAt(int(spec["steps"]))]

@@ -360,6 +360,9 @@ def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
         "collect_freq": collect,
         "data": plan.data,
         "columns": plan.columns,
+        "mindrecord": plan.mindrecord,  # the config's own MindRecord files, cut to the shrunk sequence in the child
+        "seq_before": plan.before.get("seq"),
+        "seq_after": plan.after.get("seq"),
         "distributed": o.workers > 1,
         "seed": 0,
     }

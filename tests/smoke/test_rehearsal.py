@@ -236,7 +236,9 @@ def test_the_configs_own_mindrecord_trains_at_the_shrunk_sequence(tmp_path):
 def test_a_subset_of_the_shipped_config_sweep(tmp_path):
     """The sweep on the shipped Qwen3 finetune: a user's copy with monitoring and a Hugging Face folder that is here."""
     md, rows = tmp_path / "SWEEP.md", tmp_path / "rows.json"
-    code = smoke_sweep.main(["--pattern", "qwen3/finetune_qwen3.yaml", "--steps", "4", "--markdown", str(md), "--json", str(rows), "--keep", str(tmp_path / "cfg")])
+    code = smoke_sweep.main(
+        ["--pattern", "qwen3/finetune_qwen3.yaml", "--steps", "4", "--markdown", str(md), "--json", str(rows), "--keep", str(tmp_path / "cfg")]
+    )
     data = json.loads(rows.read_text())
     assert [(r["config"], r["model"], r["outcome"]) for r in data["rows"]] == [("qwen3/finetune_qwen3.yaml", "Qwen3", "passed")], data
     assert code == 0 and data["rows"][0]["peak_rss_mib"] > 100

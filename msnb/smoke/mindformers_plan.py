@@ -210,6 +210,20 @@ def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict,
     return before, after
 
 
+def _no_cpu_attention(mc: dict, loaded) -> None:
+    """Attention variants whose flash-attention kernel the CPU rehearsal cannot replace: not rehearsed, said before launch."""
+    if mc.get("use_eod_attn_mask_compression"):
+        raise NotRehearsed(
+            f"{loaded.where('model.model_config.use_eod_attn_mask_compression')}: use_eod_attn_mask_compression (packed documents: "
+            "FlashAttentionScore in the TND layout with actual_seq_qlen) has no CPU replacement here; it runs on Ascend"
+        )
+    if mc.get("experimental_attention_variant") == "dsa":
+        raise NotRehearsed(
+            f"{loaded.where('model.model_config.experimental_attention_variant')}: DeepSeek sparse attention (dsa: the lightning indexer "
+            "and sparse flash attention kernels) has no CPU replacement here; it runs on Ascend"
+        )
+
+
 _MOE_KEYS = ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq", "first_k_dense_replace")
 
 
@@ -508,6 +522,8 @@ def plan_mindformers(
         if any(k in mc for k in _DTYPE_KEYS):
             changes.append(f"model.model_config dtypes: float32 on {device} (bfloat16/float16 kernels are Ascend's)")
         llama = legacy and (mc.get("type") == "LlamaConfig" or _model_family(cfg).lower().startswith("llama"))
+        if device == "CPU" and not legacy:
+            _no_cpu_attention(mc, loaded)
         compressed = not legacy and any(mc.get(k) for k in ("use_attn_mask_compression", "use_eod_attn_mask_compression"))
         if compressed:  # mindformers refuses mask compression without flash attention: its kernel is replaced in the child instead
             changes.append("model.model_config.use_flash_attention: kept on (mask compression requires it); its kernel is rehearsed by softmax attention")

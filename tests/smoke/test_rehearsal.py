@@ -73,6 +73,21 @@ def test_a_pretrained_config_json_that_is_no_json_object_is_refused_naming_the_f
         plan_mindformers(load_config(path), device="CPU", steps=5)
 
 
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ("use_eod_attn_mask_compression: True", "use_eod_attn_mask_compression (packed documents"),
+        ("experimental_attention_variant: dsa", "DeepSeek sparse attention (dsa"),
+    ],
+)
+def test_an_attention_kernel_with_no_cpu_replacement_is_not_rehearsed_before_launch(tmp_path, run_msnb, extra, words):
+    path = tmp_path / "packed.yaml"
+    path.write_text(f"base_config: {SHIPPED / 'qwen3' / 'pretrain_qwen3_32b_4k.yaml'}\nmodel:\n  model_config:\n    {extra}\n")
+    proc = run_msnb("smoke", path, "--no-live", check=3, cwd=tmp_path, timeout=120)
+    assert words in proc.stderr and "runs on Ascend" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "output").exists()
+
+
 @pytest.mark.parametrize("name, expected", [("deepseekV3", "deepseek_v3"), ("Qwen3", "qwen3"), ("Qwen3MoeForCausalLM", "qwen3_moe"), ("llm", None)])
 def test_a_model_name_means_the_registered_type_it_spells(name, expected):
     assert registered_model_type(name) == expected

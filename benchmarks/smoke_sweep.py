@@ -96,6 +96,25 @@ def hf_model_for(shipped: Path, data: dict) -> str:
     return "Qwen3-30B-A3B" if "moe" in text else "Qwen3-32B"
 
 
+MARKDOWN_INTRO = """\
+# The shipped-config sweep
+
+`msnb smoke` on every training and finetune YAML the installed mindformers ships (`run_mode` train or finetune, found
+through the package's own file list), each first turned into what a user writes before launching it: a copy in a
+folder of their own with MFLossMonitor, SummaryMonitor and CheckpointMonitor callbacks, a `monitor_config` with
+`monitor_on` and the log and TensorBoard formats people ask for, and a `tensorboard` section; a placeholder
+`pretrained_model_dir` (`/path/to/...`) points at a Hugging Face folder holding the published model's `config.json`.
+Written by `python benchmarks/smoke_sweep.py --markdown docs/SMOKE_SWEEP.md` (`--pattern GLOB` for a subset,
+`--steps N`); the seconds include MindSpore's graph compilation, which dominates, and the peak RSS is that of the
+whole process tree (msnb, its guard, the training child), sampled every 0.2 s.
+
+Outcomes: `passed` (exit 0); `failed` (exit 1: the config or its training is at fault); `not_rehearsed` (exit 3:
+msnb cannot rehearse it here, naming what would run it); `refused` (exit 2: no smoke can start from this file); a
+traceback whose innermost frame is msnb's own code is listed as `msnb error`, a bug, never a verdict.
+"""
+MARKDOWN_OUTRO = ""
+
+
 def shipped_configs() -> tuple[Path, list[Path]]:
     """The installed mindformers' configs folder and its training and finetune YAMLs (``run_mode`` train or finetune)."""
     files = metadata.files("mindformers") or []
@@ -263,13 +282,43 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", help="also write the table, with date, versions and total time, to this file")
     parser.add_argument("--json", dest="json_out", help="also write the rows as JSON to this file")
     parser.add_argument("--keep", help="write the user-like configs into this folder (kept) instead of a temporary one")
+    parser.add_argument("--from-json", nargs="+", metavar="ROWS", help="run nothing: render the rows of earlier --json files (one table)")
     args = parser.parse_args(argv)
+    if args.from_json:
+        parts = [json.loads(Path(p).read_text()) for p in args.from_json]
+        rows = [r for part in parts for r in part["rows"]]
+        total, steps, load = sum(p["total_s"] for p in parts), parts[0]["steps"], max(p.get("load", 0.0) for p in parts)
+    else:
+        rows, total, load = run_sweep(args), 0.0, os.getloadavg()[0]
+        if rows is None:
+            return 2
+        total, steps = rows.pop(), args.steps
+    print(table(rows))
+    print(f"\n{len(rows)} configs, {steps} steps each, {total / 60:.1f} min in all")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"rows": rows, "total_s": total, "steps": steps, "load": load}, indent=2))
+    if args.markdown:
+        counts = {}
+        for r in rows:
+            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+        head = (
+            f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} ({os.cpu_count()} cores, load average {load:.0f} at the start), "
+            f"mindformers {_version('mindformers')}, MindSpore {_version('mindspore')}, msnb {_version('msnb')}, Python {platform.python_version()}: "
+            f"{len(rows)} configs, {steps} steps each, {total / 60:.1f} min of smoke runs in all "
+            f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})."
+        )
+        Path(args.markdown).write_text(f"{MARKDOWN_INTRO}\n{head}\n\n{table(rows)}\n{MARKDOWN_OUTRO}")
+    return 0 if all(r["outcome"] in ("passed", "not_rehearsed") for r in rows) else 1
+
+
+def run_sweep(args) -> list | None:
+    """Smoke every matching shipped config, one after another; the rows, then the total seconds as the last item."""
     root, configs = shipped_configs()
     if args.pattern:
         configs = [c for c in configs if any(fnmatch.fnmatch(str(c.relative_to(root)), p) or p in str(c.relative_to(root)) for p in args.pattern)]
     if not configs:
         print("smoke_sweep: no shipped training or finetune config matched (is mindformers installed?)", file=sys.stderr)
-        return 2
+        return None
     t0 = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory(prefix="msnb_sweep_") as tmp:
@@ -284,23 +333,7 @@ def main(argv=None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    total = time.monotonic() - t0
-    print(table(rows))
-    print(f"\n{len(rows)} configs, {args.steps} steps each, {total / 60:.1f} min in all")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "total_s": total, "steps": args.steps}, indent=2))
-    if args.markdown:
-        counts = {}
-        for r in rows:
-            counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-        head = (
-            f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} ({os.cpu_count()} cores), "
-            f"mindformers {_version('mindformers')}, MindSpore {_version('mindspore')}, msnb {_version('msnb')}, Python {platform.python_version()}: "
-            f"{len(rows)} configs, {args.steps} steps each, {total / 60:.1f} min in all "
-            f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})."
-        )
-        Path(args.markdown).write_text(f"{head}\n\n{table(rows)}\n")
-    return 0 if all(r["outcome"] in ("passed", "not_rehearsed") for r in rows) else 1
+    return [*rows, time.monotonic() - t0]
 
 
 if __name__ == "__main__":

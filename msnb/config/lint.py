@@ -206,7 +206,9 @@ def lint(
 
     dist = is_distributed(data) if distributed is None else distributed
     has_rank = _names_rank(s.summary_dir)
-    if dist and not has_rank:
+    # msnb's summary_dir: a mindformers run config writes its own summaries (SummaryMonitor) unless the user set msnb's key
+    own_summary_dir = not is_mindformers_run(data) or "summary_dir" in s.present
+    if dist and not has_rank and own_summary_dir:
         if s.per_rank_dir:
             out.append(
                 Finding(

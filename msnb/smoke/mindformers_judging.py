@@ -98,7 +98,9 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
                 missing.append("MFLossMonitor wrote no loss line to output/log")
         elif name == "TrainingStateMonitor":
             said, lacking = _state_monitor(plan.monitor_formats, log_tags, tb_tags, plan.tensorboard)
-            lines.append("TrainingStateMonitor: " + (said or "no format asked for (monitor_config turns none on)"))
+            if not said and plan.tensordump_off and not plan.monitor_formats:
+                said = f"only TensorDump formats asked for ({', '.join(plan.tensordump_off)}), turned off on CPU: nothing to read here"
+            lines.append("TrainingStateMonitor: " + (said or "no *_format asked for (monitor_config turns none on)"))
             missing += lacking
         elif name == "SummaryMonitor":
             files = [f for f in summary_read.files if f["kind"] == "ms_summary"]

@@ -154,7 +154,7 @@ NO_KERNEL = textwrap.dedent("""\
     ms.set_device("CPU")
     x = ms.Tensor(np.ones((2, 4), np.float32))
     try:
-        ops.swiglu(x)
+        ops.swiglu(x).asnumpy()  # PyNative runs lazily: the kernel is selected when the value is needed
         print("CLASSIFY" + json.dumps(None))
     except Exception as exc:
         print("CLASSIFY" + json.dumps(classify(exc)))
@@ -222,3 +222,22 @@ def test_a_loss_component_stuck_at_zero_is_a_warning_naming_it():
     assert "lm_loss" not in checks[0].detail
     healthy = table.take(table.tag != "mtp_loss")
     assert check_loss_components(healthy, trained=n) == []
+
+
+def test_a_config_that_dies_at_startup_on_the_cluster_fails_here_naming_why(tmp_path, run_msnb):
+    """The shipped GLM4 finetune with a TensorBoard section: no scale_sense in its runner_wrapper. msnb adds nothing, so the
+    real Trainer dies as on Ascend (KeyError in mindformers' TensorBoard argument writer) and the lint names the cause."""
+    path = tmp_path / "glm4_watch.yaml"
+    path.write_text(f"base_config: {SHIPPED / 'glm4' / 'finetune_glm4_9b.yaml'}\n{TENSORBOARD}callbacks:\n  - {{type: MFLossMonitor, per_print_times: 1}}\n")
+    proc = run_msnb("smoke", path, "--json", "--steps", "5", cwd=tmp_path, check=1, timeout=600)
+    verdict = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in verdict["checks"]}
+    assert verdict["outcome"] == "failed" and not verdict["passed"]
+    assert checks["process"]["status"] == "fail" and "KeyError: 'scale_sense'" in checks["process"]["detail"], checks["process"]
+    assert checks["config_lint"]["status"] == "fail" and "runner_wrapper.scale_sense" in checks["config_lint"]["detail"]
+    assert "scale_sense" not in checks["config_changes"]["detail"]  # never added by msnb
+    work = Path(verdict["workdir"])
+    assert "Traceback" in (work / "train.log").read_text()
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)

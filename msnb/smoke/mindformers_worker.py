@@ -138,6 +138,8 @@ def apply_overrides(config, overrides: list) -> list:
                 missing = ".".join(str(p) for p in path[: depth + 1])
                 break
         key = ".".join(str(p) for p in path)
+        if missing is None and not isinstance(node, (dict, list)):
+            missing = ".".join(str(p) for p in path[:-1]) + " as a section (it holds a value)"
         if missing is not None:
             differences.append(f"{key}: not applied, mindformers' config has no {missing} (msnb read it in the YAML)")
             continue
@@ -162,7 +164,8 @@ def check_model_type(config, legacy: bool) -> None:
     if legacy:
         arch = config.model.get("arch") if isinstance(config.model, dict) else None
         name = arch.get("type") if isinstance(arch, dict) else None
-        known, key = sorted(registry.get("models", {})), "model.arch.type"
+        # the new-architecture classes register as mcore_<Name>: a legacy config cannot name them
+        known, key = sorted(n for n in registry.get("models", {}) if not n.startswith("mcore_")), "model.arch.type"
     else:
         name = config.model.model_config.get("model_type")
         known = sorted({getattr(c, "model_type", None) for c in registry.get("config", {}).values()} - {None, ""})

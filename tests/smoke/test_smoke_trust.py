@@ -177,7 +177,7 @@ def test_a_crash_in_msnbs_own_code_is_msnbs_and_a_config_crash_is_the_configs():
     from msnb.smoke.mindformers_worker import apply_overrides, classify
 
     try:
-        apply_overrides({"a": 1}, [{"path": ["a", "b"], "value": 2, "before": None}])  # msnb's own code on a bad spec
+        apply_overrides({"a": 1}, [{"path": [], "value": 2, "before": None}])  # msnb's own code on a spec it never writes
     except Exception as exc:
         assert classify(exc) == ("msnb", None)
     else:
@@ -207,6 +207,9 @@ def test_overrides_are_applied_on_mindformers_reading_and_differences_said():
     assert "grouped_lr_schedule" not in config
     assert any("runner_config.batch_size: mindformers reads 8, msnb read 4" in s for s in said)
     assert any("grouped_lr_schedule.default.learning_rate: not applied" in s for s in said)
+    scalar = {"a": 1}
+    said = apply_overrides(scalar, [{"path": ["a", "b"], "value": 2, "before": None}])
+    assert scalar == {"a": 1} and "not applied" in said[0]  # never silently skipped
 
 
 def test_a_loss_component_stuck_at_zero_is_a_warning_naming_it():

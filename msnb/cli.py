@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
-from .errors import MsnbError, NothingReadable, UsageError
+from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
@@ -182,7 +182,13 @@ def _cmd_smoke(args) -> int:
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
     view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None
-    result = run_smoke(options=options, view=view)
+    try:
+        result = run_smoke(options=options, view=view)
+    except MsnbError as exc:
+        if args.json:  # every outcome has its JSON: a refusal (exit 2) and what msnb cannot rehearse here (exit 3) too
+            outcome = "not_rehearsed" if isinstance(exc, NotRehearsed) else "refused"
+            print(json.dumps({"outcome": outcome, "passed": False, "reason": str(exc), "exit_code": exc.exit_code}, indent=2))
+        raise
     saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
         print(result.to_json(plot=os.path.abspath(args.out) if saved else None))

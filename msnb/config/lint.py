@@ -14,9 +14,10 @@ import os
 import re
 
 from ..errors import ConfigError
-from ..findings import INFO, WARNING, Finding
+from ..findings import ERROR, INFO, WARNING, Finding
 from ..words import count
 from .loader import LoadedConfig
+from .mindformers_rules import startup_findings
 from .monitor_schema import MonitorSettings, monitor_settings
 from .run_config import is_mindformers_run
 
@@ -205,7 +206,9 @@ def lint(
 
     dist = is_distributed(data) if distributed is None else distributed
     has_rank = _names_rank(s.summary_dir)
-    if dist and not has_rank:
+    # msnb's summary_dir: a mindformers run config writes its own summaries (SummaryMonitor) unless the user set msnb's key
+    own_summary_dir = not is_mindformers_run(data) or "summary_dir" in s.present
+    if dist and not has_rank and own_summary_dir:
         if s.per_rank_dir:
             out.append(
                 Finding(
@@ -312,10 +315,12 @@ def lint(
         out.append(
             Finding(
                 "msnb-keys-in-mindformers-config",
-                WARNING,
-                f"mindformers rejects unknown monitor_config keys (KeyError), and {', '.join(sorted(s.present))} are msnb's",
+                ERROR,
+                f"mindformers rejects unknown monitor_config keys (KeyError: \"The config 'monitor_config' gets an unexpected key\", "
+                f"mindformers/tools/register/template.py) and {', '.join(sorted(s.present))} are msnb's: the run dies while loading its config",
                 fix="keep them in a file that only msnb reads",
                 key=mc,
             )
         )
+    out += startup_findings(loaded)
     return out

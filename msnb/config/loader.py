@@ -33,6 +33,7 @@ class LoadedConfig:
     origin: dict = field(default_factory=dict)  # dotted key -> file that set it last
     duplicates: list = field(default_factory=list)  # (file, key, first line, second line)
     lines: dict = field(default_factory=dict)  # dotted key -> its line in the file that set it
+    literal: dict | None = None  # the merged tree before ``${}`` references were resolved (what mindformers itself reads)
 
     def get(self, dotted: str, default=None):
         node = self.data
@@ -489,6 +490,7 @@ def load_config(path: str | os.PathLike, *, resolve: bool = True) -> LoadedConfi
         raise ConfigError(f"cannot read: {_one_line(getattr(exc, 'strerror', None) or exc)}", file=path) from None
     data = _load_tree(start, (), state)
     loaded = LoadedConfig(data=data, path=str(start), files=state["files"], origin=state["origin"], duplicates=state["duplicates"], lines=state["lines"])
+    loaded.literal = data
     if resolve and _has_reference(data):
         loaded.data = resolve_references(data, loaded)
     return loaded

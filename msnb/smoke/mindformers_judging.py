@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..words import count, plural
+from .mindformers_plan import change_lines
 from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
@@ -97,7 +98,9 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
                 missing.append("MFLossMonitor wrote no loss line to output/log")
         elif name == "TrainingStateMonitor":
             said, lacking = _state_monitor(plan.monitor_formats, log_tags, tb_tags, plan.tensorboard)
-            lines.append("TrainingStateMonitor: " + (said or "no format asked for (monitor_config turns none on)"))
+            if not said and plan.tensordump_off and not plan.monitor_formats:
+                said = f"only TensorDump formats asked for ({', '.join(plan.tensordump_off)}), turned off on CPU: nothing to read here"
+            lines.append("TrainingStateMonitor: " + (said or "no *_format asked for (monitor_config turns none on)"))
             missing += lacking
         elif name == "SummaryMonitor":
             files = [f for f in summary_read.files if f["kind"] == "ms_summary"]
@@ -137,37 +140,75 @@ def check_callbacks(plan, everything, summary_read, workdir: Path, summary: Path
     return Check("callbacks", PASS, "; ".join(lines))
 
 
-def _process(outcome, trained: int, stopped_by: str | None, failure: str | None) -> Check:
+def _failure_words(failures: list) -> str:
+    """Each failing rank's own line (one rank: the line alone): never a scheduler's timeout in place of the ranks' errors."""
+    if len(failures) == 1:
+        f = failures[0]
+        return f"while {f.get('stage', '?')}: {f.get('line', '?')}"
+    return "; ".join(f"rank {f.get('rank', '?')} while {f.get('stage', '?')}: {f.get('line', '?')}" for f in failures)
+
+
+def not_rehearsed_reason(failures: list) -> str | None:
+    """Why msnb could not rehearse this run (its own code failed, or a kernel has no CPU path), or None when the run is at fault."""
+    ours = [f for f in failures if f.get("cause") in ("msnb", "kernel")]
+    if not ours or len(ours) != len(failures):
+        return None
+    kernels = sorted({f.get("kernel") or "an operator" for f in ours if f.get("cause") == "kernel"})
+    if kernels:
+        return (
+            f"{', '.join(kernels)} has no CPU kernel and msnb has no CPU replacement for it ({_failure_words(ours)}); "
+            "this config's model runs on Ascend: run the smoke there"
+        )
+    return f"msnb's own code failed ({_failure_words(ours)}): a bug in msnb, not in your config; the log is kept, please report it"
+
+
+def _process(outcome, trained: int, stopped_by: str | None, failures: list) -> Check:
     if stopped_by is not None:
         return Check("process", FAIL, f"stopped by {stopped_by} after {count(trained, 'step')}; the training was stopped")
     if outcome.interrupted:
         return Check("process", FAIL, f"interrupted by the user after {count(trained, 'step')}; the training was stopped")
     if outcome.timed_out:
         return Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({count(trained, 'step')}): stopped by --timeout")
+    reason = not_rehearsed_reason(failures)
+    if reason is not None:
+        return Check("process", WARN, f"not rehearsed after {count(trained, 'step')}: {reason}")
     if outcome.returncode != 0:
-        last = failure or (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output")
-        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')}: {last}")
+        last = _failure_words(failures) if failures else (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output")
+        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')} {last}".replace("  ", " "))
     return Check(
         "process", PASS, f"trained {count(trained, 'step')} in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)"
     )
+
+
+def _model(plan, trained: int, returncode, failures: list) -> Check:
+    """What ran: PASS only once the model trained; an unregistered model type or a model mindformers could not build fails."""
+    if trained or returncode == 0:
+        return Check("model", PASS, plan.describe())
+    built = [f for f in failures if str(f.get("stage", "")).startswith(("checking the model type", "building the model"))]
+    if built and all(f.get("cause") == "config" for f in built):
+        return Check("model", FAIL, f"{plan.describe().replace(', through', ' could not be built through')}: {built[0].get('line', '?')}")
+    return Check("model", WARN, f"{plan.describe()}; it did not train here")
 
 
 def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     """Every check of a mindformers smoke run.
 
     Args:
-        ctx: a :class:`~msnb.smoke.runner.Judged` bundle: the plan, the process outcome, the tables read, the step
-            times, the device, the lint findings, the rehearsal the child reported and its failure line.
+        ctx: a :class:`~msnb.smoke.runner.MindformersRun` bundle: the plan, the process outcome, the tables read, the
+            step times, the device, the lint findings, the rehearsal the child reported and its failures.
 
         flags_out: where given, receives the judge's flags on the loss (those behind its loss checks).
 
     Returns:
-        The checks, in the order they are shown.
+        The checks, in the order they are shown. When msnb could not rehearse the run (see
+        :func:`not_rehearsed_reason`), the checks of what the training wrote are left out: nothing is blamed on the
+        config for msnb's own limits.
     """
     plan = ctx.plan
+    failures = ctx.failures or []
     trained = max((int(t[0].max()) for t in ctx.times.values() if t[0].size), default=0)
     checks = [Check("device", PASS if ctx.device_usable else FAIL, ctx.device_reason)]
-    checks.append(Check("model", PASS, plan.describe()))
+    checks.append(_model(plan, trained, ctx.outcome.returncode, failures))
     if ctx.rehearsal:
         checks.append(
             Check(
@@ -177,8 +218,12 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
                 + "; ".join(ctx.rehearsal.get("replaced") or ["nothing replaced"]),
             )
         )
-    if plan.changes:
-        checks.append(Check("config_changes", PASS, "; ".join(plan.changes)))
+        differences = ctx.rehearsal.get("differences") or []
+        if differences:
+            checks.append(Check("config_reading", WARN, "mindformers' MindFormerConfig read the YAML differently from msnb: " + "; ".join(differences[:10])))
+    lines = change_lines(list(plan.changes) + list(ctx.launch_changes))
+    if lines:
+        checks.append(Check("config_changes", PASS, " | ".join(lines)))
     checks.append(Check("data", PASS, plan.data_note))
     if plan.tensordump_off:
         checks.append(
@@ -191,7 +236,10 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
             )
         )
     stopped = ctx.outcome.interrupted or ctx.outcome.timed_out or ctx.stopped_by is not None
-    checks.append(_process(ctx.outcome, trained, ctx.stopped_by, ctx.failure))
+    checks.append(_process(ctx.outcome, trained, ctx.stopped_by, failures))
+    lint = _config_lint(ctx.findings)
+    if not stopped and not_rehearsed_reason(failures) is not None:
+        return checks + [lint]
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
     per_step = _LogsAndBoard(ctx.everything)
     loss_checks, flags = judge_loss(
@@ -202,6 +250,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     if not loss_checks and (ctx.outcome.returncode == 0 or trained):
         checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
     checks.extend(loss_checks)
+    checks.extend(check_loss_components(log_scalars(ctx.everything.scalars), trained))
     if stopped:
         checks = [c for c in checks if not (c.name.startswith("loss_falling") and c.status == FAIL and trained < 5)]
     checks.extend(check_step_time({r: t[:3] for r, t in ctx.times.items()}, ctx.collect_freq, builtin_model=plan.shrunk))
@@ -215,12 +264,45 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     ]
     size = sum(p.stat().st_size for p in written)
     checks.append(check_disk(size, trained * plan.workers, float(np.median(medians)) if medians else None, builtin_model=plan.shrunk))
-    warnings = [f for f in ctx.findings if f.severity in ("warning", "error")]
-    if warnings:
-        checks.append(Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings)))
-    else:
-        checks.append(Check("config_lint", PASS, "no findings in the monitoring settings"))
+    checks.append(lint)
     return checks
+
+
+def _config_lint(findings: list) -> Check:
+    """Errors are predicted startup crashes of the real run (FAIL); warnings deserve a look (WARN)."""
+    errors = [f for f in findings if f.severity == "error"]
+    warnings = [f for f in findings if f.severity == "warning"]
+    if errors:
+        return Check("config_lint", FAIL, "; ".join(f"{f.key}: {f.message}" if f.key else f.message for f in errors + warnings))
+    if warnings:
+        return Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings))
+    return Check("config_lint", PASS, "no findings in the config")
+
+
+# loss components MFLossMonitor prints beside the loss (mindformers 1.9: lm_loss, mtp_loss; MoE aux losses)
+LOSS_COMPONENTS = ("lm_loss", "mtp_loss", "aux_loss", "load_balancing_loss", "indexer_loss", "lm-loss", "mtp-loss", "aux-loss", "load-balancing-loss")
+
+
+def check_loss_components(logs, trained: int) -> list:
+    """A loss component exactly 0, or constant, on every logged step is a warning naming it: something is not computed."""
+    if trained < 3 or logs is None or not len(logs):
+        return []
+    stuck = []
+    for tag in sorted(set(logs.tags())):
+        base = tag.rsplit("/", 1)[-1]
+        if base not in LOSS_COMPONENTS and not base.startswith(("mtp_", "mtp-")) or "norm" in base:
+            continue
+        values = logs.where(tag=tag).value
+        values = values[np.isfinite(values)]
+        if values.size < 3:
+            continue
+        if np.all(values == 0):
+            stuck.append(f"{tag} is exactly 0 on all {values.size} logged steps")
+        elif np.all(values == values[0]):
+            stuck.append(f"{tag} is {values[0]:g} on all {values.size} logged steps")
+    if not stuck:
+        return []
+    return [Check("loss_components", WARN, "; ".join(stuck) + ": that part of the loss is not computed (or not reported) in this configuration")]
 
 
 class _LogsAndBoard:
@@ -235,4 +317,4 @@ class _LogsAndBoard:
         self.scalars = logs if "loss" in set(logs.tags()) else tensorboard_scalars(everything.scalars)
 
 
-__all__ = ["judge_mindformers_smoke", "check_callbacks", "log_scalars", "tensorboard_scalars", "FORMAT_TAGS"]
+__all__ = ["judge_mindformers_smoke", "not_rehearsed_reason", "check_loss_components", "check_callbacks", "log_scalars", "tensorboard_scalars", "FORMAT_TAGS"]

@@ -8,11 +8,25 @@ monitoring chain (MFLossMonitor, TrainingStateMonitor, SummaryMonitor,
 CheckpointMonitor, TensorBoard) is proven in a minute instead of discovered
 broken after hours in a queue.
 
-This module is plain Python over the loaded YAML: it decides what is shrunk,
-what is redirected into the scratch directory and what is turned off, and it
-says each of those things in words for the verdict.  It imports neither
-MindSpore nor mindformers; :mod:`msnb.smoke.mindformers_worker` does, in the
-child.
+This module is plain Python over the YAML *as mindformers reads it* (base
+configs merged, ``${}`` left literal). Every change it makes is one of three
+kinds, recorded as a :class:`Change` with its reason, and nothing else is ever
+changed:
+
+- ``shrink``: sizes, batch, steps, parallel degrees to 1, the learning rate a
+  small model learns at;
+- ``rehearse``: what the CPU (or GPU) cannot run as Ascend does, replaced by an
+  equivalent (float32, the unfused norm, the MoE layers dense);
+- ``isolate``: every output and input outside the run redirected into the
+  scratch folder (or cleared: no production checkpoint is loaded).
+
+A change that would make a crashing config run (a missing key added, a
+conflicting switch flipped) is not one of them: such a config fails, and
+:mod:`msnb.config.mindformers_rules` names why. The child
+(:mod:`msnb.smoke.mindformers_worker`) loads the user's own file with
+mindformers' ``MindFormerConfig`` and applies exactly these changes, as
+overrides, on that object. This module imports neither MindSpore nor
+mindformers.
 """
 
 from __future__ import annotations
@@ -23,7 +37,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 from ..config.run_config import is_mindformers_run
 from ..errors import NotRehearsed, SmokeError
 
@@ -76,6 +89,135 @@ CPU_WRAPPER = "MsnbCPUTrainOneStepCell"
 KNOWN_CALLBACKS = ("MFLossMonitor", "SummaryMonitor", "CheckpointMonitor", "TrainingStateMonitor")
 _DATA_PATH_KEYS = ("data_path", "dataset_dir", "path", "data_dir")
 
+SHRINK, REHEARSE, ISOLATE = "shrink", "rehearse", "isolate"
+KINDS = (SHRINK, REHEARSE, ISOLATE)
+DELETE = "<deleted>"  # the value of a Change that removes its key
+
+
+@dataclass(frozen=True)
+class Change:
+    """One key the smoke changes in the user's config: its kind (shrink, rehearse, isolate), before, after and why."""
+
+    kind: str
+    path: tuple  # keys (str) and list indices (int) from the root
+    before: object
+    after: object  # DELETE removes the key
+    why: str
+
+    @property
+    def key(self) -> str:
+        out = ""
+        for part in self.path:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        return out
+
+    def override(self) -> dict:
+        """What the child applies on mindformers' own config object."""
+        if self.after is DELETE:
+            return {"path": list(self.path), "delete": True, "before": _jsonable(self.before)}
+        return {"path": list(self.path), "value": self.after, "before": _jsonable(self.before)}
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "key": self.key, "before": _jsonable(self.before), "after": None if self.after is DELETE else self.after,
+                "deleted": self.after is DELETE, "why": self.why}  # fmt: skip
+
+
+def _jsonable(value):
+    return value if isinstance(value, (str, int, float, bool, type(None), list, dict)) else repr(value)
+
+
+def _short(value) -> str:
+    text = "null" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _keys_phrase(items: list) -> str:
+    """``model.model_config: num_layers 64 -> 2, hidden_size 5120 -> 64, runner_config.batch_size 1 -> 2``: a parent said once."""
+    parts, last_parent = [], None
+    for c in items:
+        parent = Change(c.kind, c.path[:-1], None, None, "").key if len(c.path) > 1 else ""
+        leaf = f"[{c.path[-1]}]" if isinstance(c.path[-1], int) else str(c.path[-1])
+        after = "removed" if c.after is DELETE else _short(c.after)
+        what = f"{leaf} {_short(c.before)} -> {after}"
+        parts.append(what if parent == last_parent or not parent else f"{parent}: {what}")
+        last_parent = parent
+    return ", ".join(parts)
+
+
+def describe_changes(changes: list) -> dict:
+    """kind -> one phrase per reason, listing every key changed for it: ``runner_config: batch_size 1 -> 2 (the smoke's batch)``."""
+    grouped: dict = {}
+    for c in changes:
+        grouped.setdefault(c.kind, {}).setdefault(c.why, []).append(c)
+    out = {}
+    for kind in KINDS:
+        phrases = [f"{_keys_phrase(items)} ({why})" for why, items in grouped.get(kind, {}).items()]
+        if phrases:
+            out[kind] = phrases
+    return out
+
+
+def change_lines(changes: list) -> list[str]:
+    """``shrink: ...``, ``rehearse: ...``, ``isolate: ...``: every change, one line a kind."""
+    return [f"{kind}: " + "; ".join(phrases) for kind, phrases in describe_changes(changes).items()]
+
+
+def _unshared(node):
+    """A copy in which no two keys share one object: a YAML anchor (``*train_dataset``) is a copy in mindformers' reading too."""
+    if isinstance(node, dict):
+        return {k: _unshared(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_unshared(v) for v in node]
+    return node
+
+
+class _Edits:
+    """The working copy of the config and every change made to it; the only way the plan changes a key."""
+
+    def __init__(self, data: dict):
+        self.data = data
+        self.changes: list[Change] = []
+
+    def get(self, path: tuple, default=None):
+        node = self.data
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                return default
+        return node
+
+    def node(self, path: tuple) -> dict | None:
+        found = self.get(path)
+        return found if isinstance(found, dict) else None
+
+    def set(self, kind: str, path: tuple, value, why: str) -> None:
+        """Set *path* to *value* (parents made as mappings) and record it, unless it already holds that value."""
+        assert kind in KINDS, kind
+        node = self.data
+        for part in path[:-1]:
+            child = node[part] if isinstance(node, list) else node.get(part)
+            if not isinstance(child, (dict, list)):
+                child = {}
+                node[part] = child
+            node = child
+        last = path[-1]
+        present = (isinstance(node, dict) and last in node) or (isinstance(node, list) and isinstance(last, int) and last < len(node))
+        before = node[last] if present else None
+        if present and before == value and type(before) is type(value):
+            return
+        node[last] = value
+        self.changes.append(Change(kind, tuple(path), before, value, why))
+
+    def delete(self, kind: str, path: tuple, why: str) -> None:
+        parent = self.node(path[:-1]) if len(path) > 1 else self.data
+        if parent is None or path[-1] not in parent:
+            return
+        before = parent.pop(path[-1])
+        self.changes.append(Change(kind, tuple(path), before, DELETE, why))
+
 
 def installed_mindformers() -> str | None:
     """The installed mindformers' version, from its metadata (mindformers is not imported: it writes ``./output``)."""
@@ -95,8 +237,8 @@ class ModelPlan:
     shrunk: bool
     before: dict  # dimension -> the config's value
     after: dict  # dimension -> the value trained
-    config: dict  # the config the child loads (paths are filled in by child_config)
-    changes: list = field(default_factory=list)  # one line per change, each with its reason
+    config: dict  # the config as mindformers reads it, with the changes applied (paths are filled in by child_config)
+    changes: list = field(default_factory=list)  # every Change, each one of the three kinds with its reason
     tensordump_off: list = field(default_factory=list)  # monitor_config keys turned off (no TensorDump kernel on CPU)
     callbacks: list = field(default_factory=list)  # the callbacks that will run, by type
     monitor_formats: dict = field(default_factory=dict)  # TrainingStateMonitor's *_format keys that are on, with their targets
@@ -120,6 +262,10 @@ class ModelPlan:
             size = ", at its own size"
         return f"{self.family} ({kind}) from {self.source}{size}, through mindformers' Trainer"
 
+    def change_lines(self) -> list[str]:
+        """``shrink: ...``, ``rehearse: ...``, ``isolate: ...``: every change, by kind, for the verdict."""
+        return change_lines(self.changes)
+
 
 def _model_family(data: dict) -> str:
     model = data.get("model") or {}
@@ -138,22 +284,9 @@ def _model_family(data: dict) -> str:
     return "a mindformers model"
 
 
-def _model_class_named(data: dict) -> bool:
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
-    arch = model.get("arch") if isinstance(model.get("arch"), dict) else {}
-    mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
-    return any(isinstance(v, str) and v for v in (arch.get("type"), mc.get("type")))
-
-
 def _is_legacy(data: dict) -> bool:
     value = data.get("use_legacy", True)  # mindformers' default
     return value is not False and str(value).lower() != "false"
-
-
-def _set(node: dict, key: str, value, changes: list, why: str, path: str) -> None:
-    if node.get(key) != value:
-        changes.append(f"{path + '.' if path else ''}{key}: {node.get(key)!r} -> {value!r} ({why})")
-        node[key] = value
 
 
 def _first(node: dict, names) -> str | None:
@@ -166,17 +299,20 @@ _LEGACY_DEFAULT_KEYS = {
     "ChatGLM2Config": {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_attention_heads", "vocab": "padded_vocab_size", "seq": "seq_length",
                        "ffn": "ffn_hidden_size", "head_dim": "kv_channels"},
 }  # fmt: skip
+MC = ("model", "model_config")
+SHRUNK = "shrunk: the same architecture class at a size that trains in seconds"
 
 
-def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict, dict]:
+def _shrink_model(ed: _Edits, keep_vocab: bool) -> tuple[dict, dict]:
+    mc = ed.node(MC)
     before, after = {}, {}
     for dim, key in _LEGACY_DEFAULT_KEYS.get(mc.get("type"), {}).items():
         if _first(mc, _DIMENSIONS[dim]) is None and not (dim == "vocab" and keep_vocab):
-            mc[key] = SMALL[dim]
+            ed.set(SHRINK, MC + (key,), SMALL[dim], SHRUNK + " (the YAML left it to the class's default)")
             before[dim], after[dim] = "its class default", SMALL[dim]
     for dim, names in _DIMENSIONS.items():
         key = _first(mc, names)
-        if key is None:
+        if key is None or dim in after:
             continue
         before[dim] = mc[key]
         if dim == "vocab" and keep_vocab:
@@ -185,29 +321,58 @@ def _shrink_model(mc: dict, plan_changes: list, keep_vocab: bool) -> tuple[dict,
         small = SMALL[dim]
         if dim == "kv_heads" and key == "multi_query_group_num":
             small = 1 if mc.get("multi_query_attention") else SMALL["kv_heads"]
-        mc[key] = small
+        ed.set(SHRINK, MC + (key,), small, SHRUNK)
         after[dim] = small
     if "head_dim" not in before and "heads" in before and "hidden" in before:
         after["head_dim"] = SMALL["hidden"] // SMALL["heads"]
     for key in _POSITIONS:
         if key in mc:
-            mc[key] = 2 * SMALL["seq"]  # at least the sequence length
+            ed.set(SHRINK, MC + (key,), 2 * SMALL["seq"], SHRUNK + " (at least the sequence length)")
     for key, value in _MLA_AND_MOE.items():
         if key in mc and mc[key] is not None:
-            mc[key] = value
+            ed.set(SHRINK, MC + (key,), value, SHRUNK)
     if mc.get("n_routed_experts"):  # DeepSeek's router groups default to 8, which must divide the (now 4) experts
-        mc["n_group"], mc["topk_group"] = 1, 1
+        for key in ("n_group", "topk_group"):
+            ed.set(SHRINK, MC + (key,), 1, SHRUNK + " (router groups dividing the shrunk experts)")
     for key in _MTP:
         if isinstance(mc.get(key), int) and mc[key] > 1:
-            mc[key] = 1
+            ed.set(SHRINK, MC + (key,), 1, SHRUNK + " (one multi-token-prediction layer)")
     if "offset" in mc:
-        mc["offset"] = 0  # per pipeline stage in the shipped configs; one stage here
-    if "batch_size" in mc:
-        mc["batch_size"] = SMALL["batch"]
-    changed = ", ".join(f"{d} {before[d]} -> {after[d]}" for d in before if before[d] != after.get(d))
-    if changed:
-        plan_changes.append(f"model.model_config: {changed} (shrunk: the same architecture class at a size that trains in seconds)")
+        ed.set(SHRINK, MC + ("offset",), 0, "one pipeline stage")
     return before, after
+
+
+_MOE_KEYS = ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq", "first_k_dense_replace")
+
+
+def _is_moe(mc: dict) -> bool:
+    model_type = str(mc.get("model_type") or "")
+    return model_type == "deepseek_v3" or model_type.endswith("_moe") or any(mc.get(k) for k in _MOE_KEYS)
+
+
+def _moe_dense(ed: _Edits, loaded) -> None:
+    """The MoE layers' dispatch (GroupedMatmul, CumsumExt, SortExt, the token permutation) has no CPU kernel: every layer dense.
+
+    ``first_k_dense_replace`` is mindformers' own switch (every new-architecture TransformerConfig reads it): equal
+    to the layer count, each layer builds the dense MLP of ``intermediate_size`` instead of the routed experts, so the
+    router, the experts and their auxiliary loss are not rehearsed (the change says so). Qwen3-MoE, whose layer spec
+    ignores it, is built dense by the CPU rehearsal in the child.
+    """
+    mc = ed.node(MC)
+    if not _is_moe(mc):
+        return
+    layers = mc.get(_first(mc, _DIMENSIONS["layers"]) or "", None)
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        raise NotRehearsed(
+            f"{loaded.where('model.model_config')}: this MoE model's layer count is not a number here, so its layers cannot be made dense for "
+            "the CPU backend (the MoE dispatcher, GroupedMatmul, has no CPU kernel); the smoke runs it on Ascend"
+        )
+    why = "every MoE layer dense: the MoE dispatcher (GroupedMatmul, token permutation) has no CPU kernel; router, experts and aux loss not rehearsed"
+    ed.set(REHEARSE, MC + ("first_k_dense_replace",), layers, why)
+    if isinstance(mc.get("moe_layer_freq"), int) and not isinstance(mc.get("moe_layer_freq"), bool) and mc["moe_layer_freq"] > 1:
+        ed.set(REHEARSE, MC + ("moe_layer_freq",), 1, why + " (mindformers refuses first_k_dense_replace beside moe_layer_freq > 1)")
+    elif isinstance(mc.get("moe_layer_freq"), list):
+        ed.set(REHEARSE, MC + ("moe_layer_freq",), [0] * layers, why)
 
 
 def _no_cpu_attention(mc: dict, loaded) -> None:
@@ -224,37 +389,16 @@ def _no_cpu_attention(mc: dict, loaded) -> None:
         )
 
 
-_MOE_KEYS = ("num_experts", "num_moe_experts", "n_routed_experts", "moe_layer_freq", "first_k_dense_replace")
+def _is_mindrecord(train: dict, path: str) -> bool:
+    loader = train.get("data_loader") if isinstance(train.get("data_loader"), dict) else {}
+    return loader.get("type") == "MindDataset" or path.endswith(".mindrecord")
 
 
-def _is_moe(mc: dict) -> bool:
-    model_type = str(mc.get("model_type") or "")
-    return model_type == "deepseek_v3" or model_type.endswith("_moe") or any(mc.get(k) for k in _MOE_KEYS)
-
-
-def _moe_dense(mc: dict, changes: list) -> None:
-    """The MoE layers' dispatch (GroupedMatmul, CumsumExt, SortExt, the token permutation) has no CPU kernel: every layer dense.
-
-    ``first_k_dense_replace`` is mindformers' own switch (every new-architecture config accepts it): with it equal to the
-    layer count, each layer builds the dense MLP of ``intermediate_size`` instead of the routed experts, so the
-    router, the experts and their auxiliary loss are not rehearsed (the verdict says so).
-    """
-    if not _is_moe(mc):
-        return
-    layers = mc.get(_first(mc, _DIMENSIONS["layers"]) or "", None)
-    if not isinstance(layers, int) or isinstance(layers, bool):
-        raise NotRehearsed(
-            "model.model_config: this MoE model's layer count is not a number here, so its layers cannot be made dense for the CPU "
-            "backend (the MoE dispatcher, GroupedMatmul, has no CPU kernel); it runs on Ascend"
-        )
-    why = (
-        "every MoE layer dense: the MoE dispatcher (GroupedMatmul, token permutation) has no CPU kernel, so the router, experts and aux loss are not rehearsed"
-    )
-    _set(mc, "first_k_dense_replace", layers, changes, why, "model.model_config")
-    if isinstance(mc.get("moe_layer_freq"), int) and mc["moe_layer_freq"] > 1:
-        mc["moe_layer_freq"] = 1  # mindformers refuses first_k_dense_replace beside moe_layer_freq > 1
-    elif isinstance(mc.get("moe_layer_freq"), list):
-        mc["moe_layer_freq"] = [0] * layers
+def _model_class_named(data: dict) -> bool:
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    arch = model.get("arch") if isinstance(model.get("arch"), dict) else {}
+    mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
+    return any(isinstance(v, str) and v for v in (arch.get("type"), mc.get("type")))
 
 
 def _dataset_paths(train: dict) -> list:
@@ -268,11 +412,6 @@ def _dataset_paths(train: dict) -> list:
                 if isinstance(item, str) and ("/" in item or os.sep in item) and not _is_number(item):
                     found.append((key, item))
     return found
-
-
-def _is_mindrecord(train: dict, path: str) -> bool:
-    loader = train.get("data_loader") if isinstance(train.get("data_loader"), dict) else {}
-    return loader.get("type") == "MindDataset" or path.endswith(".mindrecord")
 
 
 def _is_number(text: str) -> bool:
@@ -306,8 +445,10 @@ MCORE_MODEL_TYPES = {"deepseek_v3": "DeepseekV3ForCausalLM", "glm4": "Glm4ForCau
                      "telechat3": "TeleChat3ForCausalLM", "telechat3_moe": "TeleChat3MoeForCausalLM"}  # fmt: skip
 # every size-like key of a Hugging Face config.json that the smoke shrinks (the YAML's model_config overrides that file)
 _HF_SIZE_KEYS = tuple(n for names in _DIMENSIONS.values() for n in names) + _POSITIONS + tuple(_MLA_AND_MOE) + _MTP + (
-    "first_k_dense_replace", "moe_layer_freq", "n_shared_experts", "shared_expert_intermediate_size", "decoder_sparse_step")  # fmt: skip
+    "first_k_dense_replace", "moe_layer_freq")  # fmt: skip
 _HF_CONFIG_LIMIT = 4 << 20  # a Hugging Face config.json is a few kB; anything larger is not one
+# mindformers 1.9's TransformerConfig.seq_length: what a model trains at when neither the YAML nor config.json gives one
+MCORE_DEFAULT_SEQ = 4096
 
 
 def registered_model_type(name: str) -> str | None:
@@ -337,51 +478,173 @@ def _read_hf_config(folder: Path) -> dict:
     return data
 
 
-def _sizes_from_pretrained_dir(cfg: dict, mc: dict, legacy: bool, changes: list, loaded) -> None:
+def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> None:
     """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json.
 
-    mindformers merges that file under the YAML's ``model_config`` (the YAML wins).  When the folder is here, each
-    size-like key the file gives and the YAML does not is copied into ``model_config`` so that the shrink overrides it
-    (and lists it); the file still supplies everything else.  When the folder is not here, mindformers would fail at
-    start (``config.json does not exist``); the smoke needs only the architecture class, which ``model_config.model_type``
-    or ``trainer.model_name`` names, so that class gets the smoke's sizes and the stand-in is listed.
+    mindformers merges that file under the YAML's ``model_config`` (the YAML wins).  When the folder is here, the
+    size-like keys the file gives and the YAML does not are read into the plan's view of ``model_config`` (what the
+    real run trains with, so nothing is recorded) and the shrink then overrides each in the YAML, listed with the
+    file's value; the file still supplies everything else.  When the folder is not here, mindformers would fail at
+    start (``config.json does not exist``); the smoke needs only the architecture class, which
+    ``model_config.model_type`` or ``trainer.model_name`` names, so that class gets the smoke's sizes, listed.
     """
+    mc = ed.node(MC)
     if legacy:
         return
-    pretrained = cfg.get("pretrained_model_dir")
+    pretrained = ed.get(("pretrained_model_dir",))
     folder = Path(pretrained).expanduser() if isinstance(pretrained, str) and pretrained else None
     if folder is not None and (folder / "config.json").is_file():
         hf = _read_hf_config(folder)
-        taken = [k for k in _HF_SIZE_KEYS if k in hf and k not in mc and isinstance(hf[k], int) and not isinstance(hf[k], bool)]
-        for key in taken:
-            mc[key] = hf[key]
-        if taken:
-            changes.append(f"pretrained_model_dir {pretrained}/config.json: {', '.join(taken)} taken into model.model_config to be shrunk there")
+        for key in _HF_SIZE_KEYS:
+            if key in hf and key not in mc and isinstance(hf[key], int) and not isinstance(hf[key], bool):
+                mc[key] = hf[key]  # what the merge gives the real run; the shrink overrides it in the YAML
+        if "seq_length" not in mc and "seq_length" not in hf:
+            mc["seq_length"] = MCORE_DEFAULT_SEQ
         return
     needs_sizes = _first(mc, _DIMENSIONS["layers"]) is None or "seq_length" not in mc or _first(mc, _DIMENSIONS["vocab"]) is None
     if not needs_sizes and registered_model_type(mc.get("model_type", "")):
         return
-    trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
+    trainer = ed.node(("trainer",)) or {}
     name = mc.get("model_type") or trainer.get("model_name")
     model_type = registered_model_type(name) if isinstance(name, str) else None
     if model_type is None:
-        where = loaded.where("model.model_config")
+        unknown = f"the model name {name!r} is none of the types mindformers registers ({', '.join(MCORE_MODEL_TYPES)}), so " if name else ""
         raise SmokeError(
-            f"{where}: model.model_config gives no model sizes and pretrained_model_dir ({pretrained or 'unset'}) has no config.json here; "
-            f"{'the model name ' + repr(name) + ' is none of the model types mindformers registers (' + ', '.join(MCORE_MODEL_TYPES) + '), so ' if name else ''}"
-            "point pretrained_model_dir at a Hugging Face model folder, or give model_type and the sizes in model.model_config"
+            f"{loaded.where('model.model_config')}: model.model_config gives no model sizes and pretrained_model_dir ({pretrained or 'unset'}) has "
+            f"no config.json here; {unknown}point pretrained_model_dir at a Hugging Face model folder, or give model_type and the sizes in model.model_config"
         )
-    mc["model_type"] = model_type
-    mc.setdefault("architectures", [MCORE_MODEL_TYPES[model_type]])
-    filled = [key for key in _MCORE_SIZES if key not in mc and not (key == "num_hidden_layers" and _first(mc, _DIMENSIONS["layers"]))]
-    for key in filled:
-        mc[key] = SMALL[_MCORE_SIZES[key]]
-    mc.setdefault("max_position_embeddings", 2 * SMALL["seq"])
-    cfg["pretrained_model_dir"] = ""
-    changes.append(
-        f"pretrained_model_dir: {pretrained!r} is not on this machine, so model.model_config got {model_type}'s class "
-        f"({mc['architectures'][0]}){' with ' + ', '.join(filled) + ' at the smoke sizes' if filled else ''} instead of that folder's config.json"
-    )
+    why = f"pretrained_model_dir {pretrained!r} is not on this machine: {model_type}'s class at the smoke's sizes instead of that folder's config.json"
+    if mc.get("model_type") != model_type:
+        ed.set(SHRINK, MC + ("model_type",), model_type, why)
+    if "architectures" not in mc:
+        ed.set(SHRINK, MC + ("architectures",), [MCORE_MODEL_TYPES[model_type]], why)
+    for key, dim in _MCORE_SIZES.items():
+        if key not in mc and not (dim == "layers" and _first(mc, _DIMENSIONS["layers"])):
+            ed.set(SHRINK, MC + (key,), SMALL[dim], why)
+    if "max_position_embeddings" not in mc:
+        ed.set(SHRINK, MC + ("max_position_embeddings",), 2 * SMALL["seq"], why)
+    ed.set(SHRINK, ("pretrained_model_dir",), "", why)
+
+
+def _learning_rate(ed: _Edits, use_lr: float, lr_given: bool, steps: int) -> None:
+    """The smoke's rate in every schedule (plain and grouped), from step 1, kept over the smoke's steps.
+
+    A warm-up of 2,000 steps would keep a 40-step smoke near 0, and ``total_steps: -1`` makes a cosine decay
+    over the smoke's own steps (to ``lr_end`` at its last step): either way the loss cannot fall for the right reason.
+    """
+    why = "--lr" if lr_given else "a shrunk model's learning rate, which --lr sets"
+    schedules = [("lr_schedule",)]
+    grouped = ed.node(("grouped_lr_schedule",))
+    if grouped is not None:
+        if isinstance(grouped.get("default"), dict):
+            schedules.append(("grouped_lr_schedule", "default"))
+        for i, group in enumerate(grouped.get("grouped") or []):
+            if isinstance(group, dict):
+                schedules.append(("grouped_lr_schedule", "grouped", i))
+    for path in schedules:
+        sched = ed.node(path)
+        if sched is None:
+            continue
+        ed.set(SHRINK, path + ("learning_rate",), float(use_lr), why)
+        for key in ("lr_end", "min_lr", "end_learning_rate", "warmup_lr_init"):
+            if isinstance(sched.get(key), (int, float)) and not isinstance(sched.get(key), bool) and sched[key] > use_lr:
+                ed.set(SHRINK, path + (key,), float(use_lr), "at most the smoke's rate")
+        for key in ("warmup_steps", "warmup_ratio"):
+            if isinstance(sched.get(key), (int, float)) and not isinstance(sched.get(key), bool) and sched[key] > 0:
+                ed.set(SHRINK, path + (key,), 0, "no warm-up in a smoke: the rate from step 1")
+        if "total_steps" in sched or "decay_steps" in sched:
+            # a decay over 1,000x the smoke's steps: the rate stays within 0.1% of the smoke's for the whole smoke
+            for key in ("total_steps", "decay_steps"):
+                if key in sched:
+                    ed.set(
+                        SHRINK, path + (key,), 1000 * max(1, steps), f"the rate kept at the smoke's: the schedule would decay over the smoke's {steps} steps"
+                    )
+    optimizer = ed.node(("optimizer",))
+    if optimizer is not None and lr_given and "learning_rate" in optimizer:
+        ed.set(SHRINK, ("optimizer", "learning_rate"), float(use_lr), "--lr")
+
+
+def _parallel_off(ed: _Edits, workers: int) -> None:
+    one = f"{workers} data-parallel workers under msrun" if workers > 1 else "one device"
+    ed.set(SHRINK, ("use_parallel",), workers > 1, one)
+    pc = ed.node(("parallel_config",)) or {}
+    for key in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel", "expert_model_parallel", "micro_batch_num"):
+        if key in pc and pc[key] != 1 and not (key == "data_parallel" and workers > 1):
+            ed.set(SHRINK, ("parallel_config", key), 1, one)
+    if workers > 1:
+        ed.set(SHRINK, ("parallel_config", "data_parallel"), workers, one)
+    if pc.get("use_seq_parallel"):
+        ed.set(SHRINK, ("parallel_config", "use_seq_parallel"), False, one)
+    par = ed.node(("parallel",))
+    if par is not None or workers > 1:
+        ed.set(SHRINK, ("parallel", "parallel_mode"), 0, "data parallel" if workers > 1 else one)
+        if workers > 1:
+            ed.set(SHRINK, ("parallel", "full_batch"), False, "each worker feeds its own batches")
+        for key in ("enable_alltoall", "enable_parallel_optimizer"):
+            if (par or {}).get(key):
+                ed.set(SHRINK, ("parallel", key), False, one)
+        if par is not None and "dataset_strategy" in par:
+            ed.delete(SHRINK, ("parallel", "dataset_strategy"), one)
+    recompute = ed.node(("recompute_config",))
+    if recompute is not None:
+        for key in ("recompute", "select_recompute", "parallel_optimizer_comm_recompute", "mp_comm_recompute"):
+            if recompute.get(key) not in (None, False):
+                ed.set(SHRINK, ("recompute_config", key), False, "nothing to recompute at the smoke's size")
+    if (ed.get(("micro_batch_interleave_num",)) or 1) != 1:
+        ed.set(SHRINK, ("micro_batch_interleave_num",), 1, one)
+
+
+def _on_this_device(ed: _Edits, device: str, legacy: bool, family: str, mode: str | None, loaded) -> None:
+    """What this device cannot run as Ascend does, replaced by its plain equivalent (rehearse)."""
+    ed.set(REHEARSE, ("context", "device_target"), device, f"the smoke trains on {device}")
+    if mode is not None:
+        ed.set(REHEARSE, ("context", "mode"), 0 if mode == "graph" else 1, "--mode")
+    if ed.get(("context", "save_graphs")):
+        ed.set(ISOLATE, ("context", "save_graphs"), False, "no graph dumps outside the scratch folder")
+    if device == "Ascend":
+        return
+    for key in ("max_device_memory", "ascend_config", "memory_optimize_level"):
+        if ed.get(("context", key)) is not None:
+            ed.delete(REHEARSE, ("context", key), f"an Ascend setting {device} has no use for")
+    mc = ed.node(MC)
+    if not legacy:
+        if device == "CPU":
+            _no_cpu_attention(mc, loaded)
+        for key in _MCORE_DTYPE_KEYS:  # the new-architecture classes compute in bfloat16 where the YAML is silent
+            if key not in mc:
+                ed.set(REHEARSE, MC + (key,), "float32", f"bfloat16 kernels are Ascend's: float32 on {device} (the class default is bfloat16)")
+    for key in _DTYPE_KEYS:
+        if mc.get(key) in ("bfloat16", "float16"):
+            ed.set(REHEARSE, MC + (key,), "float32", f"bfloat16/float16 kernels are Ascend's: float32 on {device}")
+    llama = legacy and (mc.get("type") == "LlamaConfig" or family.lower().startswith("llama"))
+    compressed = bool(mc.get("use_attn_mask_compression"))
+    for key, value, why in (
+        ("use_flash_attention", False, "flash attention is an Ascend kernel"),
+        ("fused_rms_norm", False, "the fused RmsNorm is an Ascend kernel"),
+    ):
+        if key == "use_flash_attention" and compressed:
+            continue  # mindformers refuses flash attention off with mask compression: the kernel is replaced in the child instead
+        if key in mc or llama:  # LlamaConfig's defaults are the fused kernels
+            ed.set(REHEARSE, MC + (key,), value, why)
+    if llama or legacy and "use_rope_slice" in mc:
+        ed.set(REHEARSE, MC + ("use_rope_slice",), True, "the default rotate_half uses a broadcast BatchMatMul the CPU backend rejects")
+
+
+def _monitoring(ed: _Edits, device: str) -> tuple[list, dict]:
+    """TensorDump-based monitor formats off on CPU (no kernel); the formats that stay on, for the verdict."""
+    monitor = ed.node(("monitor_config",))
+    off: list = []
+    if monitor is None:
+        return off, {}
+    if device == "CPU":
+        for key in TENSORDUMP_FORMATS:
+            if monitor.get(key):
+                off.append(key)
+                ed.set(REHEARSE, ("monitor_config", key), None, "TensorDump has no CPU kernel (on Ascend it runs)")
+        if monitor.get("dump_path"):
+            ed.set(ISOLATE, ("monitor_config", "dump_path"), "", "no TensorDump output on CPU")
+    formats = {k: v for k, v in monitor.items() if isinstance(k, str) and k.endswith("_format") and v} if monitor.get("monitor_on") else {}
+    return off, formats
 
 
 def plan_mindformers(
@@ -397,43 +660,46 @@ def plan_mindformers(
     sink_size: int | None = None,
     workers: int = 1,
 ) -> ModelPlan:
-    """Turn a user's mindformers run YAML into the config a smoke child trains.
+    """Turn a user's mindformers run YAML into the changes a smoke child applies on mindformers' own reading of it.
 
     Args:
-        loaded: the :class:`~msnb.config.LoadedConfig` of the run YAML (base_config and ``${}`` resolved).
+        loaded: the :class:`~msnb.config.LoadedConfig` of the run YAML (its ``literal`` tree, ``${}`` unresolved, is what
+            mindformers reads and what is planned on).
         device: "Ascend", "GPU" or "CPU": where it will train.
         shrink: "auto" (always on CPU and GPU, on Ascend when the model would not fit one card), "always" or "never".
         steps: how many steps to train.
         batch_size: the batch size (default: 2 when shrunk, else the config's).
         lr: the learning rate (default: 5e-3 when shrunk, so a small model learns within a smoke run; else the config's).
-        mode: "graph" or "pynative" (default: the config's ``context.mode``).
+        mode: "graph" or "pynative" when asked for (default: the config's ``context.mode``, unchanged).
         data: "auto" (the config's dataset when its files exist here, else synthetic), "config" or "synthetic".
         sink_size: rehearse sink mode with this sink size (default: sink mode off).
         workers: data-parallel workers (more than 1: mindformers' own data parallelism, started by msrun).
 
     Returns:
-        The plan; ``config`` still has placeholder paths (see :func:`child_config`).
+        The plan: every change (shrink, rehearse, isolate) with its reason; outputs are isolated by :func:`child_config`.
 
     Raises:
-        SmokeError: a config that no smoke run can train (not a training config, an MoE model on CPU, a missing dataset
-            with ``data="config"``), naming the key and the file.
+        SmokeError: a config that no smoke run can train (not a training config, a missing dataset with
+            ``data="config"``), naming the key and the file.
+        NotRehearsed: a config msnb cannot rehearse on this device (an MoE model with no dense form on CPU).
     """
     source = Path(loaded.path).name
-    cfg = copy.deepcopy(loaded.data)
+    ed = _Edits(_unshared(loaded.literal if loaded.literal is not None else loaded.data))
+    cfg = ed.data
     run_mode = cfg.get("run_mode", "train")
     if isinstance(run_mode, str) and run_mode not in ("train", "finetune"):
         raise SmokeError(f"{loaded.where('run_mode')}: run_mode is {run_mode!r}; a smoke run trains, so give a train or finetune config")
     legacy = _is_legacy(cfg)
-    changes: list = []
-    mc = cfg["model"]["model_config"]
     if legacy and not _model_class_named(cfg):
         raise SmokeError(
             f"{loaded.where('model')}: model.arch.type and model.model_config.type are empty, so mindformers has no model to build; "
             "name the model class (a template's 'please edit by hand' sections need filling in)"
         )
+    family = _model_family(cfg)
+    mc = ed.node(MC)
     big = _estimated_bytes(mc)
     do_shrink = shrink == "always" or (shrink == "auto" and (device != "Ascend" or big > 24e9))
-    train = cfg.get("train_dataset") if isinstance(cfg.get("train_dataset"), dict) else {}
+    train = ed.node(("train_dataset",)) or {}
     paths = _dataset_paths(train)
     if data == "config":
         missing = [(k, p) for k, p in paths if not _dataset_exists(p)]
@@ -448,132 +714,48 @@ def plan_mindformers(
         use_config_data = False
     else:
         use_config_data = bool(paths) and all(_dataset_exists(p) for _, p in paths)
-    _sizes_from_pretrained_dir(cfg, mc, legacy, changes, loaded)
-    before, after = ({}, {})
+    _sizes_from_pretrained_dir(ed, legacy, loaded)
     if do_shrink:
-        before, after = _shrink_model(mc, changes, keep_vocab=use_config_data)
+        before, after = _shrink_model(ed, keep_vocab=use_config_data)
     else:
         before = {d: mc.get(_first(mc, names)) for d, names in _DIMENSIONS.items() if _first(mc, names)}
         after = dict(before)
-    runner = cfg.setdefault("runner_config", {})
+    runner = ed.node(("runner_config",)) or {}
     bs = batch_size or (SMALL["batch"] if do_shrink else runner.get("batch_size") or SMALL["batch"])
-    _set(runner, "batch_size", bs, changes, "the smoke's batch", "runner_config")
-    if "batch_size" in train:
-        train["batch_size"] = bs
-    if "batch_size" in mc:
-        mc["batch_size"] = bs
-    _set(runner, "epochs", 1, changes, f"{steps} steps of one pass over the smoke's data", "runner_config")
-    runner["sink_mode"] = bool(sink_size)
+    for path in (
+        (("runner_config", "batch_size"),)
+        + ((("train_dataset", "batch_size"),) if "batch_size" in train else ())
+        + ((MC + ("batch_size",),) if "batch_size" in mc else ())
+    ):
+        ed.set(SHRINK, path, bs, "--batch-size" if batch_size else "the smoke's batch")
+    ed.set(SHRINK, ("runner_config", "epochs"), 1, f"{steps} steps of one pass over the smoke's data")
     if sink_size:
-        runner["sink_size"] = int(sink_size)
+        ed.set(SHRINK, ("runner_config", "sink_mode"), True, "--sink-size")
+        ed.set(SHRINK, ("runner_config", "sink_size"), int(sink_size), "--sink-size")
+    else:  # mindformers' template defaults to sink mode on when the YAML does not say
+        ed.set(SHRINK, ("runner_config", "sink_mode"), False, "callbacks every step (--sink-size N rehearses sink mode)")
     if (runner.get("gradient_accumulation_steps") or 1) != 1:
-        _set(runner, "gradient_accumulation_steps", 1, changes, "one step per batch", "runner_config")
-    # one device, or N data-parallel workers: every other parallel degree 1
-    if workers > 1:
-        _set(cfg, "use_parallel", True, changes, f"{workers} data-parallel workers under msrun", "")
-    else:
-        _set(cfg, "use_parallel", False, changes, "one device", "")
-    pc = cfg.setdefault("parallel_config", {})
-    degrees = []
-    for key in ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel", "expert_model_parallel", "micro_batch_num"):
-        if key in pc and pc[key] != 1:
-            degrees.append(f"{key} {pc[key]} -> 1")
-            pc[key] = 1
-    if pc.get("use_seq_parallel"):
-        degrees.append("use_seq_parallel off")
-    pc["use_seq_parallel"] = False
-    if workers > 1:
-        pc["data_parallel"] = workers
-        degrees = [d for d in degrees if not d.startswith("data_parallel")] + [f"data_parallel {workers}"]
-    if degrees:
-        changes.append(f"parallel_config: {', '.join(degrees)} ({'data parallel only' if workers > 1 else 'one device'})")
-    par = cfg.setdefault("parallel", {})
-    par["parallel_mode"] = 0  # data parallel (one device: no communication at all)
-    if workers > 1:
-        par["full_batch"] = False  # each worker feeds its own batches
-    par["enable_alltoall"] = False
-    par["enable_parallel_optimizer"] = False
-    par.pop("dataset_strategy", None)
-    if isinstance(cfg.get("recompute_config"), dict):
-        for key in ("recompute", "select_recompute", "parallel_optimizer_comm_recompute", "mp_comm_recompute"):
-            if key in cfg["recompute_config"]:
-                cfg["recompute_config"][key] = False
-    cfg["micro_batch_interleave_num"] = 1
+        ed.set(SHRINK, ("runner_config", "gradient_accumulation_steps"), 1, "one step per batch")
+    _parallel_off(ed, workers)
     # a smoke trains from scratch: no production checkpoint is loaded or resumed
     for key, value in (("load_checkpoint", ""), ("resume_training", False), ("auto_trans_ckpt", False), ("src_strategy_path_or_dir", ""), ("profile", False)):
         if cfg.get(key) not in (None, value, "", False):
-            changes.append(f"{key}: {cfg[key]!r} -> {value!r} (a smoke trains from scratch, writing nothing outside its directory)")
-        cfg[key] = value
-    ctx = cfg.setdefault("context", {})
-    ctx["device_target"] = device
-    if mode is not None:
-        ctx["mode"] = 0 if mode == "graph" else 1
-    ctx.pop("save_graphs_path", None)
-    ctx["save_graphs"] = False
-    if device != "Ascend":
-        for key in ("max_device_memory", "ascend_config", "memory_optimize_level"):
-            ctx.pop(key, None)
-        if not legacy:  # the new-architecture config classes default to bfloat16 compute where the YAML is silent
-            for key in _MCORE_DTYPE_KEYS:
-                mc.setdefault(key, "float32")
-        for key in _DTYPE_KEYS:
-            if key in mc and mc[key] in ("bfloat16", "float16"):
-                mc[key] = "float32"
-        if any(k in mc for k in _DTYPE_KEYS):
-            changes.append(f"model.model_config dtypes: float32 on {device} (bfloat16/float16 kernels are Ascend's)")
-        llama = legacy and (mc.get("type") == "LlamaConfig" or _model_family(cfg).lower().startswith("llama"))
-        if device == "CPU" and not legacy:
-            _no_cpu_attention(mc, loaded)
-        compressed = not legacy and any(mc.get(k) for k in ("use_attn_mask_compression", "use_eod_attn_mask_compression"))
-        if compressed:  # mindformers refuses mask compression without flash attention: its kernel is replaced in the child instead
-            changes.append("model.model_config.use_flash_attention: kept on (mask compression requires it); its kernel is rehearsed by softmax attention")
-        for key, value, why in (
-            ("use_flash_attention", False, "flash attention is an Ascend kernel"),
-            ("fused_rms_norm", False, "the fused RmsNorm is an Ascend kernel"),
-        ):
-            if key == "use_flash_attention" and compressed:
-                continue
-            if key in mc or llama:  # LlamaConfig's defaults are the fused kernels
-                _set(mc, key, value, changes, why, "model.model_config")
-        if llama or legacy and "use_rope_slice" in mc:
-            _set(mc, "use_rope_slice", True, changes, "the default rotate_half uses a broadcast BatchMatMul the CPU backend rejects", "model.model_config")
-        if device == "CPU":
-            _moe_dense(mc, changes)
-    # learning rate: a shrunk model learns at a small model's rate within a smoke run
-    sched = cfg.get("lr_schedule") if isinstance(cfg.get("lr_schedule"), dict) else None
+            ed.set(ISOLATE, (key,), value, "a smoke trains from scratch and reads nothing outside its folder")
+    if cfg.get("do_eval"):
+        ed.set(SHRINK, ("do_eval",), False, "no evaluation in a smoke")
+    _on_this_device(ed, device, legacy, family, mode, loaded)
+    if device == "CPU":
+        _moe_dense(ed, loaded)
     use_lr = lr if lr is not None else (5e-3 if do_shrink else None)
-    if sched is not None and use_lr is not None:
-        _set(sched, "learning_rate", float(use_lr), changes, "--lr" if lr is not None else "a shrunk model's learning rate, which --lr sets", "lr_schedule")
-        for key in ("lr_end", "min_lr", "end_learning_rate"):
-            if isinstance(sched.get(key), (int, float)) and sched[key] > use_lr:
-                sched[key] = float(use_lr)
-        if "total_steps" in sched:
-            sched["total_steps"] = -1
-    if isinstance(cfg.get("optimizer"), dict) and lr is not None and "learning_rate" in cfg["optimizer"]:
-        cfg["optimizer"]["learning_rate"] = float(lr)
-    # the overflow check: MFTrainOneStepCell's falls into the Ascend branch on CPU
-    wrapper = cfg.setdefault("runner_wrapper", {"type": "MFTrainOneStepCell", "scale_sense": 1.0, "use_clip_grad": True})
-    if device == "CPU" and wrapper.get("type", "MFTrainOneStepCell") == "MFTrainOneStepCell":
-        wrapper["type"] = CPU_WRAPPER
-    if cfg.get("tensorboard") is not None and "scale_sense" not in wrapper:
-        wrapper["scale_sense"] = 1.0  # mindformers' TensorBoard argument writer reads it (KeyError without)
-        changes.append("runner_wrapper.scale_sense: 1.0 (mindformers' TensorBoard config writer needs it when a tensorboard section exists)")
-    # monitoring: TensorDump has no CPU kernel; msnb's own monitor_config keys are not mindformers'
-    tensordump_off: list = []
-    monitor = cfg.get("monitor_config") if isinstance(cfg.get("monitor_config"), dict) else None
-    formats: dict = {}
-    if monitor is not None:
-        for key in [k for k in monitor if k not in MINDFORMERS_MONITOR_KEYS]:
-            monitor.pop(key)  # mindformers raises KeyError on keys it does not know
-        if device == "CPU":
-            for key in TENSORDUMP_FORMATS:
-                if monitor.get(key):
-                    tensordump_off.append(key)
-                    monitor[key] = None
-            monitor["dump_path"] = ""
-        if monitor.get("monitor_on"):
-            formats = {k: v for k, v in monitor.items() if k.endswith("_format") and v}
+    if use_lr is not None:
+        _learning_rate(ed, use_lr, lr is not None, steps)
+    # the overflow check: MFTrainOneStepCell's falls into the Ascend branch on CPU (the template's default wrapper is that class too)
+    wrapper = ed.node(("runner_wrapper",))
+    if device == "CPU" and (wrapper is None or wrapper.get("type", "MFTrainOneStepCell") == "MFTrainOneStepCell"):
+        ed.set(REHEARSE, ("runner_wrapper", "type"), CPU_WRAPPER, "MFTrainOneStepCell with the IsFinite overflow check (NPUGetFloatStatusV2 is Ascend's)")
+    tensordump_off, formats = _monitoring(ed, device)
     callbacks = [c.get("type") for c in cfg.get("callbacks") or [] if isinstance(c, dict) and c.get("type")]
+    monitor = ed.node(("monitor_config",))
     if monitor is not None and monitor.get("monitor_on") and "TrainingStateMonitor" not in callbacks:
         callbacks.append("TrainingStateMonitor")
     columns = _columns(cfg, legacy)
@@ -584,38 +766,49 @@ def plan_mindformers(
     else:
         why = "--data synthetic" if data == "synthetic" else ("its dataset is not on this machine" if paths else "the config names no dataset files")
         data_note = f"synthetic token ids ({why}): columns {', '.join(columns)}, a counting pattern a model can learn"
-        train["num_parallel_workers"] = 1
-        train["python_multiprocessing"] = False
     cores = os.cpu_count() or 1
-    if isinstance(train.get("num_parallel_workers"), int) and train["num_parallel_workers"] > cores:
-        changes.append(f"train_dataset.num_parallel_workers: {train['num_parallel_workers']} -> {cores} (this machine's cores; MindSpore refuses more)")
-        train["num_parallel_workers"] = cores
-    if isinstance(train.get("data_loader"), dict) and isinstance(train["data_loader"].get("config"), dict) and "seq_length" in train["data_loader"]["config"]:
-        train["data_loader"]["config"]["seq_length"] = after.get("seq", mc.get("seq_length"))
-    if isinstance(cfg.get("train_dataset_task"), dict):
-        cfg["train_dataset_task"]["dataset_config"] = train  # the YAML anchor the two share
-    for dropped in ("eval_dataset", "eval_dataset_task", "do_eval"):
-        cfg.pop(dropped, None)
+    workers_key = train.get("num_parallel_workers")
+    if isinstance(workers_key, int) and not isinstance(workers_key, bool) and workers_key > cores:
+        ed.set(REHEARSE, ("train_dataset", "num_parallel_workers"), cores, "this machine's cores; MindSpore refuses more")
+    loader_cfg = ed.node(("train_dataset", "data_loader", "config"))
+    if loader_cfg is not None and "seq_length" in loader_cfg and "seq" in after:
+        ed.set(SHRINK, ("train_dataset", "data_loader", "config", "seq_length"), after["seq"], SHRUNK + " (the dataset's sequence with the model's)")
+    _mirror_dataset_task(ed, loaded)
     return ModelPlan(
-        family=_model_family(cfg),
+        family=family,
         legacy=legacy,
         source=source,
         shrunk=do_shrink,
         before=before,
         after=after,
         config=cfg,
-        changes=changes,
+        changes=ed.changes,
         tensordump_off=tensordump_off,
         callbacks=callbacks,
         monitor_formats=formats,
         data="config" if use_config_data else "synthetic",
-        mindrecord=[p for k, p in paths if use_config_data and _is_mindrecord(train, p)],
+        mindrecord=[p for _, p in paths if use_config_data and _is_mindrecord(train, p)],
         data_note=data_note,
         columns=columns,
         tensorboard=isinstance(cfg.get("tensorboard"), dict),
         lr=use_lr,
         workers=workers,
     )
+
+
+def _mirror_dataset_task(ed: _Edits, loaded) -> None:
+    """``train_dataset_task.dataset_config`` is usually the YAML anchor of ``train_dataset``: mindformers reads it as a copy, so change both."""
+    literal = loaded.literal if loaded.literal is not None else loaded.data
+    task = literal.get("train_dataset_task")
+    if not (isinstance(task, dict) and isinstance(task.get("dataset_config"), dict) and task["dataset_config"] == literal.get("train_dataset")):
+        return
+    for c in list(ed.changes):
+        if c.path[:1] == ("train_dataset",):
+            target = ("train_dataset_task", "dataset_config") + c.path[1:]
+            if c.after is DELETE:
+                ed.delete(c.kind, target, c.why)
+            else:
+                ed.set(c.kind, target, copy.deepcopy(c.after), c.why)
 
 
 def _estimated_bytes(mc: dict) -> float:
@@ -631,8 +824,8 @@ def _estimated_bytes(mc: dict) -> float:
     return 16.0 * params
 
 
-def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:
-    """The plan's config with every output inside the smoke's directory.
+def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> tuple[dict, list]:
+    """The plan's config with every output inside the smoke's directory, and the isolate changes that put them there.
 
     Args:
         plan: what :func:`plan_mindformers` returned.
@@ -641,33 +834,41 @@ def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:
             ``--summary-dir``); with several, each rank writes ``output/summary/rank_N`` (see :func:`summary_root`).
 
     Returns:
-        A new config dict: ``output_dir``, TensorBoard, SummaryMonitor, CheckpointMonitor and the dump path redirected.
+        ``(config, changes)``: a new config dict (``output_dir``, TensorBoard, SummaryMonitor, CheckpointMonitor, the
+        dump path and the strategy file redirected), and the isolate changes made, to be applied by the child after
+        the plan's own.
     """
-    cfg = copy.deepcopy(plan.config)
+    ed = _Edits(_unshared(plan.config))
+    cfg = ed.data
     out = workdir / "output"
-    cfg["output_dir"] = str(out)
+    here = "isolated: written into the smoke's scratch folder"
+    ed.set(ISOLATE, ("output_dir",), str(out), here)
     if isinstance(cfg.get("tensorboard"), dict):
-        cfg["tensorboard"]["tensorboard_dir"] = str(out / "tensorboard")
-    for cb in cfg.get("callbacks") or []:
+        ed.set(ISOLATE, ("tensorboard", "tensorboard_dir"), str(out / "tensorboard"), here)
+    for i, cb in enumerate(cfg.get("callbacks") or []):
         if not isinstance(cb, dict):
             continue
         if cb.get("type") == "SummaryMonitor":
             # one worker: the smoke's summary folder; several: mindformers' own output_dir/summary/rank_N (one folder a rank)
-            cb["summary_dir"] = str(summary) if plan.workers == 1 else None
+            ed.set(ISOLATE, ("callbacks", i, "summary_dir"), str(summary) if plan.workers == 1 else None, here)
         elif cb.get("type") == "CheckpointMonitor":
-            cb.pop("directory", None)  # under output_dir/checkpoint
-            cb["save_checkpoint_steps"] = max(1, min(int(cb.get("save_checkpoint_steps") or 1), 10))
+            if "directory" in cb:
+                ed.delete(ISOLATE, ("callbacks", i, "directory"), here + " (under output_dir/checkpoint)")
+            every = cb.get("save_checkpoint_steps")
+            small = max(1, min(every if isinstance(every, int) and not isinstance(every, bool) else 1, 10))
+            if every != small and (isinstance(every, int) and not isinstance(every, bool)):
+                ed.set(SHRINK, ("callbacks", i, "save_checkpoint_steps"), small, "a checkpoint within the smoke's steps")
         elif cb.get("type") == "ProfileMonitor":
-            cb["output_path"] = str(out / "profile")
+            ed.set(ISOLATE, ("callbacks", i, "output_path"), str(out / "profile"), here)
     monitor = cfg.get("monitor_config")
     if isinstance(monitor, dict) and monitor.get("dump_path"):
-        monitor["dump_path"] = str(out / "dump")
+        ed.set(ISOLATE, ("monitor_config", "dump_path"), str(out / "dump"), here)
     par = cfg.get("parallel")
     if isinstance(par, dict) and isinstance(par.get("strategy_ckpt_config"), dict):
-        par["strategy_ckpt_config"]["save_file"] = str(out / "strategy" / "ckpt_strategy.ckpt")
+        ed.set(ISOLATE, ("parallel", "strategy_ckpt_config", "save_file"), str(out / "strategy" / "ckpt_strategy.ckpt"), here)
     if isinstance(cfg.get("checkpoint"), dict) and "save_path" in cfg["checkpoint"]:
-        cfg["checkpoint"]["save_path"] = str(out / "checkpoint")
-    return cfg
+        ed.set(ISOLATE, ("checkpoint", "save_path"), str(out / "checkpoint"), here)
+    return cfg, ed.changes
 
 
 def summary_root(plan: ModelPlan, workdir: Path, summary: Path) -> Path:
@@ -675,4 +876,7 @@ def summary_root(plan: ModelPlan, workdir: Path, summary: Path) -> Path:
     return summary if plan.workers == 1 else workdir / "output" / "summary"
 
 
-__all__ = ["summary_root", "PINNED_MINDFORMERS", "ModelPlan", "is_mindformers_run", "installed_mindformers", "plan_mindformers", "child_config"]
+__all__ = [
+    "summary_root", "PINNED_MINDFORMERS", "ModelPlan", "Change", "KINDS", "SHRINK", "REHEARSE", "ISOLATE", "describe_changes", "change_lines",
+    "is_mindformers_run", "installed_mindformers", "plan_mindformers", "child_config",
+]  # fmt: skip

@@ -5,28 +5,36 @@
 Runs in the scratch directory (mindformers writes ``./output/log`` wherever
 it is imported), never in the user's kernel.  In order: the CPU rehearsal when
 training on CPU (:mod:`msnb.smoke.cpu_rehearsal`), ``MindFormerConfig`` on the
-config :mod:`msnb.smoke.mindformers_plan` prepared, ``build_context`` as
+user's own file (so what trains is what mindformers builds from it: its
+base_config handling, its template, ``${}`` left as mindformers leaves it),
+then exactly the plan's changes applied on that object (:mod:`msnb.smoke.
+mindformers_plan`: shrink, rehearse, isolate), ``build_context`` as
 mindformers' own launcher does, the dataset (synthetic, or the config's own),
 then ``Trainer(args=config, train_dataset=...).train()`` with the config's
-callbacks plus msnb's step timer.  What ran is written to ``rehearsal.json``;
-a failure leaves its one-line reason in ``failure.txt`` beside the log, so the
-verdict can say it in one line while the log keeps the traceback.
+callbacks plus msnb's step timer.
+
+What ran is written to ``rehearsal.json`` (with every key where mindformers'
+reading differed from msnb's plan). A failure leaves ``failure.json``: the
+stage, one line, and whose it is (``config``: the run would fail the same way
+on Ascend; ``kernel``: an operator with no CPU kernel; ``msnb``: msnb's own
+code failed), so the verdict says it in one line while the log keeps the
+traceback.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 import numpy as np
 
 from .guard import set_parent_death_signal
-
-# mindformers 1.9's TransformerConfig.seq_length default: what a model whose YAML and pretrained_model_dir leave it unset trains with
-DEFAULT_SEQ_LENGTH = 4096
 
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0, model_shifts: bool = False):
@@ -109,13 +117,115 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:400]}" if text else type(exc).__name__
 
 
+MSNB_DIR = str(Path(__file__).resolve().parent.parent) + os.sep  # msnb's own package: a frame there is msnb's code
+# MindSpore's words for an operator the CPU backend has no kernel for (2.9/2.10)
+_NO_KERNEL = (
+    re.compile(r"Unsupported op \[([A-Za-z0-9_]{1,80})\] on CPU"),
+    re.compile(r"The kernel ([A-Za-z0-9_]{1,80}) unregistered"),  # PyNative's pyboost SelectKernel
+    re.compile(r"Cannot find backend kernel for cnode:?\s{0,4}([A-Za-z0-9_./-]{0,120})"),
+    re.compile(r"(?:kernel|operator|op)\s{1,4}\[?([A-Za-z0-9_]{1,80})\]?\s{1,4}(?:is\s{1,4})?not\s{1,4}(?:supported|registered)\s{1,4}on\s{1,4}CPU", re.I),
+)
+
+
+class ConfigFault(Exception):
+    """The user's config is at fault in a way mindformers would only say deep inside (an unregistered model type)."""
+
+
+def classify(exc: BaseException) -> tuple[str, str | None]:
+    """Whose failure *exc* is: ``("msnb", None)``, ``("kernel", name)`` or ``("config", None)``.
+
+    A frame of msnb's own code below the point where mindformers took over (a replaced kernel, the worker's own
+    preparation) makes it msnb's; MindSpore's "no CPU kernel" words make it a kernel msnb cannot rehearse; anything
+    else happened inside mindformers or MindSpore on the user's config, as it would on Ascend.
+    """
+    if isinstance(exc, ConfigFault):
+        return "config", None
+    text = str(exc)[:20000]
+    for pattern in _NO_KERNEL:
+        found = pattern.search(text)
+        if found:
+            return "kernel", found.group(1) or None
+    frames = traceback.extract_tb(exc.__traceback__)
+    outside = [f for f in frames if not f.filename.startswith(MSNB_DIR)]
+    if frames and frames[-1].filename.startswith(MSNB_DIR):
+        return "msnb", None  # raised in msnb's own code (the worker, a replaced kernel, the step timer)
+    if outside and any(f.filename.startswith(MSNB_DIR) for f in frames[frames.index(outside[0]) :]):
+        return "msnb", None  # mindformers called into msnb's code (a replaced kernel) on the way down
+    if MSNB_DIR in text:  # a graph-compile error naming msnb's source (MindSpore prints the construct's file)
+        return "msnb", None
+    return "config", None
+
+
+def apply_overrides(config, overrides: list) -> list:
+    """Apply the plan's changes on mindformers' own config object; return where mindformers' reading differed from msnb's.
+
+    A change whose parent section mindformers does not have (it dropped or never read it) is not applied: adding
+    it would train something mindformers would not build. Each difference is one line for the verdict.
+    """
+    differences = []
+    for item in overrides:
+        path = item["path"]
+        node = config
+        missing = None
+        for depth, part in enumerate(path[:-1]):
+            if isinstance(node, dict):
+                if part not in node or node[part] is None:
+                    if item.get("before") is not None:
+                        missing = ".".join(str(p) for p in path[: depth + 1])
+                        break
+                    node[part] = type(config)() if depth == 0 else {}
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                missing = ".".join(str(p) for p in path[: depth + 1])
+                break
+        key = ".".join(str(p) for p in path)
+        if missing is None and not isinstance(node, (dict, list)):
+            missing = ".".join(str(p) for p in path[:-1]) + " as a section (it holds a value)"
+        if missing is not None:
+            differences.append(f"{key}: not applied, mindformers' config has no {missing} (msnb read it in the YAML)")
+            continue
+        last = path[-1]
+        had = isinstance(node, dict) and last in node
+        current = node.get(last) if isinstance(node, dict) else (node[last] if isinstance(node, list) and isinstance(last, int) and last < len(node) else None)
+        if item.get("before") is not None and had and current != item["before"]:
+            differences.append(f"{key}: mindformers reads {current!r}, msnb read {item['before']!r} in the YAML")
+        if item.get("delete"):
+            if had:
+                del node[last]
+        elif isinstance(node, (dict, list)):
+            node[last] = item["value"]
+    return differences
+
+
+def check_model_type(config, legacy: bool) -> None:
+    """An architecture mindformers has not registered fails in one line, naming the closest registered names."""
+    from mindformers.tools.register import MindFormerRegister  # deferred: mindformers (the child only)
+
+    registry = MindFormerRegister.registry
+    if legacy:
+        arch = config.model.get("arch") if isinstance(config.model, dict) else None
+        name = arch.get("type") if isinstance(arch, dict) else None
+        # the new-architecture classes register as mcore_<Name>: a legacy config cannot name them
+        known, key = sorted(n for n in registry.get("models", {}) if not n.startswith("mcore_")), "model.arch.type"
+    else:
+        name = config.model.model_config.get("model_type")
+        known = sorted({getattr(c, "model_type", None) for c in registry.get("config", {}).values()} - {None, ""})
+        key = "model.model_config.model_type"
+    if not isinstance(name, str) or not name or name in known:
+        return
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.4) or known[:3]
+    raise ConfigFault(f"{key} {name!r} is not registered in this mindformers (closest: {', '.join(close)})")
+
+
 def main(spec_path: str) -> int:
     set_parent_death_signal(signal.SIGKILL)  # the guard gone: so is the training
     with open(spec_path) as f:
         spec = json.load(f)
     workdir = spec["workdir"]
     os.chdir(workdir)  # mindformers' ./output/log lands in the scratch directory
-    failure = os.path.join(workdir, "failure.txt")
+    failure = os.path.join(workdir, "failure.json")
     stage = "importing mindformers"
     rank = 0
     try:
@@ -131,21 +241,24 @@ def main(spec_path: str) -> int:
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
             applied = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
-        with open(os.path.join(workdir, "rehearsal.json"), "w") as f:
-            json.dump({"mindformers": getattr(mindformers, "__version__", "?"), "replaced": applied}, f)
         stage = "loading the config (MindFormerConfig)"
-        config = MindFormerConfig(spec["config"])
+        config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
+        stage = "applying the smoke's changes to mindformers' config"
+        differences = apply_overrides(config, spec["overrides"])
+        with open(os.path.join(workdir, "rehearsal.json"), "w") as f:
+            json.dump({"mindformers": getattr(mindformers, "__version__", "?"), "replaced": applied, "differences": differences}, f)
+        stage = "checking the model type"
+        check_model_type(config, bool(spec.get("legacy")))
         stage = "building the context (build_context)"
         build_context(config)  # with use_parallel, this initialises the communication msrun set up
         rank, world = current_rank()
         rank = rank or 0
         if world > 1:
-            failure = os.path.join(workdir, f"failure_rank{rank}.txt")
+            failure = os.path.join(workdir, f"failure_rank{rank}.json")
         dataset = None
         if spec["data"] == "synthetic":
-            mc = config.model.model_config
-            seq = int(mc.seq_length or spec.get("seq_length") or DEFAULT_SEQ_LENGTH)
-            vocab = int(getattr(mc, "vocab_size", None) or getattr(mc, "padded_vocab_size", None) or spec.get("vocab_size") or 256)
+            stage = "making the synthetic dataset"
+            seq, vocab = int(spec["seq"]), int(spec["vocab"])
             batch = int(config.runner_config.batch_size)
             shifts = bool(spec.get("legacy")) and _model_shifts(config)
             dataset = synthetic_dataset(
@@ -162,8 +275,9 @@ def main(spec_path: str) -> int:
         trainer.train()
     except BaseException as exc:  # the reason in one line for the verdict; the traceback stays in the log
         traceback.print_exc()
+        cause, kernel = classify(exc)
         with open(failure, "w") as f:
-            f.write(f"{stage}: {_one_line(exc)}\n")
+            json.dump({"stage": stage, "line": _one_line(exc), "cause": cause, "kernel": kernel, "rank": rank}, f)
         sys.stdout.flush()
         return 1
     print("msnb smoke worker: mindformers training finished", flush=True)

@@ -60,6 +60,7 @@ class SmokeResult(ResultView):
     first_live_delay_s: float | None = None
     ranks: list = field(default_factory=list)
     flags: list = field(default_factory=list)  # the judge's flags on the loss (rank, tag, step, reason): msnb check's on the same files
+    not_rehearsed: str | None = None  # why msnb could not rehearse this run here (its limit, never the config's fault); then passed is False
     traceback: str = field(default="", init=False)  # the whole last traceback of the training's logs, when it failed
     figure_file: str = field(default="", init=False)  # where the figure was saved (msnb.smoke.runner.save_figure), said last
     figure_note: str = field(default="", init=False)  # e.g. "in the current directory; --out FILE to write elsewhere"
@@ -70,7 +71,7 @@ class SmokeResult(ResultView):
             self.traceback = self._find_traceback()
         if self.figure is not None:
             # the verdict goes on the figure itself, so a saved PNG says what it shows
-            self.figure.suptitle(self.headline(), color=COLORS[PASS if self.passed else FAIL], fontweight="bold")
+            self.figure.suptitle(self.headline(), color=self.verdict_color, fontweight="bold")
 
     def _find_traceback(self) -> str:
         """From the training logs on disk (the whole traceback, not the tail's last lines), else from the tail."""
@@ -88,12 +89,34 @@ class SmokeResult(ResultView):
         return last_traceback(self.log_tail)
 
     @property
+    def outcome(self) -> str:
+        """``passed`` (exit 0), ``failed`` (exit 1: the config or the training is at fault) or ``not_rehearsed`` (exit 3: msnb's limit)."""
+        if self.not_rehearsed is not None:
+            return "not_rehearsed"
+        return "passed" if self.passed else "failed"
+
+    @property
+    def exit_code(self) -> int:
+        return {"passed": 0, "failed": 1, "not_rehearsed": 3}[self.outcome]
+
+    @property
     def verdict_word(self) -> str:
-        """``PASSED``, ``PASSED with 2 warnings`` or ``FAILED``: a pass with warnings never reads as a clean pass."""
+        """``PASSED``, ``PASSED with 2 warnings``, ``FAILED`` or ``NOT REHEARSED``: a pass with warnings never reads as a clean pass."""
+        if self.not_rehearsed is not None:
+            return "NOT REHEARSED"
         if not self.passed:
             return verdict_word(False)
         warns = sum(1 for c in self.checks if c.status == WARN)
         return verdict_word(True) if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
+
+    @property
+    def verdict_color(self) -> str:
+        """One colour for the verdict wherever it is shown: amber for warnings and for what was not rehearsed."""
+        if self.not_rehearsed is not None:
+            return COLORS[WARN]
+        if not self.passed:
+            return COLORS[FAIL]
+        return COLORS[WARN if any(c.status == WARN for c in self.checks) else PASS]
 
     def headline(self) -> str:
         """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s`` (or ``PASSED with 1 warning: ...``)"""
@@ -104,7 +127,9 @@ class SmokeResult(ResultView):
 
     def as_dict(self) -> dict:
         return {
+            "outcome": self.outcome,
             "passed": self.passed,
+            "not_rehearsed": self.not_rehearsed,
             "checks": [c.as_dict() for c in self.checks],
             "summary_dir": self.summary_dir if self.kept else None,  # a removed directory is no path to follow
             "summary_dir_note": None if self.kept else f"{self.summary_dir} was removed after the run (--keep keeps it)",
@@ -152,7 +177,7 @@ class SmokeResult(ResultView):
     def to_html(self, figures: bool = True) -> str:
         """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
         head = self.verdict_word
-        color = COLORS[FAIL if not self.passed else (WARN if head != verdict_word(True) else PASS)]
+        color = self.verdict_color
         rows = "".join(
             f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"

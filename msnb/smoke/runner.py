@@ -41,7 +41,7 @@ import yaml
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..environment import installed_major
-from ..errors import SmokeError
+from ..errors import NotRehearsed, SmokeError
 from ..events import Follower, read
 from ..plot.live import LiveView
 from ..plot.render import plain_text
@@ -50,8 +50,18 @@ from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
-from .mindformers_judging import judge_mindformers_smoke, log_scalars
-from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
+from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
+from .mindformers_plan import (
+    DELETE,
+    PINNED_MINDFORMERS,
+    Change,
+    ModelPlan,
+    child_config,
+    installed_mindformers,
+    is_mindformers_run,
+    plan_mindformers,
+    summary_root,
+)
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
@@ -278,7 +288,7 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         )
     device, reason, usable = device_status(options.device)
     if device == "CPU" and not (version == PINNED_MINDFORMERS or version.startswith(PINNED_MINDFORMERS + ".")):
-        raise SmokeError(
+        raise NotRehearsed(
             f"mindformers {version} is installed; msnb's CPU rehearsal (the Ascend-only kernels it replaces) is written for mindformers "
             f"{PINNED_MINDFORMERS}: run the smoke on Ascend, or install mindformers=={PINNED_MINDFORMERS}.0"
         )
@@ -343,19 +353,37 @@ def _spec(prepared: Prepared, workdir: Path, summary: Path, code_path: Path | No
     }
 
 
+def _int_or(value, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
 def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
-    """Write the child's mindformers config (every output inside *workdir*) and return the child's spec."""
+    """The child's spec: the user's own file, the plan's changes and the isolate changes as overrides on mindformers' reading of it.
+
+    ``run.yaml`` beside it is what msnb expects mindformers to train (for a person reading a kept scratch folder);
+    the child never loads it.
+    """
     o, plan = prepared.options, prepared.plan
-    config = child_config(plan, workdir, summary)
+    config, isolate = child_config(plan, workdir, summary)
+    changes = list(plan.changes) + list(isolate)
     (workdir / "run.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    collect = next((int(cb.get("collect_freq") or 1) for cb in config.get("callbacks") or [] if isinstance(cb, dict) and cb.get("type") == "SummaryMonitor"), 1)
+    (workdir / "changes.json").write_text(json.dumps([c.as_dict() for c in changes], indent=1))  # every change, for a person
+    (workdir / "isolate.json").write_text(json.dumps([c.as_dict() for c in isolate]))  # those made at launch, for the verdict
+    collect = next(
+        (_int_or(cb.get("collect_freq"), 1) for cb in config.get("callbacks") or [] if isinstance(cb, dict) and cb.get("type") == "SummaryMonitor"), 1
+    )
+    mc = config.get("model", {}).get("model_config", {})
+    vocab = next((mc[k] for k in ("vocab_size", "padded_vocab_size") if k in mc), None)
     return {
         "mindformers_model": plan.family,
         "legacy": plan.legacy,
         "steps": int(o.steps),
         "device": prepared.device,
         "mode": o.mode,
-        "config": str(workdir / "run.yaml"),
+        "config": str(Path(prepared.loaded.path).resolve()),
+        "overrides": [c.override() for c in changes],
+        "seq": _int_or(mc.get("seq_length"), 32),
+        "vocab": _int_or(vocab, 256),
         "workdir": str(workdir),
         "collect_freq": collect,
         "data": plan.data,
@@ -651,7 +679,17 @@ class MindformersRun:
     collect_freq: int
     stopped_by: str | None
     rehearsal: dict | None
-    failure: str | None
+    failures: list  # each failing rank's failure.json: stage, line, cause (config, kernel, msnb), kernel, rank
+    launch_changes: list  # the changes made at launch (outputs isolated in the scratch folder)
+
+
+def _launch_changes(workdir: Path) -> list:
+    """The changes made at launch (outputs isolated in the scratch folder), as :class:`Change` objects for the verdict."""
+    try:
+        changes = json.loads((workdir / "isolate.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [Change(c["kind"], (c["key"],), c["before"], DELETE if c.get("deleted") else c["after"], c["why"]) for c in changes]
 
 
 def judge(launched: Launched, watched: Watched) -> SmokeResult:
@@ -694,7 +732,8 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
                 collect_freq=int(launched.spec.get("collect_freq") or 1),
                 stopped_by=watched.stopped_by,
                 rehearsal=_read_json(workdir / "rehearsal.json"),
-                failure=next((line for p in sorted(workdir.glob("failure*.txt")) if (line := _tail(p, 1))), None),
+                failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
+                launch_changes=_launch_changes(workdir),
             ),
             flags_out=flags,
         )
@@ -717,16 +756,20 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
     passed = not any(c.status == FAIL for c in checks)
+    not_rehearsed = None
+    if prepared.plan is not None and passed:
+        not_rehearsed = not_rehearsed_reason([f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))])
     trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
     delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
     # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped
     cancelled = watched.stopped_by is not None or watched.interrupted
-    kept = o.keep or o.summary_dir is not None or (not passed and not cancelled)
-    if (passed or cancelled) and not o.keep:
+    kept = o.keep or o.summary_dir is not None or (not passed and not cancelled) or not_rehearsed is not None
+    if (passed or cancelled) and not_rehearsed is None and not o.keep:
         shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
     return SmokeResult(
-        passed=passed,
+        passed=passed and not_rehearsed is None,
+        not_rehearsed=not_rehearsed,
         checks=checks,
         summary_dir=str(summary),
         kept=kept,

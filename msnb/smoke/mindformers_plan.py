@@ -32,6 +32,7 @@ mindformers.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -478,7 +479,7 @@ def _read_hf_config(folder: Path) -> dict:
     return data
 
 
-def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> None:
+def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> list:
     """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json.
 
     mindformers merges that file under the YAML's ``model_config`` (the YAML wins).  When the folder is here, the
@@ -490,20 +491,21 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> None:
     """
     mc = ed.node(MC)
     if legacy:
-        return
+        return []
     pretrained = ed.get(("pretrained_model_dir",))
     folder = Path(pretrained).expanduser() if isinstance(pretrained, str) and pretrained else None
     if folder is not None and (folder / "config.json").is_file():
         hf = _read_hf_config(folder)
-        for key in _HF_SIZE_KEYS:
-            if key in hf and key not in mc and isinstance(hf[key], int) and not isinstance(hf[key], bool):
-                mc[key] = hf[key]  # what the merge gives the real run; the shrink overrides it in the YAML
-        if "seq_length" not in mc and "seq_length" not in hf:
+        taken = [k for k in _HF_SIZE_KEYS if k in hf and k not in mc and isinstance(hf[k], int) and not isinstance(hf[k], bool)]
+        for key in taken:
+            mc[key] = hf[key]  # what the merge gives the real run; the shrink overrides it in the YAML
+        if "seq_length" not in mc:
             mc["seq_length"] = MCORE_DEFAULT_SEQ
-        return
+            taken.append("seq_length")
+        return taken
     needs_sizes = _first(mc, _DIMENSIONS["layers"]) is None or "seq_length" not in mc or _first(mc, _DIMENSIONS["vocab"]) is None
     if not needs_sizes and registered_model_type(mc.get("model_type", "")):
-        return
+        return []
     trainer = ed.node(("trainer",)) or {}
     name = mc.get("model_type") or trainer.get("model_name")
     model_type = registered_model_type(name) if isinstance(name, str) else None
@@ -524,6 +526,7 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> None:
     if "max_position_embeddings" not in mc:
         ed.set(SHRINK, MC + ("max_position_embeddings",), 2 * SMALL["seq"], why)
     ed.set(SHRINK, ("pretrained_model_dir",), "", why)
+    return []
 
 
 def _learning_rate(ed: _Edits, use_lr: float, lr_given: bool, steps: int) -> None:
@@ -714,9 +717,14 @@ def plan_mindformers(
         use_config_data = False
     else:
         use_config_data = bool(paths) and all(_dataset_exists(p) for _, p in paths)
-    _sizes_from_pretrained_dir(ed, legacy, loaded)
+    from_hf = _sizes_from_pretrained_dir(ed, legacy, loaded)
     if do_shrink:
         before, after = _shrink_model(ed, keep_vocab=use_config_data)
+        where = f"{ed.get(('pretrained_model_dir',))}/config.json"
+        for i, c in enumerate(ed.changes):  # say where the values overridden came from (seq_length: mindformers' default)
+            if c.path[:2] == MC and len(c.path) == 3 and c.path[2] in from_hf:
+                source = "mindformers' default, given by neither file" if c.path[2] == "seq_length" and c.before == MCORE_DEFAULT_SEQ else where
+                ed.changes[i] = dataclasses.replace(c, why=f"{c.why}; the value in {source}")
     else:
         before = {d: mc.get(_first(mc, names)) for d, names in _DIMENSIONS.items() if _first(mc, names)}
         after = dict(before)

@@ -58,9 +58,9 @@ def test_a_present_pretrained_model_dir_is_shrunk_from_its_config_json_and_liste
     assert (mc["num_hidden_layers"], mc["hidden_size"], mc["num_attention_heads"], mc["num_key_value_heads"]) == (2, 64, 2, 2)
     assert (mc["intermediate_size"], mc["vocab_size"], mc["head_dim"], mc["max_position_embeddings"]) == (128, 256, 32, 64)
     assert plan.config["pretrained_model_dir"] == str(folder)  # the folder still supplies everything else
-    changes = "; ".join(plan.changes)
-    assert f"pretrained_model_dir {folder}/config.json: num_hidden_layers, hidden_size" in changes
-    assert "layers 64 -> 2, hidden 5120 -> 64" in changes
+    changes = "; ".join(plan.change_lines())
+    assert "model.model_config: num_hidden_layers 64 -> 2, hidden_size 5120 -> 64" in changes
+    assert f"the value in {folder}/config.json)" in changes and "seq_length 4096 -> 32" in changes
 
 
 def test_a_pretrained_config_json_that_is_no_json_object_is_refused_naming_the_file(tmp_path):
@@ -259,6 +259,6 @@ def test_a_subset_of_the_shipped_config_sweep(tmp_path):
     assert code == 0 and data["rows"][0]["peak_rss_mib"] > 100
     verdict = json.loads((tmp_path / "cfg" / "qwen3__finetune_qwen3.verdict.json").read_text())
     changes = next(c["detail"] for c in verdict["checks"] if c["name"] == "config_changes")
-    assert "Qwen3-32B/config.json: num_hidden_layers" in changes and "layers 64 -> 2" in changes  # shrunk from the folder's config.json
+    assert "num_hidden_layers 64 -> 2" in changes and "Qwen3-32B/config.json" in changes  # shrunk from the folder's config.json
     text = md.read_text()
     assert "mindformers 1.9" in text and "| qwen3/finetune_qwen3.yaml | Qwen3 | passed |" in text

@@ -121,6 +121,8 @@ MSNB_DIR = str(Path(__file__).resolve().parent.parent) + os.sep  # msnb's own pa
 # MindSpore's words for an operator the CPU backend has no kernel for (2.9/2.10)
 _NO_KERNEL = (
     re.compile(r"Unsupported op \[([A-Za-z0-9_]{1,80})\] on CPU"),
+    # a CPU kernel that exists but not for this dtype (BFloat16 where the config's class default is bfloat16)
+    re.compile(r"Select CPU operator\[([A-Za-z0-9_]{1,80})\] fail! Unsupported data type"),
     re.compile(r"The kernel ([A-Za-z0-9_]{1,80}) unregistered"),  # PyNative's pyboost SelectKernel
     re.compile(r"Cannot find backend kernel for cnode:?\s{0,4}([A-Za-z0-9_./-]{0,120})"),
     re.compile(r"(?:kernel|operator|op)\s{1,4}\[?([A-Za-z0-9_]{1,80})\]?\s{1,4}(?:is\s{1,4})?not\s{1,4}(?:supported|registered)\s{1,4}on\s{1,4}CPU", re.I),

@@ -214,7 +214,13 @@ def _reason(verdict: dict) -> str:
     checks = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
     failing = [c for c in checks if str(c.get("status")).lower() == "fail"]
     if failing:
-        return f"{failing[0].get('name')}: {failing[0].get('detail') or failing[0].get('message') or ''}".strip()
+        first = failing[0]
+        reason = f"{first.get('name')}: {first.get('detail') or first.get('message') or ''}".strip()
+        predicted = [f for f in verdict.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error" and f.get("message")]
+        if predicted:  # config_lint's prediction, from mindformers' own source: the unmodified config dies the same way
+            message = str(predicted[0]["message"])
+            reason += "; the unmodified config dies too: " + (message.split(": ", 1)[1] if message.startswith(("/", ".")) else message)
+        return reason
     warns = [str(c.get("name")) for c in checks if str(c.get("status")).lower() == "warn"]
     return f"warnings: {', '.join(warns)}" if warns else ""
 
@@ -283,10 +289,18 @@ def main(argv=None) -> int:
     parser.add_argument("--json", dest="json_out", help="also write the rows as JSON to this file")
     parser.add_argument("--keep", help="write the user-like configs into this folder (kept) instead of a temporary one")
     parser.add_argument("--from-json", nargs="+", metavar="ROWS", help="run nothing: render the rows of earlier --json files (one table)")
+    parser.add_argument(
+        "--verdicts", action="append", default=[], help="with --from-json: re-read each row's reason from the verdicts kept in this --keep folder"
+    )
     args = parser.parse_args(argv)
     if args.from_json:
         parts = [json.loads(Path(p).read_text()) for p in args.from_json]
         rows = [r for part in parts for r in part["rows"]]
+        for row in rows:
+            for folder in args.verdicts:
+                kept = Path(folder) / (row["config"].replace("/", "__")[: -len(".yaml")] + ".verdict.json")
+                if kept.is_file() and kept.stat().st_size:
+                    row["reason"] = " ".join(_reason(json.loads(kept.read_text())).split()) or row["reason"]
         total, steps, load = sum(p["total_s"] for p in parts), parts[0]["steps"], max(p.get("load", 0.0) for p in parts)
     else:
         rows, total, load = run_sweep(args), 0.0, os.getloadavg()[0]

@@ -192,7 +192,7 @@ def test_lora_with_dropout_and_mask_compression_train_on_cpu(tmp_path):
     assert result.passed, result.format_text()
     rehearsal = result.check("cpu_rehearsal").detail
     assert "Dropout (LoRA's lora_dropout" in rehearsal and "CausalMaskGenerate" in rehearsal
-    assert "use_flash_attention: kept on (mask compression requires it)" in result.check("config_changes").detail
+    assert "use_flash_attention" not in result.check("config_changes").detail  # left on: mindformers refuses compression without it
     assert result.check("callbacks").detail.startswith("MFLossMonitor: 12 lines")
 
 

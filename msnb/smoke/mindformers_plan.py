@@ -503,6 +503,11 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> list:
             mc["seq_length"] = MCORE_DEFAULT_SEQ
             taken.append("seq_length")
         return taken
+    if not pretrained and _first(mc, _DIMENSIONS["layers"]) is not None:  # no folder named: the YAML gives the sizes
+        if "seq_length" not in mc:
+            mc["seq_length"] = MCORE_DEFAULT_SEQ  # what the real run trains at; the shrink overrides it, naming the default
+            return ["seq_length"]
+        return []
     needs_sizes = _first(mc, _DIMENSIONS["layers"]) is None or "seq_length" not in mc or _first(mc, _DIMENSIONS["vocab"]) is None
     if not needs_sizes and registered_model_type(mc.get("model_type", "")):
         return []

@@ -112,7 +112,24 @@ Outcomes: `passed` (exit 0); `failed` (exit 1: the config or its training is at 
 msnb cannot rehearse it here, naming what would run it); `refused` (exit 2: no smoke can start from this file); a
 traceback whose innermost frame is msnb's own code is listed as `msnb error`, a bug, never a verdict.
 """
-MARKDOWN_OUTRO = ""
+MARKDOWN_OUTRO = """
+## Reading it
+
+- Every `passed` row warns that 4 loss points are too few to judge a trend (`loss_falling`, `step_time`,
+  `disk_per_day`): the sweep proves that each config builds, steps and writes through every callback; a longer
+  `msnb smoke CONFIG` judges the training itself. `tensordump_metrics` warns that `local_loss_format` and
+  `local_norm_format` need TensorDump, which has no CPU kernel (they run on Ascend).
+- The MoE configs (DeepSeek-V3, Qwen3-MoE, TeleChat3-MoE, the MoE templates) train with every layer dense on CPU
+  (`first_k_dense_replace` set to the layer count; Qwen3-MoE's layer spec built dense in the child): the router, the
+  experts and their auxiliary loss are not rehearsed, which the verdict's `rehearse` line says and `loss_components`
+  warns about where a loss component then stays at 0.
+- `glm4/finetune_glm4_9b.yaml` fails for the config's own reason: with the `tensorboard` section a user adds, the
+  shipped config's missing `runner_wrapper.scale_sense` makes mindformers' `write_args_to_tensorboard` raise
+  `KeyError: 'scale_sense'` before step 1. `config_lint` predicts it from mindformers' source, and
+  `tests/smoke/test_smoke_trust.py` runs the unmodified file through mindformers until that same crash.
+- `general/run_general_task.yaml` is a template whose model sections say "please edit by hand": no smoke can start
+  from it until a model class is named, so it is refused in one line.
+"""
 
 
 def shipped_configs() -> tuple[Path, list[Path]]:

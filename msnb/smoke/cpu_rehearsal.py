@@ -168,7 +168,10 @@ def _embedding_backward() -> str | None:
         return ops.reshape(out, (bs, seq_len, weight.shape[1]))
 
     layers.VocabParallelEmbedding.embedding_func = embedding_func
-    return "embedding lookup -> Gather (EmbeddingDenseBackward is Ascend's)"
+    # mindformers' Morph types the lookup's output as the token ids (int32); the Gather above returns the weights' dtype,
+    # which is what an embedding dropout (hidden_dropout > 0) downstream must see
+    layers.embedding_infer_dtype = lambda *args: args[1]
+    return "embedding lookup -> Gather, typed as the weights (EmbeddingDenseBackward is Ascend's)"
 
 
 def _pynative_models() -> str | None:

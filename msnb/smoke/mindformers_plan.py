@@ -311,6 +311,12 @@ def _shrink_model(ed: _Edits, keep_vocab: bool) -> tuple[dict, dict]:
         if _first(mc, _DIMENSIONS[dim]) is None and not (dim == "vocab" and keep_vocab):
             ed.set(SHRINK, MC + (key,), SMALL[dim], SHRUNK + " (the YAML left it to the class's default)")
             before[dim], after[dim] = "its class default", SMALL[dim]
+    if mc.get("multi_latent_attention") or mc.get("model_type") == "deepseek_v3":  # DeepSeek-V3's class defaults are the 671B's
+        for key, value in (("num_attention_heads", SMALL["heads"]), ("num_key_value_heads", SMALL["kv_heads"]), *_MLA_AND_MOE.items()):
+            if key not in mc and key not in ("num_experts", "num_moe_experts", "moe_router_topk", "moe_shared_expert_intermediate_size"):
+                ed.set(SHRINK, MC + (key,), value, SHRUNK + " (the YAML left it to the class's default)")
+                if key == "num_attention_heads":
+                    before["heads"], after["heads"] = "its class default", value
     for dim, names in _DIMENSIONS.items():
         key = _first(mc, names)
         if key is None or dim in after:

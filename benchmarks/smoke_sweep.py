@@ -305,20 +305,26 @@ def main(argv=None) -> int:
     parser.add_argument("--markdown", help="also write the table, with date, versions and total time, to this file")
     parser.add_argument("--json", dest="json_out", help="also write the rows as JSON to this file")
     parser.add_argument("--keep", help="write the user-like configs into this folder (kept) instead of a temporary one")
-    parser.add_argument("--from-json", nargs="+", metavar="ROWS", help="run nothing: render the rows of earlier --json files (one table)")
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="ROWS",
+        help="run nothing: render the rows of earlier --json files as one table (a config in several: the last file's row)",
+    )
     parser.add_argument(
         "--verdicts", action="append", default=[], help="with --from-json: re-read each row's reason from the verdicts kept in this --keep folder"
     )
     args = parser.parse_args(argv)
     if args.from_json:
         parts = [json.loads(Path(p).read_text()) for p in args.from_json]
-        rows = [r for part in parts for r in part["rows"]]
+        latest = {r["config"]: r for part in parts for r in part["rows"]}  # a config run again: its later row counts
+        rows = [latest[name] for name in sorted(latest)]
         for row in rows:
             for folder in args.verdicts:
                 kept = Path(folder) / (row["config"].replace("/", "__")[: -len(".yaml")] + ".verdict.json")
                 if kept.is_file() and kept.stat().st_size:
                     row["reason"] = " ".join(_reason(json.loads(kept.read_text())).split()) or row["reason"]
-        total, steps, load = sum(p["total_s"] for p in parts), parts[0]["steps"], max(p.get("load", 0.0) for p in parts)
+        total, steps, load = sum(r["seconds"] for r in rows), parts[0]["steps"], max(p.get("load", 0.0) for p in parts)
     else:
         rows, total, load = run_sweep(args), 0.0, os.getloadavg()[0]
         if rows is None:

@@ -314,6 +314,7 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--verdicts", action="append", default=[], help="with --from-json: re-read each row's reason from the verdicts kept in this --keep folder"
     )
+    parser.add_argument("--note", help="a sentence added after the markdown's first line (how and where the sweep ran)")
     args = parser.parse_args(argv)
     if args.from_json:
         parts = [json.loads(Path(p).read_text()) for p in args.from_json]
@@ -324,7 +325,8 @@ def main(argv=None) -> int:
                 kept = Path(folder) / (row["config"].replace("/", "__")[: -len(".yaml")] + ".verdict.json")
                 if kept.is_file() and kept.stat().st_size:
                     row["reason"] = " ".join(_reason(json.loads(kept.read_text())).split()) or row["reason"]
-        total, steps, load = sum(r["seconds"] for r in rows), parts[0]["steps"], max(p.get("load", 0.0) for p in parts)
+        total, steps = sum(r["seconds"] for r in rows), parts[0]["steps"]
+        load = max((p["load"] for p in parts if isinstance(p.get("load"), (int, float))), default=None)
     else:
         rows, total, load = run_sweep(args), 0.0, os.getloadavg()[0]
         if rows is None:
@@ -339,11 +341,13 @@ def main(argv=None) -> int:
         for r in rows:
             counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
         head = (
-            f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} ({os.cpu_count()} cores, load average {load:.0f} at the start), "
+            f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.machine()} ({os.cpu_count()} cores"
+            f"{'' if load is None else f', load average {load:.0f} at the start'}), "
             f"mindformers {_version('mindformers')}, MindSpore {_version('mindspore')}, msnb {_version('msnb')}, Python {platform.python_version()}: "
             f"{len(rows)} configs, {steps} steps each, {total / 60:.1f} min of smoke runs in all "
             f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})."
         )
+        head += f" {args.note}" if args.note else ""
         Path(args.markdown).write_text(f"{MARKDOWN_INTRO}\n{head}\n\n{table(rows)}\n{MARKDOWN_OUTRO}")
     return 0 if all(r["outcome"] in ("passed", "not_rehearsed") for r in rows) else 1
 

@@ -224,10 +224,15 @@ class PeakRSS(threading.Thread):
         return self.peak
 
 
+def _without_path(text: str) -> str:
+    """``/tmp/x/copy.yaml:12: what`` -> ``what``: the copy's path says nothing in a table about the shipped file."""
+    return text.split(": ", 1)[1] if text.startswith((os.sep, ".")) and ": " in text else text
+
+
 def _reason(verdict: dict) -> str:
     for key in ("reason", "not_rehearsed", "refused"):
         if isinstance(verdict.get(key), str) and verdict[key]:
-            return verdict[key]
+            return _without_path(verdict[key])
     checks = [c for c in verdict.get("checks") or [] if isinstance(c, dict)]
     failing = [c for c in checks if str(c.get("status")).lower() == "fail"]
     if failing:
@@ -236,7 +241,7 @@ def _reason(verdict: dict) -> str:
         predicted = [f for f in verdict.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error" and f.get("message")]
         if predicted:  # config_lint's prediction, from mindformers' own source: the unmodified config dies the same way
             message = str(predicted[0]["message"])
-            reason += "; the unmodified config dies too: " + (message.split(": ", 1)[1] if message.startswith(("/", ".")) else message)
+            reason += "; the unmodified config dies too: " + _without_path(message)
         return reason
     warns = [str(c.get("name")) for c in checks if str(c.get("status")).lower() == "warn"]
     return f"warnings: {', '.join(warns)}" if warns else ""

@@ -54,6 +54,7 @@ from .mindformers_judging import judge_mindformers_smoke, log_scalars
 from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
+from .tested_stack import check_tested_stack, screen_config
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
 DEFAULT_LR = 0.05
@@ -219,6 +220,7 @@ def prepare(options: SmokeOptions) -> Prepared:
     """
     options.validate()
     loaded_first = load_config(options.config) if options.config is not None else None
+    screen_config(loaded_first, builtin=options.code is None and options.module is None)  # NotRehearsed: never the built-in model in its place
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
@@ -277,11 +279,7 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
             f"{where} is a mindformers run config, and mindformers is not installed here: pip install 'msnb[mindformers]' (mindformers=={PINNED_MINDFORMERS}.0)"
         )
     device, reason, usable = device_status(options.device)
-    if device == "CPU" and not (version == PINNED_MINDFORMERS or version.startswith(PINNED_MINDFORMERS + ".")):
-        raise SmokeError(
-            f"mindformers {version} is installed; msnb's CPU rehearsal (the Ascend-only kernels it replaces) is written for mindformers "
-            f"{PINNED_MINDFORMERS}: run the smoke on Ascend, or install mindformers=={PINNED_MINDFORMERS}.0"
-        )
+    check_tested_stack(device, version)  # NotRehearsed: a CPU rehearsal with releases outside the tested set
     mode = _mindformers_mode(loaded, options)
     options = replace(options, steps=options.steps or MINDFORMERS_STEPS, mode=mode)
     plan = plan_mindformers(

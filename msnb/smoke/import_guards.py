@@ -32,6 +32,11 @@ def _hyper_parallel_installed() -> bool:
         return False
 
 
+def imports_v4_unguarded(source: str) -> bool:
+    """Whether ``modeling_deepseek_v4.py``'s text imports the dynamic-graph module outside a ``try:`` (2.0 does, 2.1 does not)."""
+    return bool(_UNGUARDED.search(source))
+
+
 def _unguarded_v4_import() -> bool:
     pkg = package_dir("mindformers")
     if pkg is None:
@@ -42,7 +47,7 @@ def _unguarded_v4_import() -> bool:
             source = f.read(_MAX_SOURCE).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return bool(_UNGUARDED.search(source))
+    return imports_v4_unguarded(source)
 
 
 def guard_deepseek_v4_import() -> str | None:
@@ -68,4 +73,4 @@ def guard_deepseek_v4_import() -> str | None:
     return "DeepSeek-V4's dynamic-graph module -> a stand-in, so that `import mindformers` works without hyper_parallel (DeepSeek-V4 itself is not rehearsed)"
 
 
-__all__ = ["guard_deepseek_v4_import"]
+__all__ = ["guard_deepseek_v4_import", "imports_v4_unguarded"]

@@ -21,6 +21,7 @@ from msnb.config.run_config import is_dynamic_graph_run, is_mindformers_run, loo
 from msnb.environment import version_tuple
 from msnb.errors import NotRehearsed
 from msnb.smoke import run_smoke
+from msnb.smoke.import_guards import imports_v4_unguarded
 from msnb.smoke.tested_stack import TESTED, check_tested_stack, screen_config
 
 
@@ -91,6 +92,36 @@ DYNAMIC_DEEPSEEK3 = textwrap.dedent("""\
       first_k_dense_replace: 1
 """)
 
+# mindformers 2.1's configs/deepseek4/pretrain_deepseek4_flash.yaml: its top-level sections and the model's first keys
+DYNAMIC_DEEPSEEK4 = textwrap.dedent("""\
+    checkpoint: {enable_save: False, save_path: "./output/checkpoint"}
+    training: {steps: 10, local_batch_size: 1, global_batch_size: 8}
+    optimizer: {type: AdamW}
+    lr_scheduler: {type: ConstantWarmUpLR, learning_rate: 1.e-5}
+    parallelism: {data_parallel_shard: -1, tensor_parallel: 1, pipeline_parallel: 1}
+    recompute: {}
+    train_dataset: {dataloader: {type: BlendedMegatronDatasetDataLoader}}
+    model: {model_type: deepseek_v4, architectures: DeepseekV4ForCausalLM, vocab_size: 129280, hidden_size: 4096, num_hidden_layers: 43}
+""")
+
+# the head of models/deepseek4/modeling_deepseek_v4.py: 2.0 imports the dynamic-graph model bare, 2.1 inside try:
+V4_IMPORT_2_0 = '''"""Deepseek-V4 Model."""
+from mindformers.tools.register import MindFormerRegister, MindFormerModuleType
+
+from .configuration_deepseek_v4 import DeepseekV4Config
+from .modeling_deepseek_v4_pynative import PyNativeDeepseekV4ForCausalLM
+'''
+V4_IMPORT_2_1 = '''"""Deepseek-V4 Model."""
+from mindformers.tools.logger import logger
+from .configuration_deepseek_v4 import DeepseekV4Config
+
+_PYNATIVE_IMPORT_ERROR = None
+try:
+    from .modeling_deepseek_v4_pynative import PyNativeDeepseekV4ForCausalLM
+except ImportError as e:
+    PyNativeDeepseekV4ForCausalLM = None
+'''
+
 TRAINER_QWEN3 = {
     "run_mode": "train",
     "trainer": {"type": "CausalLanguageModelingTrainer", "model_name": "qwen3"},
@@ -112,6 +143,7 @@ def _write(tmp_path, name, text):
     [
         (TRAINER_QWEN3, True, False, True),
         (yaml.safe_load(DYNAMIC_DEEPSEEK3), False, True, True),
+        (yaml.safe_load(DYNAMIC_DEEPSEEK4), False, True, True),
         ({"monitor_config": {"summary_dir": "./s", "collect_freq": 5}}, False, False, False),
         ({"monitor_config": {"collect_freq": 5}, "callbacks": [{"type": "SummaryMonitor"}]}, False, False, False),
         ({"monitor_config": {}, "optimizer": {"type": "AdamW"}}, False, False, False),  # one section: a note, not a run
@@ -164,6 +196,16 @@ def test_a_yaml_shaped_like_a_training_config_msnb_does_not_understand_is_refuse
         run_smoke(path, live=False)
     # with the user's own model, the same YAML is only where the monitoring settings come from: screened, not refused
     screen_config(load_config(path), builtin=False)
+
+
+def test_mindformers_2_1s_dynamic_graph_deepseek4_config_is_not_rehearsed(tmp_path):
+    path = _write(tmp_path, "pretrain_deepseek4_flash.yaml", DYNAMIC_DEEPSEEK4)
+    with pytest.raises(NotRehearsed, match=r"pretrain_deepseek4_flash\.yaml is a config of mindformers' dynamic-graph trainer"):
+        run_smoke(path, live=False)
+
+
+def test_the_guard_recognises_2_0s_bare_import_and_leaves_2_1s_guarded_one():
+    assert imports_v4_unguarded(V4_IMPORT_2_0) and not imports_v4_unguarded(V4_IMPORT_2_1)
 
 
 def test_a_deepseek_v4_trainer_config_is_not_rehearsed(tmp_path):

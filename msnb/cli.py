@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
-from .errors import MsnbError, NothingReadable, UsageError
+from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
@@ -182,7 +182,12 @@ def _cmd_smoke(args) -> int:
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
     view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None
-    result = run_smoke(options=options, view=view)
+    try:
+        result = run_smoke(options=options, view=view)
+    except NotRehearsed as exc:  # the third outcome: nothing ran, and that is not the user's failure
+        if args.json:
+            print(json.dumps({"outcome": "not_rehearsed", "passed": False, "reason": str(exc)}))
+        raise
     saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
         print(result.to_json(plot=os.path.abspath(args.out) if saved else None))

@@ -181,6 +181,9 @@ def test_the_dynamic_graph_deepseek3_config_is_not_rehearsed_never_a_builtin_pas
     assert "pretrain_deepseek3_1b_8p_pynative.yaml is a config of mindformers' dynamic-graph trainer (training:, parallelism:, lr_scheduler:)" in line
     assert "cannot rehearse it here" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pretrain_deepseek3_1b_8p_pynative.yaml"]  # nothing started, nothing written
+    as_json = run_msnb("smoke", path, "--json", cwd=tmp_path, check=3, timeout=120)
+    answer = json.loads(as_json.stdout)
+    assert answer["outcome"] == "not_rehearsed" and answer["passed"] is False and answer["reason"] in line
 
 
 @needs_mindformers_2_0

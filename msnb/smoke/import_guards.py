@@ -10,6 +10,7 @@ that: :mod:`msnb.smoke.tested_stack`).  Nothing is done when ``hyper_parallel`` 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -24,8 +25,6 @@ _MAX_SOURCE = 1 << 20  # the module is a few KB; a huge file is not the one we k
 
 
 def _hyper_parallel_installed() -> bool:
-    import importlib.util
-
     try:
         return importlib.util.find_spec("hyper_parallel") is not None
     except (ImportError, ValueError):

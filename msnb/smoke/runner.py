@@ -41,7 +41,7 @@ import yaml
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..environment import installed_major
-from ..errors import NotRehearsed, SmokeError
+from ..errors import SmokeError
 from ..events import Follower, read
 from ..plot.live import LiveView
 from ..plot.render import plain_text
@@ -64,6 +64,7 @@ from .mindformers_plan import (
 )
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
+from .tested_stack import check_tested_stack, screen_config
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
 DEFAULT_LR = 0.05
@@ -229,6 +230,7 @@ def prepare(options: SmokeOptions) -> Prepared:
     """
     options.validate()
     loaded_first = load_config(options.config) if options.config is not None else None
+    screen_config(loaded_first, builtin=options.code is None and options.module is None)  # NotRehearsed: never the built-in model in its place
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
@@ -287,11 +289,7 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
             f"{where} is a mindformers run config, and mindformers is not installed here: pip install 'msnb[mindformers]' (mindformers=={PINNED_MINDFORMERS}.0)"
         )
     device, reason, usable = device_status(options.device)
-    if device == "CPU" and not (version == PINNED_MINDFORMERS or version.startswith(PINNED_MINDFORMERS + ".")):
-        raise NotRehearsed(
-            f"mindformers {version} is installed; msnb's CPU rehearsal (the Ascend-only kernels it replaces) is written for mindformers "
-            f"{PINNED_MINDFORMERS}: run the smoke on Ascend, or install mindformers=={PINNED_MINDFORMERS}.0"
-        )
+    check_tested_stack(device, version)  # NotRehearsed: a CPU rehearsal with releases outside the tested set
     mode = _mindformers_mode(loaded, options)
     options = replace(options, steps=options.steps or MINDFORMERS_STEPS, mode=mode)
     plan = plan_mindformers(

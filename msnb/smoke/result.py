@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..plot.render import current_cell, figure_png
-from ..status import COLORS, FAIL, PASS, WARN, ResultView, status_color, status_word, verdict_word
+from ..status import COLORS, FAIL, WARN, ResultView, status_color, status_word, verdict_status, verdict_word
 
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
 TRACEBACK_HEAD = "Traceback (most recent call last)"
@@ -70,7 +70,7 @@ class SmokeResult(ResultView):
             self.traceback = self._find_traceback()
         if self.figure is not None:
             # the verdict goes on the figure itself, so a saved PNG says what it shows
-            self.figure.suptitle(self.headline(), color=COLORS[PASS if self.passed else FAIL], fontweight="bold")
+            self.figure.suptitle(self.headline(), color=COLORS[self.verdict_status], fontweight="bold")
 
     def _find_traceback(self) -> str:
         """From the training logs on disk (the whole traceback, not the tail's last lines), else from the tail."""
@@ -88,11 +88,21 @@ class SmokeResult(ResultView):
         return last_traceback(self.log_tail)
 
     @property
+    def warnings(self) -> int:
+        """How many checks warned."""
+        return sum(1 for c in self.checks if c.status == WARN)
+
+    @property
+    def verdict_status(self) -> str:
+        """The status the verdict is coloured in (:func:`msnb.status.verdict_status`): the header and the figure's title alike."""
+        return verdict_status(self.passed, self.warnings)
+
+    @property
     def verdict_word(self) -> str:
         """``PASSED``, ``PASSED with 2 warnings`` or ``FAILED``: a pass with warnings never reads as a clean pass."""
         if not self.passed:
             return verdict_word(False)
-        warns = sum(1 for c in self.checks if c.status == WARN)
+        warns = self.warnings
         return verdict_word(True) if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
 
     def headline(self) -> str:
@@ -152,7 +162,7 @@ class SmokeResult(ResultView):
     def to_html(self, figures: bool = True) -> str:
         """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
         head = self.verdict_word
-        color = COLORS[FAIL if not self.passed else (WARN if head != verdict_word(True) else PASS)]
+        color = COLORS[self.verdict_status]
         rows = "".join(
             f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"

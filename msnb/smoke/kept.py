@@ -46,7 +46,8 @@ def check_keep(keep) -> None:
     if target is None:
         return
     if target.exists() and not target.is_dir():
-        raise SmokeError(f"--keep {keep}: is a file, not a directory")
+        # `msnb smoke --keep run.yaml` reads the config as the folder: say how to write what was meant
+        raise SmokeError(f"--keep {keep}: is a file, not a directory (--keep takes an optional DIR: put the config before --keep)")
     if target.is_dir():
         try:
             first = next(iter(os.scandir(target)), None)

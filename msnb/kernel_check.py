@@ -225,20 +225,20 @@ def spec_location_finding(name: str, resource_dir: str, prefix_chosen: bool = Fa
     how = " (found here only because JUPYTER_PATH names it)" if on_path else ""
     dirs = [Path(d).resolve() for d in KernelSpecManager().kernel_dirs]
     user_first = user_dir.resolve() in dirs and (kernels not in dirs or dirs.index(user_dir.resolve()) < dirs.index(kernels))
-    if prefix_chosen:  # where the user asked for it: say what that means, and how to list it everywhere if wanted
-        return Finding(
-            "kernel-location",
-            INFO,
-            f"the kernelspec {name!r} is installed under {where}{how}, as asked: Jupyter started from that environment and VS Code "
-            "with that environment's interpreter selected list it",
-            f"to list it whatever interpreter is selected as well, install it for your user: msnb install-kernel --user --name {name}",
-        )
     if user_first:
         fix = f"install it for the user instead, with the same interpreter: msnb install-kernel --user --name {name}"
     else:  # a --user copy alone would be shadowed by this one: move it, do not copy it
         fix = (
             f"move it to the user's folder (a user copy alone would be shadowed by this one, which Jupyter searches first {where_of(kernels)[0]}): "
             f"msnb install-kernel --user --name {name} && {removal_command(this)}"
+        )
+    if prefix_chosen:  # where the user asked for it: said, with what that means and how to change it, not warned about
+        return Finding(
+            "kernel-location",
+            INFO,
+            f"the kernelspec {name!r} is installed under {where}{how}, as asked: Jupyter lists it when started from that "
+            "environment, and VS Code while that environment's interpreter is selected",
+            f"to have editors list it whatever interpreter is selected, {fix}",
         )
     return Finding(
         "kernel-location",

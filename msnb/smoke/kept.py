@@ -25,8 +25,12 @@ _WRITERS = (
     ("output/summary", "SummaryMonitor's summaries, one folder a rank"),
     ("output/checkpoint", "CheckpointMonitor's checkpoints"),
     ("logs", "msrun's worker logs"),
-    ("train.log", "the training process's own output"),
+    ("train.log", None),  # said per kind of run below
 )
+_TRAIN_LOG = {
+    True: "the training process's output: mindformers' log lines again, as printed",
+    False: "the training process's output: LossMonitor's and TimeMonitor's lines",
+}
 
 
 def keep_dir(keep) -> Path | None:
@@ -97,11 +101,11 @@ def kept_outputs(workdir: str | os.PathLike, summary_dir: str | os.PathLike | No
     if not root.is_dir():
         return []
     found = []
+    mindformers = (root / "run.yaml").is_file()  # the config a mindformers smoke's child loads
     if summary_dir is not None and _has_files(Path(summary_dir)):
         summary = Path(summary_dir)
         shown = str(summary.relative_to(root)) if summary.is_relative_to(root) else str(summary)
-        writer = "SummaryMonitor's" if (root / "run.yaml").is_file() else "SummaryCollector's"
-        found.append((shown, f"{writer} summaries"))
+        found.append((shown, f"{'SummaryMonitor' if mindformers else 'SummaryCollector'}'s summaries"))
     for relative, what in _WRITERS:
         path = root / relative
         if not _has_files(path):
@@ -109,7 +113,7 @@ def kept_outputs(workdir: str | os.PathLike, summary_dir: str | os.PathLike | No
         if relative == "output/log":  # name the file that holds the losses
             infos = sorted(path.glob("rank_*/info.log"))
             relative = str(infos[0].relative_to(root)) if len(infos) == 1 else relative
-        found.append((relative, what))
+        found.append((relative, what or _TRAIN_LOG[mindformers]))
     return found
 
 

@@ -41,17 +41,18 @@ def _cmd_install_kernel(args) -> int:
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
         print(f"  with {count(len(spec['env']), 'environment variable')}: {', '.join(sorted(spec['env']))}")
+    chosen = bool(args.sys_prefix or args.prefix)  # an environment's prefix the user asked for is no mistake to warn about
     if args.no_check:  # the check says the same among its findings
         from .kernel_check import spec_location_finding  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
-        location = spec_location_finding(args.name, str(path))
+        location = spec_location_finding(args.name, str(path), prefix_chosen=chosen)
         if location is not None:
-            print(f"WARNING {location.message}\n  fix: {location.fix}")
+            print(f"{location.severity.upper()} {location.message}\n  fix: {location.fix}")
     else:
         from .kernel_check import check_kernel  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
         print("Checking it the way an editor will start it (skip with --no-check)...")
-        readiness = check_kernel(args.name, spec_dir=path)
+        readiness = check_kernel(args.name, spec_dir=path, prefix_chosen=chosen)
         print(readiness.format_text())
         if readiness.exit_code:
             print(f"The kernelspec is installed, but the kernel is not ready: fix the errors above, then `msnb doctor --kernel {args.name}`.")

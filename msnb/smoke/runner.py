@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -50,6 +49,7 @@ from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
+from .kept import scratch_directory
 from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
 from .mindformers_plan import (
     DELETE,
@@ -64,6 +64,7 @@ from .mindformers_plan import (
 )
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
+from .shipped_configs import with_shipped_config
 from .tested_stack import check_tested_stack, screen_config
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
@@ -228,6 +229,7 @@ def prepare(options: SmokeOptions) -> Prepared:
         SmokeError: a bad option, a missing module file or msrun, an unusable --summary-dir.
         ConfigError: a config that cannot be loaded.
     """
+    options = with_shipped_config(options)  # configs/qwen3/... not here: the installed mindformers' own copy, said on stderr
     options.validate()
     loaded_first = load_config(options.config) if options.config is not None else None
     screen_config(loaded_first, builtin=options.code is None and options.module is None)  # NotRehearsed: never the built-in model in its place
@@ -402,7 +404,7 @@ def launch(prepared: Prepared) -> Launched:
     """
     o = prepared.options
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="msnb-smoke-"))  # private: 0700
+    workdir = scratch_directory(o.keep)  # a private temporary directory (0700), or the user's --keep DIR
     try:
         summary = prepared.summary or workdir / "summary"
         summary.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -212,6 +212,22 @@ def test_shipped_qwen3_trains_through_the_trainer_and_passes(qwen3_run):
     assert got["finite"] == got["loss_falling"] == got["process"] == "pass"
 
 
+def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
+    """--keep pointed at the empty-for-mindformers summary folder: now the run folder, each writer's folder named in it."""
+    import msnb
+
+    result, _ = qwen3_run
+    text = result.format_text()
+    assert f"files kept in {result.workdir} (msnb check, plot and report read the folder whole):" in text
+    listed = dict(result.kept_outputs())
+    assert {"summary", "output/log/rank_0/info.log", "output/tensorboard", "output/checkpoint"} <= set(listed), listed
+    assert "MFLossMonitor" in listed["output/log/rank_0/info.log"] and result.as_dict()["kept_files"][0]["path"] == "summary"
+    verdict = msnb.check(result.workdir)  # what `msnb check DIR` reads: every writer's copy of the same 20 steps
+    by_run = {r.run: r for r in verdict.runs}
+    assert {"log", "summary", "tensorboard"} <= set(by_run) and verdict.passed, verdict.format_text()
+    assert all(r.tag for r in verdict.runs)  # each judged on a loss
+
+
 def test_each_callback_wrote_what_the_verdict_says(qwen3_run):
     result, _ = qwen3_run
     detail = result.check("callbacks").detail

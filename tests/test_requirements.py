@@ -143,3 +143,19 @@ def test_the_dataset_graph_switch_follows_the_installed_mindspore():
     assert data.get("collect_dataset_graph", True) is (not breaks)
     linted = lint({"monitor_config": {"summary_dir": "./s"}}, protobuf_major=installed_major("protobuf"))
     assert ("dataset-graph-protobuf" in {f.rule for f in linted}) is breaks
+
+
+def test_a_real_summary_collector_writes_the_dataset_graph_exactly_where_it_is_kept(tmp_path):
+    """The built-in smoke's SummaryCollector, as msnb configures it: with MindSpore 2.10 and protobuf 7 the dataset graph
+    is written and read back; with 2.9 and protobuf 3.20.3 it is not crashed on (and with protobuf 4+ switched off)."""
+    pytest.importorskip("mindspore")
+    import msnb
+    from msnb.environment import installed_major
+    from msnb.smoke import run_smoke
+
+    result = run_smoke(live=False, steps=20, summary_dir=tmp_path / "summary")
+    assert result.passed, result.format_text()
+    read = msnb.read(tmp_path / "summary")
+    kinds = set(read.lineage.to_pandas()["kind"])
+    assert not read.problems and "train" in kinds
+    assert ("dataset_graph" in kinds) is (not dataset_graph_breaks(installed_major("protobuf")))

@@ -16,7 +16,7 @@ runs, missed problems, the median delay between the true onset and the step
 the judge reports (and, for drift, the step where it became visible), and the
 time to judge.  Then the time ``judge_run`` takes on 64 ranks x 20,000 steps.
 
-Usage: python benchmarks/bench_verdicts.py [--per-kind 40] [--max-steps 20000] [--seed 0]
+Usage: python benchmarks/bench_verdicts.py [--per-kind 40] [--min-steps 100] [--max-steps 20000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def make_table(matrix, steps, extra=None):
     return ScalarTable(**rows)
 
 
-def scenario(kind, rng, max_steps, drift):
+def scenario(kind, rng, max_steps, drift, min_steps=100):
     ranks = int(rng.choice([2, 3, 4, 8, 16, 32, 64]))
-    n = int(np.exp(rng.uniform(np.log(100), np.log(max_steps))))
+    n = int(np.exp(rng.uniform(np.log(min_steps), np.log(max_steps))))
     noise = float(rng.uniform(0.02, 0.4))
     steps = np.arange(1, n + 1)
     clean = 0.5 + 2.5 / np.sqrt(steps)
@@ -99,6 +99,7 @@ def judge(table, truth):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-kind", type=int, default=40)
+    ap.add_argument("--min-steps", type=int, default=100, help="shortest run (20 with --max-steps 200: smoke-length runs)")
     ap.add_argument("--max-steps", type=int, default=20000)
     ap.add_argument("--drift", type=float, default=0.003, help="drift rate per step of the bad rank")
     ap.add_argument("--seed", type=int, default=0)
@@ -114,7 +115,7 @@ def main():
     falling_status: dict = {}  # kind -> status -> runs: a flat run should fail, a healthy one pass
     for kind in kinds:
         for _ in range(args.per_kind):
-            table, truth = scenario(kind, rng, args.max_steps, args.drift)
+            table, truth = scenario(kind, rng, args.max_steps, args.drift, args.min_steps)
             verdict, div, elapsed = judge(table, truth)
             checks = {c.name: c for c in verdict.checks}
             flags = verdict.flags
@@ -161,7 +162,7 @@ def main():
                 counts = falling_status.setdefault(kind, {})
                 counts[checks["loss_falling"].status] = counts.get(checks["loss_falling"].status, 0) + 1
 
-    print(f"{args.per_kind} randomized scenarios per kind ({', '.join(kinds)}); 2-64 ranks, 100-{args.max_steps:,} steps, noise 2-40 % a step")
+    print(f"{args.per_kind} randomized scenarios per kind ({', '.join(kinds)}); 2-64 ranks, {args.min_steps:,}-{args.max_steps:,} steps, noise 2-40 % a step")
     print(f"{'rule':<16} {'runs':>5} {'correct':>8} {'false':>6} {'missed':>7} {'median delay':>13} {'visible after':>14} {'median judge':>13}")
     for rule, s in stats.items():
         delay = f"{np.median(s['delays']):.0f} steps" if s["delays"] else "-"

@@ -40,6 +40,8 @@ class ProblemKind(StrEnum):
     - ``replaced``: a followed file was rewritten, recreated or truncated; its earlier rows were dropped and it was read again.
     - ``loop``: a directory symlink leads back to a directory already walked; it was not followed again.
     - ``line``: a log line longer than the parser reads; only its start was parsed.
+    - ``repaired``: rows a writer is known to write wrongly, read as it meant them (msprobe 26.2.0's optimizer-state
+      rows one column short); said once per file, nothing skipped.
 
     About values:
 
@@ -60,6 +62,7 @@ class ProblemKind(StrEnum):
     REPLACED = "replaced"
     LOOP = "loop"
     LINE = "line"
+    REPAIRED = "repaired"
     NOT_READ = "not_read"
 
 

@@ -298,7 +298,7 @@ def _cmd_export(args) -> int:
 def _cmd_health(args) -> int:
     from .analysis.health import Settings, health  # deferred: the judge (msnb.analysis)
 
-    settings = Settings(window=args.window, threshold=args.threshold)
+    settings = Settings(window=args.window, threshold=args.threshold, min_history=args.min_history)
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
     print(report.to_json() if args.json else report.format_text())
     return report.exit_code

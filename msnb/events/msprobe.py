@@ -156,6 +156,15 @@ def site(tag: str) -> str | None:
     return None
 
 
+FRACTIONS = ("zeros", "nans")
+"""msprobe's statistics that are fractions of elements (zero, NaN), not magnitudes."""
+
+
+def fraction(tag: str) -> bool:
+    """Whether *tag* is one of msprobe's element fractions (``actv/fc1.output/zeros``)."""
+    return site(tag) is not None and tag.rpartition("/")[2] in FRACTIONS
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -386,7 +395,11 @@ def read_anomalies(f, size: int, path: str, run: str, rank: int, final: bool) ->
             bad += 1
         else:
             rows.append(row)
-    problems = [Problem(path, None, ProblemKind.DECODE, f"{count(bad, 'entry', 'entries')} of anomaly.json not read (no step, tag_name or message of msprobe's form)")] if bad else []
+    problems = (
+        [Problem(path, None, ProblemKind.DECODE, f"{count(bad, 'entry', 'entries')} of anomaly.json not read (no step, tag_name or message of msprobe's form)")]
+        if bad
+        else []
+    )
     if not rows:
         return None, problems, True
     rows.sort(key=lambda r: (r[1], r[2], r[0]))

@@ -26,11 +26,11 @@ import numpy as np
 
 from ..errors import NothingReadable, UsageError
 from ..events import ReadResult
+from ..events.msprobe import fraction as msprobe_fraction
+from ..events.msprobe import site as msprobe_site
 from ..events.runs import read_runs
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
-from ..events.msprobe import fraction as msprobe_fraction
-from ..events.msprobe import site as msprobe_site
 from ..events.training_state import find_global_norm_records
 from ..status import ResultView
 from ..words import count, plural

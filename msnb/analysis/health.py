@@ -623,8 +623,8 @@ def first_anomaly_check(scalars, **kwargs) -> Check | None:
     """For a run whose verdict failed: which rank and which parameter went bad first, when the run recorded per-parameter data.
 
     A failing loss says *that* a run broke; mindformers' TrainingStateMonitor
-    data (``local_norm/<param>``, ``adam_m_norm/...``) can say *where* it
-    started.  Without such data there is nothing to add and None is returned.
+    data (``local_norm/<param>``, ``adam_m_norm/...``) and msprobe's per-module
+    statistics (``actv/<module>/norm``...) can say *where* it started.  Without such data there is nothing to add and None is returned.
     The check warns (it explains a failure, it does not add one).
 
     Args:
@@ -634,7 +634,7 @@ def first_anomaly_check(scalars, **kwargs) -> Check | None:
     Returns:
         A ``first_anomaly`` :class:`~msnb.analysis.Check`, or None.
     """
-    if not len(scalars) or not any(t.startswith(PER_PARAMETER) for t in scalars.tags()):
+    if not len(scalars) or not any(t.startswith(PER_PARAMETER) or msprobe_site(t) is not None for t in scalars.tags()):
         return None
     report = scan_scalars(scalars, max_cascade=3, **kwargs)
     if report.first is None:

@@ -121,3 +121,28 @@ class SaidOnce:
                 self.problems.append(p)
                 new = True
         return new
+
+
+def grouped(problems) -> list[str]:
+    """Problems as lines for a person: one line per kind and message, the files that share it counted, not listed.
+
+    A folder of msprobe files repaired alike says so once with "(and the same in 59 more files)", not 60 times.
+
+    Args:
+        problems: :class:`Problem` s, in reading order.
+
+    Returns:
+        ``"<severity>: <problem>"`` lines, in the order each first appears.
+    """
+    first: dict = {}
+    for p in problems:
+        key = (str(p.severity), str(p.kind), p.message)
+        if key in first:
+            first[key][1] += 1
+        else:
+            first[key] = [p, 0]
+    out = []
+    for p, more in first.values():
+        tail = f" (and the same in {more:,} more)" if more else ""
+        out.append(f"{p.severity}: {p}{tail}")
+    return out

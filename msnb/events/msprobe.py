@@ -206,6 +206,9 @@ class CsvFile:
             data = f.read(min(CHUNK, size - pos))
             if not data:
                 break
+            if b"\n" not in data and len(data) <= MAX_LINE and pos + len(data) < size:  # a line longer than a chunk: read on, up to the limit
+                f.seek(pos)
+                data = f.read(min(MAX_LINE + 1, size - pos))
             at_eof = pos + len(data) >= size
             usable = len(data) if final and at_eof else data.rfind(b"\n") + 1
             if usable <= 0:

@@ -8,6 +8,8 @@ saying where they looked, when it is absent.  The byte-level tests write msprobe
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -16,12 +18,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import msnb
 from msnb.analysis import Rules
 from msnb.analysis.health import first_anomaly
 from msnb.analysis.judge import judge_run
 from msnb.events import ScalarTable
+from msnb.events import msprobe as msprobe_module
 from msnb.events.msprobe import anomaly_tag
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,3 +227,67 @@ def test_healthy_short_runs_raise_no_spike_and_no_anomaly():
         loss[int(rng.integers(n // 4, 3 * n // 4))] *= rng.uniform(3, 20)  # a bad batch the loss recovers from
         verdict = judge_run(_loss(loss), "r", rules=Rules())
         assert {c.name: c for c in verdict.checks}["loss_spikes"].status == "pass"
+
+
+def test_a_followed_csv_gives_each_row_once_and_holds_back_a_partial_line(tmp_path):
+    run = _v1(tmp_path, {"actv_0-9.csv": "vpp_stage,name,step,micro_step,min,max,mean,norm,nans,zeros,shape,dtype\n"})
+    path = next(run.glob("*/actv_0-9.csv"))
+    row = '0,fc1.input,{s},0,-1,1,0,{n},0.0,0.0,"(64, 16)",Float32\n'
+    follower = msnb.events.Follower(run)
+    with open(path, "a") as f:
+        f.write(row.format(s=0, n=1.0) + row.format(s=1, n=2.0)[:20])  # a row being written
+    first = follower.poll()
+    assert first.scalars.series("actv/fc1.input/norm")[1].tolist() == [1.0]
+    with open(path, "a") as f:
+        f.write(row.format(s=1, n=2.0)[20:] + row.format(s=2, n=3.0))
+    follower.poll()
+    steps, norms = follower.result.scalars.series("actv/fc1.input/norm")
+    assert steps.tolist() == [0, 1, 2] and norms.tolist() == [1.0, 2.0, 3.0]
+    assert not follower.result.problems
+
+
+def test_v2_micro_steps_and_stages_keep_their_rows_apart(tmp_path):
+    folder = tmp_path / "out" / "rank_5"
+    folder.mkdir(parents=True)
+    (folder / "weight_grad_step0-9.csv").write_text(
+        "vpp_stage,step,module_name,scope,micro_step,min,max,mean,norm,nans\n"
+        "-1,0,fc1.weight,unreduced,1,0,1,0.5,1.0,0.0\n"
+        "-1,0,fc1.weight,unreduced,2,0,1,0.5,2.0,0.0\n"
+        "1,0,fc1.weight,unreduced,1,0,1,0.5,3.0,0.0\n"
+    )
+    result = msnb.read(tmp_path / "out")
+    got = {t: v for t, v in zip(result.scalars.tag.tolist(), result.scalars.value.tolist()) if t.endswith("/norm")}
+    assert got == {"weight_grad/unreduced/fc1.weight/norm": 1.0, "weight_grad/unreduced/fc1.weight:2/norm": 2.0, "weight_grad/unreduced/1:fc1.weight/norm": 3.0}
+    assert set(result.scalars.rank.tolist()) == {5} and set(result.scalars.run.tolist()) == {"."}
+
+
+OPS = ("min", "max", "mean", "norm", "nans", "zeros")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["fc1.input", "fc2.output", "layers.0.attention.wq", "a,b", 'q"uote']),
+            st.integers(0, 10**6),
+            st.lists(st.floats(allow_nan=False, width=32), min_size=6, max_size=6),
+        ),
+        max_size=30,
+    ),
+    chunk=st.integers(16, 400),
+    crlf=st.booleans(),
+)
+def test_chunked_reading_equals_pythons_csv_module_on_the_whole_file(tmp_path_factory, rows, chunk, crlf):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n" if crlf else "\n")
+    w.writerow(["vpp_stage", "name", "step", *OPS, "shape", "dtype"])
+    for name, step, values in rows:
+        w.writerow(["0", name, step, *[repr(v) for v in values], "(2, 2)", "Float32"])
+    run = _v1(tmp_path_factory.mktemp("csv"), {"grad_reduced_0-0.csv": buf.getvalue()})
+    oracle = []  # the whole file parsed by Python's csv module, then named as the reader names rows
+    for r in csv.DictReader(io.StringIO(buf.getvalue())):
+        oracle += [(f"grad_reduced/{r['name']}/{op}", int(r["step"]), float(r[op])) for op in OPS]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(msprobe_module, "CHUNK", chunk)
+        got = msnb.read(run).scalars
+    assert list(zip(got.tag.tolist(), got.step.tolist(), got.value.tolist())) == oracle

@@ -165,6 +165,31 @@ def fraction(tag: str) -> bool:
     return site(tag) is not None and tag.rpartition("/")[2] in FRACTIONS
 
 
+_TAG_CACHE = 1 << 16  # names whose tags are kept built (a module list of a few thousand, many times over)
+
+
+def _split(line: str) -> list | None:
+    """One CSV row's fields; None when it is no CSV row.
+
+    msprobe quotes one field (the shape, ``"(64, 16)"``): a row with one quoted field standing alone is split
+    by hand, anything else by Python's csv module, one line at a time (a stray quote never swallows the lines after it).
+    """
+    quotes = line.count('"')
+    if quotes == 0:
+        return line.split(",")
+    if quotes == 2:
+        a = line.index('"')
+        b = line.index('"', a + 1)
+        if (a == 0 or line[a - 1] == ",") and (b + 1 == len(line) or line[b + 1] == ","):
+            before = line[: a - 1].split(",") if a else []
+            after = line[b + 2 :].split(",") if b + 1 < len(line) else []
+            return [*before, line[a + 1 : b], *after]
+    try:
+        return next(csv.reader([line]))
+    except (csv.Error, StopIteration):
+        return None
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -194,12 +219,19 @@ class CsvFile:
         self.foreign = False
         self.rows = 0
         self.repaired = 0
+        self.said_repaired = False
         self.long_line = False
         self.line = 0  # lines consumed
+        self.tags: dict = {}  # tag -> code, for every poll of the file
+        self._tags: dict = {}  # (prefix, name) -> its tags, one per statistic
 
     def read(self, f, pos: int, size: int, final: bool) -> tuple[int, list, list]:
-        """Rows from *pos* on: ``(new_pos, points, problems)``, points as ``(tag, step, value)``."""
-        points, problems = [], []
+        """Rows from *pos* on: ``(new_pos, parts, problems)``, parts as ``(tag codes, steps, values)`` arrays, one per chunk.
+
+        A chunk's points become compact columns before the next chunk is read (25 bytes a point, not a tuple's
+        hundred), so a long file costs little more than its table; tags are coded in :attr:`tags`.
+        """
+        parts, problems = [], []
         skipped: dict = {}  # why -> [rows, first line]
         while pos < size and not self.foreign:
             f.seek(pos)
@@ -225,41 +257,44 @@ class CsvFile:
                 body = body[cut:]
                 self.long_line = False
                 self.line += 1
-            self._lines(body, points, problems, skipped)
+            self._lines(body, parts, problems, skipped)
             pos += usable
         if final and self.long_line:
             self.long_line = False
         for why, (rows, first) in skipped.items():
             problems.append(Problem(self.path, None, ProblemKind.DECODE, f"{count(rows, 'row')} skipped ({why}), the first at line {first:,}"))
-        return pos, points, problems
+        return pos, parts, problems
 
-    def _lines(self, body: bytes, points: list, problems: list, skipped: dict) -> None:
-        lines = body.split(b"\n")
-        if lines and lines[-1] == b"":
+    def _columns(self, points: list) -> tuple:
+        codes = self.tags
+        n = len(points)
+        tag = np.fromiter((codes.setdefault(p[0], len(codes)) for p in points), dtype=np.int32, count=n)
+        step = np.fromiter((p[1] for p in points), dtype=np.int64, count=n)
+        value = np.fromiter((p[2] for p in points), dtype=np.float64, count=n)
+        return tag, step, value
+
+    def _lines(self, body: bytes, parts: list, problems: list, skipped: dict) -> None:
+        lines = body.decode("utf-8", "replace").split("\n")  # a newline byte is never inside a UTF-8 character
+        if lines and lines[-1] == "":
             lines.pop()
-        for raw in lines:
+        rows = []  # (line number, text)
+        for text in lines:
             self.line += 1
-            if len(raw) > MAX_LINE:
+            if len(text) > MAX_LINE:
                 skipped.setdefault(f"a line longer than {MAX_LINE:,} bytes", [0, self.line])[0] += 1
                 continue
-            text = raw.rstrip(b"\r").decode("utf-8", "replace")
+            if text.endswith("\r"):
+                text = text[:-1]
             if self.header is None:
                 self._set_header(text.lstrip("\ufeff"), problems)
                 if self.foreign:
                     return
                 continue
-            if not text:
-                continue
-            try:
-                row = next(csv.reader([text]))
-            except (csv.Error, StopIteration):
-                skipped.setdefault("not a CSV row", [0, self.line])[0] += 1
-                continue
-            why = self._row(row, points)
-            if why:
-                skipped.setdefault(why, [0, self.line])[0] += 1
-        if self.repaired and not getattr(self, "_said_repaired", False):
-            self._said_repaired = True
+            if text:
+                rows.append((self.line, text))
+        self._convert(self._fields(rows, skipped), parts, skipped)
+        if self.repaired and not self.said_repaired:
+            self.said_repaired = True
             problems.append(
                 Problem(
                     self.path,
@@ -271,29 +306,78 @@ class CsvFile:
                 )
             )
 
-    def _set_header(self, text: str, problems: list) -> None:
-        header = [c.strip() for c in text.split(",")]
-        self.layout = _layout(header)
-        if self.layout is None:
-            self.foreign = True
-            problems.append(Problem(self.path, 0, ProblemKind.FOREIGN, f"not a msprobe monitor CSV: header {text[:80]!r}", "warning"))
-            return
-        self.header = header
-        self.ops = [(i, c) for i, c in enumerate(header) if c not in _NOT_OPS and _OP.fullmatch(c)]
-        self.at = {c: i for i, c in enumerate(header)}
+    @staticmethod
+    def _fields(rows: list, skipped: dict) -> list:
+        """``(line, text)`` as ``(line, fields)``: the chunk by the csv module in one pass where each line is one row,
+        else line by line (a stray quote must not swallow the lines after it)."""
+        texts = [t for _line, t in rows]
+        try:
+            parsed = list(csv.reader(texts))
+        except csv.Error:
+            parsed = []
+        if len(parsed) == len(texts):
+            return [(line, fields) for (line, _t), fields in zip(rows, parsed)]
+        out = []
+        for line, text in rows:
+            fields = _split(text)
+            if fields is None:
+                skipped.setdefault("not a CSV row", [0, line])[0] += 1
+            else:
+                out.append((line, fields))
+        return out
 
-    def _row(self, row: list, points: list) -> str | None:
-        """Points of one row into *points*; why it was skipped, or None."""
+    def _convert(self, rows: list, parts: list, skipped: dict) -> None:
+        """A chunk's rows as columns: all at once where every value is a number, else row by row."""
         n = len(self.header)
-        if len(row) == n - 1 and self.layout == "v1" and _step(row[2]) is not None and _number(row[1]) is not None and _number(row[0]) is None:
-            row = ["", row[0], row[2], row[1], *row[3:]]  # [name, op0, step, op1...]: the step was inserted third
-            self.repaired += 1
-        if len(row) != n:
-            return f"{len(row)} fields where the header has {n}"
+        good, where = [], []
+        for line, row in rows:
+            if len(row) == n - 1 and self.layout == "v1" and _step(row[2]) is not None and _number(row[1]) is not None and _number(row[0]) is None:
+                row = ["", row[0], row[2], row[1], *row[3:]]  # [name, op0, step, op1...]: the step was inserted third
+                self.repaired += 1
+            if len(row) != n:
+                skipped.setdefault(f"{len(row)} fields where the header has {n}", [0, line])[0] += 1
+                continue
+            good.append(row)
+            where.append(line)
+        if not good:
+            return
+        try:
+            parts.append(self._fast(good))
+            self.rows += len(good)
+            return
+        except ValueError:
+            pass  # a value or step that is no number somewhere in the chunk: row by row, saying which
+        points: list = []
+        for line, row in zip(where, good):
+            why = self._row(row, points)
+            if why:
+                skipped.setdefault(why, [0, line])[0] += 1
+        if points:
+            parts.append(self._columns(points))
+
+    def _fast(self, rows: list) -> tuple:
+        """``(tag codes, steps, values)`` of rows whose steps and statistics all parse; ValueError otherwise."""
+        if not self.ops:
+            raise ValueError("no statistic")
+        cols = list(zip(*rows))
+        steps = cols[self.at["step"]]
+        if not all(map(str.isdigit, steps)) or max(map(len, steps)) > 18:
+            raise ValueError("a step that is no whole number")
+        steps = np.fromiter(map(int, steps), dtype=np.int64, count=len(rows))
+        values = np.empty((len(rows), len(self.ops)), dtype=np.float64)
+        for j, (i, _op) in enumerate(self.ops):
+            values[:, j] = np.fromiter(map(float, cols[i]), dtype=np.float64, count=len(rows))  # "nan", "inf" as the row-by-row path reads them
+        keys: dict = {}
+        key_code = np.fromiter((keys.setdefault(self._name(r), len(keys)) for r in rows), dtype=np.int64, count=len(rows))
+        codes = np.empty((len(keys), len(self.ops)), dtype=np.int32)
+        for (prefix, name), k in keys.items():
+            for j, (_i, op) in enumerate(self.ops):
+                codes[k, j] = self.tags.setdefault(f"{prefix}/{name}/{op}", len(self.tags))
+        return codes[key_code].ravel(), np.repeat(steps, len(self.ops)), values.ravel()
+
+    def _name(self, row: list) -> tuple[str, str]:
+        """``(prefix, name)`` of a row: its kind (v1) or monitor and scope (v2), and its name with stage and micro step."""
         at = self.at
-        step = _step(row[at["step"]])
-        if step is None:
-            return "a step that is no whole number"
         if self.layout == "v1":
             name = row[at["name"]]
             if self.kind in ("exp_avg", "exp_avg_sq") and name.startswith(self.kind + "."):
@@ -310,13 +394,37 @@ class CsvFile:
             name = f"{stage}:{name}"
         if "micro_step" in at and row[at["micro_step"]].strip() not in first_micro:
             name = f"{name}:{row[at['micro_step']].strip()}"
+        return prefix, name
+
+    def _set_header(self, text: str, problems: list) -> None:
+        header = [c.strip() for c in text.split(",")]
+        self.layout = _layout(header)
+        if self.layout is None:
+            self.foreign = True
+            problems.append(Problem(self.path, 0, ProblemKind.FOREIGN, f"not a msprobe monitor CSV: header {text[:80]!r}", "warning"))
+            return
+        self.header = header
+        self.ops = [(i, c) for i, c in enumerate(header) if c not in _NOT_OPS and _OP.fullmatch(c)]
+        self.at = {c: i for i, c in enumerate(header)}
+
+    def _row(self, row: list, points: list) -> str | None:
+        """Points of one row (of the header's length) into *points*; why it was skipped, or None."""
+        step = _step(row[self.at["step"]])
+        if step is None:
+            return "a step that is no whole number"
+        prefix, name = self._name(row)
+        tags = self._tags.get((prefix, name))
+        if tags is None:
+            tags = [f"{prefix}/{name}/{op}" for _i, op in self.ops]
+            if len(self._tags) < _TAG_CACHE:
+                self._tags[(prefix, name)] = tags
         bad = 0
-        for i, op in self.ops:
+        for (i, _op), tag in zip(self.ops, tags):
             v = _number(row[i])
             if v is None:
                 bad += 1
                 continue
-            points.append((f"{prefix}/{name}/{op}", step, v))
+            points.append((tag, step, v))
         self.rows += 1
         return None if bad < len(self.ops) or not self.ops else "no number where the header names a statistic"
 
@@ -332,27 +440,19 @@ def read_csv(state: CsvFile, f, pos: int, size: int, final: bool, run: str, rank
         final: the last read: a last line without its newline is read too.
         run, rank: written into every row.
     """
-    pos, points, problems = state.read(f, pos, size, final)
+    pos, parts, problems = state.read(f, pos, size, final)
     if final and size == 0:
         problems.append(Problem(state.path, 0, ProblemKind.EMPTY, "empty msprobe CSV (msprobe creates it before its first row)", "info"))
-    if not points:
+    if not parts:
         return pos, None, problems
-    n = len(points)
-    codes: dict = {}
-    tag_code = np.fromiter((codes.setdefault(p[0], len(codes)) for p in points), dtype=np.int64, count=n)
-    names = np.empty(len(codes), dtype=object)
-    for t, c in codes.items():
+    tag_code, step, value = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    names = np.empty(len(state.tags), dtype=object)
+    for t, c in state.tags.items():
         names[c] = t
+    n = step.size
     run_col = np.empty(n, dtype=object)
     run_col.fill(run)
-    table = ScalarTable(
-        run=run_col,
-        rank=np.full(n, rank, dtype=np.int64),
-        tag=names[tag_code],
-        step=np.fromiter((p[1] for p in points), dtype=np.int64, count=n),
-        wall_time=np.full(n, np.nan),
-        value=np.fromiter((p[2] for p in points), dtype=np.float64, count=n),
-    )
+    table = ScalarTable(run=run_col, rank=np.full(n, rank, dtype=np.int64), tag=names[tag_code], step=step, wall_time=np.full(n, np.nan), value=value)
     return pos, table, problems
 
 

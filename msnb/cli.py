@@ -317,8 +317,7 @@ def _cmd_convert(args) -> int:
 
     follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
     report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
-    for problem in report.problems:
-        print(f"msnb convert: {problem.severity}: {problem}", file=sys.stderr)
+    _say("convert", report.problems)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
     return 0
 

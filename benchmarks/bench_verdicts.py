@@ -10,6 +10,7 @@ and, depending on its kind, one problem planted at a known step:
 - drift:         one rank's loss rises 0.3 %/step (or --drift) from a random onset: a bad data shard
 - jump:          the run's loss jumps x2-x4 and stays: a spike that did not recover
 - flat:          the loss never falls (a learning rate of 0): noise around its first value; loss_falling must fail
+- blowup:        a smoke (20-200 steps) whose loss is x100-x1000 at one step on every rank, then back: loss_spikes must fail
 
 For every rule it prints: scenarios, correct decisions, false flags on clean
 runs, missed problems, the median delay between the true onset and the step
@@ -85,6 +86,13 @@ def scenario(kind, rng, max_steps, drift, min_steps=100):
         truth.update(step=at)
     elif kind == "flat":
         m = 2.3 * np.exp(noise * rng.standard_normal((ranks, n)))
+    elif kind == "blowup":
+        n = int(np.exp(rng.uniform(np.log(20), np.log(200))))
+        steps = np.arange(1, n + 1)
+        m = (0.5 + 2.5 / np.sqrt(steps)) * np.exp(noise * rng.standard_normal((ranks, n)))
+        at = int(rng.integers(n // 4, 3 * n // 4))
+        m[:, at] *= rng.uniform(100, 1000)
+        truth.update(step=at + 1, steps=n)
     return make_table(m, steps, extra), truth
 
 
@@ -105,7 +113,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    kinds = ["healthy", "shared_spike", "nan", "drift", "jump", "flat"]
+    kinds = ["healthy", "shared_spike", "nan", "drift", "jump", "flat", "blowup"]
     stats = {
         rule: {"runs": 0, "correct": 0, "false": 0, "missed": 0, "delays": [], "visible": [], "time": []}
         for rule in ("finite", "rank_divergence", "loss_spikes", "loss_falling")
@@ -152,7 +160,7 @@ def main():
             elif kind != "nan":
                 record("rank_divergence", False, bool(div_flags))
             # unrecovered spikes
-            if kind == "jump":
+            if kind in ("jump", "blowup"):
                 hit = checks["loss_spikes"].status == "fail"
                 spike = [f for f in flags if "did not recover" in f.reason]
                 record("loss_spikes", True, hit, abs(spike[0].step - truth["step"]) if spike else None)

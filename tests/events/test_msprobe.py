@@ -28,6 +28,7 @@ from msnb.analysis.judge import judge_run
 from msnb.events import ScalarTable
 from msnb.events import msprobe as msprobe_module
 from msnb.events.msprobe import anomaly_tag
+from tests.conftest import ipython_json
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("MSNB_PEER_CORPUS") or REPO.parent / "shared" / "peer-corpus") / "files" / "msprobe"
@@ -294,3 +295,21 @@ def test_chunked_reading_equals_pythons_csv_module_on_the_whole_file(tmp_path_fa
         mp.setattr(msprobe_module, "CHUNK", chunk)
         got = msnb.read(run).scalars
     assert list(zip(got.tag.tolist(), got.step.tolist(), got.value.tolist())) == oracle
+
+
+@needs_corpus
+def test_the_health_magic_takes_min_history():
+    faulty = str(CORPUS / "faulty")
+    out = ipython_json(
+        f"auto = ip.run_line_magic('mfmon_health', {faulty!r})\n"
+        f"given = ip.run_line_magic('mfmon_health', {faulty + ' --min-history 25'!r})\n"
+        "try:\n"
+        f"    ip.run_line_magic('mfmon_health', {faulty + ' --min-history 2'!r})\n"
+        "    err = None\n"
+        "except UsageError as e:\n"
+        "    err = str(e)\n"
+        "print(json.dumps({'auto': auto.first.step, 'given': given.settings.min_history, 'err': err}))\n",
+        timeout=300,
+    )
+    assert out["auto"] == 20 and out["given"] == 25
+    assert "min_history" in out["err"]

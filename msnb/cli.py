@@ -129,6 +129,14 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _say(command: str, problems) -> None:
+    """What reading met, on stderr: one line per kind of problem, the files sharing it counted."""
+    from .events.problems import grouped  # deferred: the readers (msnb.events), loaded already by whoever read something
+
+    for line in grouped(problems):
+        print(f"msnb {command}: {line}", file=sys.stderr)
+
+
 def _cmd_plot(args) -> int:
     import matplotlib  # deferred: matplotlib
 
@@ -140,8 +148,7 @@ def _cmd_plot(args) -> int:
 
     out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
     result = read_runs(args.paths, verify=not args.no_verify)
-    for problem in result.problems:
-        print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
+    _say("plot", result.problems)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(out, dpi=args.dpi)
@@ -167,8 +174,7 @@ def _cmd_runs(args) -> int:
 
     table = runs(args.base, tag=args.tag, active_within=args.active_within, verify=not args.no_verify)
     if args.json:
-        for problem in table.all_problems:  # stdout stays one JSON document
-            print(f"msnb runs: {problem.severity}: {problem}", file=sys.stderr)
+        _say("runs", table.all_problems)  # stdout stays one JSON document
     print(table.to_json() if args.json else table.format_text())
     return table.exit_code
 
@@ -267,8 +273,7 @@ def _cmd_export_parquet(args) -> int:
     if not args.out:
         raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
     report = export(args.path, args.out, verify=not args.no_verify)
-    for problem in report.problems:
-        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    _say("export", report.problems)
     print(report.format_text())
     skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
     if args.strict and skipped:
@@ -285,8 +290,7 @@ def _cmd_export(args) -> int:
     from .events.export import write
 
     result = read(args.path, verify=not args.no_verify)
-    for problem in result.problems:
-        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    _say("export", result.problems)
     if result.empty:
         raise NothingReadable(f"nothing readable in {args.path}")
     try:
@@ -305,7 +309,7 @@ def _cmd_export(args) -> int:
 def _cmd_health(args) -> int:
     from .analysis.health import Settings, health  # deferred: the judge (msnb.analysis)
 
-    settings = Settings(window=args.window, threshold=args.threshold)
+    settings = Settings(window=args.window, threshold=args.threshold, min_history=args.min_history)
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
     print(report.to_json() if args.json else report.format_text())
     return report.exit_code
@@ -320,8 +324,7 @@ def _cmd_convert(args) -> int:
 
     follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
     report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
-    for problem in report.problems:
-        print(f"msnb convert: {problem.severity}: {problem}", file=sys.stderr)
+    _say("convert", report.problems)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
     return 0
 

@@ -9,14 +9,37 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
+
 from ..errors import NothingReadable
+from ..events.msprobe import markers_of
 from ..events.reader import ReadResult
 from ..events.runs import read_runs
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count
 from .judge import RunVerdict, judge_run
-from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
+
+
+def msprobe_check(markers, run: str) -> Check | None:
+    """What msprobe's own online rules (its ``anomaly.json``) flagged in *run*, as a warning; None when it wrote none.
+
+    msprobe's rules compare each value with a running mean (a threshold of 0.5 flags half the points of a healthy
+    run), so they warn; ``msnb health`` judges the same series against their own robust history.
+    """
+    mine = markers_of(markers)
+    mine = mine.take(mine.run == run) if len(mine) else mine
+    if not len(mine):
+        return None
+    rules = sorted({str(k).removeprefix("msprobe ") for k in mine.kind.tolist()})
+    first = int(np.argmin(mine.step))
+    return Check(
+        "msprobe",
+        WARN,
+        f"msprobe's rules ({', '.join(rules)}) flagged {count(len(mine), 'point', thousands=True)} of {count(len(distinct(mine.tag)), 'series', 'series')} "
+        f"at steps {int(mine.step.min()):,}-{int(mine.step.max()):,}; the first at step {int(mine.step[first]):,}: {mine.tag[first]}",
+    )
 
 
 def flag_note(run: RunVerdict, flag) -> str:
@@ -149,6 +172,10 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
+    for verdict in runs:
+        said = msprobe_check(result.markers, verdict.run)
+        if said is not None:
+            verdict.checks.append(said)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import msprobe
 from .problems import Problem, ProblemKind
 from .records import HEADER, scan
 from .tables import NO_RANK
@@ -141,6 +142,9 @@ def _timestamp(name: str, kind: str) -> float:
 
 def describe(path: Path, root: Path, kind: str) -> Source:
     """Run (relative to *root*, "." for root itself) and rank of a file."""
+    if kind in msprobe.KINDS:  # the rank is the folder's (-rank3-, rank_3), the run what lies above it
+        parts, rank, order = msprobe.place(path, root)
+        return Source(str(path), kind, "/".join(parts) if parts else ".", rank, order)
     parent = path.parent
     try:
         rel_parts = list(parent.relative_to(root).parts) if parent != root else []
@@ -194,7 +198,7 @@ def list_dir(d: Path, problems: list | None = None, limit: int | None = None) ->
                     if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
                         subdirs.append(entry.name)
                 elif entry.is_file(follow_symlinks=True):
-                    kind = classify(entry.name)
+                    kind = classify(entry.name) or msprobe.file_kind(d / entry.name)
                     if kind:
                         files.append((entry.name, kind))
                 elif classify(entry.name):
@@ -222,7 +226,7 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
     """
     root_path = Path(root)
     if root_path.is_file():
-        kind = classify(root_path.name) or sniff(root_path)
+        kind = classify(root_path.name) or msprobe.file_kind(root_path) or sniff(root_path)
         return [describe(root_path, root_path.parent, kind)] if kind else []
     if root_path.exists() and not root_path.is_dir():
         _not_regular(problems, root_path)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..words import count
-from . import mindspore_proto, records, tensorboard_proto
+from . import mindspore_proto, msprobe, records, tensorboard_proto
 from .decoded import Landscape
 from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner
 from .fastscalars import decode_records
@@ -165,6 +165,7 @@ class FileState:
         self.records = 0
         self.results: list[ReadResult] = []
         self.parser = LogParser() if self.source.kind == LOG else None
+        self.msprobe = msprobe.CsvFile(self.source.path) if self.source.kind == msprobe.MSPROBE_CSV else None
         self.reported_final = False
         self.head = b""  # the file's first bytes as last read
         self.tail = b""  # the bytes just before self.pos as last read
@@ -241,6 +242,8 @@ class FileState:
                     out.problems.append(self._replaced_problem())
                 if self.source.kind == LOG:
                     self._read_log(f, st.st_size, final, out)
+                elif self.source.kind in msprobe.KINDS:
+                    self._read_msprobe(f, st.st_size, final, out)
                 else:
                     self._read_events(f, st.st_size, final, out)
                 self._remember(f)
@@ -268,6 +271,8 @@ class FileState:
             return
         self.reported_final = True
         path = self.source.path
+        if self.source.kind in msprobe.KINDS:
+            return  # its reader says what it found (an empty file, a foreign header) as it reads
         if self.source.kind == LOG:
             if self.parser.matched == 0 and self.explicit:
                 what = "empty file" if size == 0 else "no LossMonitor, TimeMonitor or MFLossMonitor lines found"
@@ -429,6 +434,25 @@ class FileState:
             out.problems.append(
                 Problem(self.source.path, base + o - HEADER, ProblemKind.FOREIGN, f"unexpected version record {version!r}; reading it as {self.flavor}", "info")
             )
+
+    # -------------------------------------------------------------- msprobe
+    def _read_msprobe(self, f, size: int, final: bool, out: ReadResult) -> None:
+        """msprobe's monitor CSVs (rows appended step by step) and its anomaly.json (rewritten whole): :mod:`msprobe`."""
+        src = self.source
+        if src.kind == msprobe.MSPROBE_ANOMALY:
+            table, problems, done = msprobe.read_anomalies(f, size, src.path, src.run, src.rank, final)
+            if done:
+                self.pos = size
+            kind = "markers"
+        else:
+            self.pos, table, problems = msprobe.read_csv(self.msprobe, f, self.pos, size, final, src.run, src.rank)
+            kind = "scalars"
+        out.problems.extend(problems)
+        if table is not None:
+            if self.wanted is not None:
+                table = table.take(np.isin(table.tag, list(self.wanted)))
+            self.records += len(table)
+            _add(out, kind, table)
 
     # -------------------------------------------------------------- logs
     def _read_log(self, f, size: int, final: bool, out: ReadResult) -> None:

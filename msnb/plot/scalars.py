@@ -32,6 +32,7 @@ from ..analysis.judge import judge_run
 from ..analysis.nonfinite import NonFiniteRange
 from ..analysis.smoothing import ema
 from ..errors import NothingReadable, UsageError
+from ..events.msprobe import markers_of
 from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve
@@ -393,6 +394,7 @@ def plot_scalars(
     no_smooth=(),
     bands: bool | None = None,
     note_missing: bool = True,
+    markers=None,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -418,6 +420,8 @@ def plot_scalars(
             :data:`~msnb.analysis.bands.BANDS_ABOVE` ranks, True for every run of two ranks or more.
         note_missing: name, under a panel's title, the runs that have no tag for it (the report's
             ``missing`` lists them either way); off where each run is one source of one panel (the smoke's figure).
+        markers: the read's :class:`~msnb.events.MarkerTable`: the points msprobe's own rules flagged
+            (``anomaly.json``) are drawn on their series (x by step only: msprobe records no time).
 
     Returns:
         A :class:`PlotReport`.
@@ -537,6 +541,8 @@ def plot_scalars(
                     _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
                 if len(b.outliers) > MAX_LABELLED:
                     ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
+        if markers is not None and x == "step":
+            _draw_msprobe_markers(ax, scalars, markers, panel.tags)
         for f in flags:
             if panel.tags.get(f.run) != f.tag:
                 continue
@@ -623,6 +629,23 @@ class _Panel:
 
 # legend entries that repeat once per series; several of a kind become one entry
 _REPEATED = (("NaN/Inf", "NaN/Inf in {n} series (red x at the top)"), ("compile step", "compile steps of {n} series (off scale)"))
+
+
+def _draw_msprobe_markers(ax, scalars: ScalarTable, markers, tags_by_run: dict) -> None:
+    """msprobe's flagged points (its ``anomaly.json``) on the series they flag, one legend entry a panel."""
+    flagged = markers_of(markers)
+    total = 0
+    for run, tag in tags_by_run.items():
+        mine = flagged.take((flagged.run == run) & (flagged.tag == tag)) if len(flagged) else flagged
+        if not len(mine):
+            continue
+        rows = np.flatnonzero((scalars.run == run) & (scalars.tag == tag))
+        for rank in np.unique(mine.rank).tolist():
+            here = rows[scalars.rank[rows] == rank]
+            at = np.isin(scalars.step[here], mine.step[mine.rank == rank])
+            ax.plot(scalars.step[here][at], scalars.value[here][at], "v", color="darkorange", markersize=6, linestyle="none",
+                    label=None if total else "flagged by msprobe's rules")  # fmt: skip
+            total += int(at.sum())
 
 
 def _legend(ax) -> None:
@@ -803,4 +826,4 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None
-    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), **options)
+    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), markers=result.markers, **options)

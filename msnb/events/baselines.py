@@ -37,23 +37,20 @@ import io
 import json
 import math
 import os
-import re
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..words import count
+from .discovery import LOG, Source, explicit_kind, reader_of
 from .problems import Problem, ProblemKind
-from .reader import ReadResult
+from .reader import FileState, ReadResult
 from .tables import NO_RANK, ScalarTable
 
-MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL = "megatron-log", "trainer-state", "csv", "jsonl"
-FORMATS = (MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL)
+HF_STATE, TABLE_CSV, TABLE_JSONL = "trainer-state", "csv", "jsonl"
 MAX_LINE = 16_384  # characters of a line that are parsed; a Megatron line is a few hundred
 CHUNK = 8 << 20  # bytes of text read at a time
 MAX_JSON_BYTES = 512 << 20  # a trainer_state.json of a million logged steps is about 200 MB
-SNIFF_BYTES = 4 << 20  # Megatron prints its arguments (hundreds of lines) before the first iteration
 MAX_PROBLEMS = 100  # bad lines listed one by one per file; the rest are counted in one problem
 _INT64_MAX = (1 << 63) - 1
 
@@ -66,11 +63,6 @@ MEANINGS: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
     "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
 }
-
-_MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
-_MEGATRON_VALIDATION = re.compile(r"validation loss at iteration\s{0,64}(\d{1,19})\s{0,64}\|")
-_TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?\]")
-_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 ()/_.,-]{0,96}")
 
 
 def meaning(tag: str) -> str | None:
@@ -102,39 +94,6 @@ def _number(text: str) -> float | None:
         return float(words[0]) if words else None  # a unit after the number
     except ValueError:
         return None
-
-
-class _Clock:
-    """Timestamps to seconds since the epoch (local time, as msnb's log reader reads them), ``strptime`` once an hour.
-
-    ``time.strptime`` costs about 10 us; a log of 100,000 lines would spend a second on it.
-    Within an hour the offset from the epoch is the hour's plus minutes and seconds
-    (daylight-saving changes happen on the hour), so each hour is parsed once.
-    """
-
-    def __init__(self, pattern: re.Pattern | None = None, within: int = 96):
-        self.hours: dict = {}
-        self.pattern = pattern or _TIMESTAMP  # group 1: "YYYY-MM-DD HH:MM:SS", group 2: the fraction
-        self.within = within
-
-    def __call__(self, line: str) -> float:
-        m = self.pattern.search(line, 0, self.within)
-        if not m:
-            return math.nan
-        text = m.group(1)
-        hour = self.hours.get(text[:13])
-        if hour is None:
-            try:
-                hour = time.mktime(time.strptime(text[:13].replace("T", " "), "%Y-%m-%d %H"))
-            except (ValueError, OverflowError):
-                hour = math.nan
-            if len(self.hours) > 100_000:
-                self.hours.clear()
-            self.hours[text[:13]] = hour
-        minutes, seconds = int(text[14:16]), int(text[17:19])
-        if minutes > 59 or seconds > 61:
-            return math.nan
-        return hour + 60 * minutes + seconds + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
 
 
 class _Points:
@@ -233,51 +192,10 @@ def _lines(path: str, problems: _Problems):
         problems.add(None, f"{count(cut, 'line')} longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
 
 
-def _megatron_fields(text: str, step: int, wall: float, points: _Points, names: dict) -> int:
-    """Add the ``name: number`` fields of the part of a line after its step; returns how many.
-
-    *names* maps a field's printed name to its tag, or to None when it is not read
-    (not wanted, or not a name); names repeat on every line, so each is judged once.
-    """
-    found = 0
-    for part in text.split("|"):
-        name, colon, value = part.partition(":")
-        if not colon:
-            continue
-        tag = names.get(name)
-        if tag is None:
-            if name in names:
-                continue
-            tag = names.decide(name)
-            if tag is None:
-                continue
-        number = _number(value)
-        if number is not None:
-            points.add(tag, step, wall, number)
-            found += 1
-    return found
-
-
-class _Names(dict):
-    """Printed field name (spaces around it kept) -> tag, decided once per name: every field, or the wanted ones."""
-
-    def __init__(self, prefix: str, tags):
-        super().__init__()
-        self.prefix = prefix
-        self.tags = None if tags is None else frozenset(tags)
-
-    def decide(self, raw: str):
-        name = raw.strip()
-        tag = self.prefix + name if _FIELD_NAME.fullmatch(name) else None
-        if tag is not None and self.tags is not None and tag not in self.tags:
-            tag = None
-        if len(self) < 4096:  # a file of ever-new names is judged name by name, never held
-            self[raw] = tag
-        return tag
-
-
 def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """Megatron-LM's (or MindSpeed-LLM's) training log: one point per field per iteration line.
+
+    The one text-log reader reads it (:mod:`msnb.events.logs`), as it reads any log.
 
     Args:
         path: the log (stdout of ``pretrain_gpt.py`` and the like).
@@ -286,34 +204,20 @@ def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> 
             None reads every field.
 
     Returns:
-        A :class:`ReadResult` with the scalars and a problem for each line that names an
-        iteration but holds no readable field.
+        A :class:`ReadResult`.
     """
-    path = str(path)
-    points, problems, clock = _Points(), _Problems(path), _Clock()
-    names = {"": _Names("", tags), "validation ": _Names("validation ", tags)}
-    for number, offset, line in _lines(path, problems):
-        at = line.find("iteration")
-        if at < 0:
-            continue
-        prefix = ""
-        m = _MEGATRON_STEP.match(line, at)
-        if m is None:
-            v = line.find("validation loss at iteration")
-            m = _MEGATRON_VALIDATION.match(line, v) if v >= 0 else None
-            prefix = "validation "
-            if m is None:
-                continue
-        step = int(m.group(1))
-        if step > _INT64_MAX:
-            problems.add(offset, f"line {number}: iteration {m.group(1)} is too large")
-            continue
-        if not _megatron_fields(line[m.end() :], step, clock(line), points, names[prefix]) and (tags is None or ":" not in line[m.end() :]):
-            problems.add(offset, f"line {number}: an iteration line without a readable 'name: number' field")
-    return _result(path, points, problems, MEGATRON, run)
+    return _read_log(path, run=run, tags=tags)
 
 
-def read_trainer_state(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+def _read_log(path, *, run: str, tags) -> ReadResult:
+    src = Source(str(path), LOG, run, NO_RANK, (0.0, os.path.basename(str(path))))
+    state = FileState(src, explicit=True, wanted=None if tags is None else frozenset(tags))
+    out = state.poll(final=True)
+    out.files = [state.info()]
+    return out
+
+
+def read_trainer_state(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """Hugging Face Trainer's ``trainer_state.json``: each ``log_history`` entry's numbers at its ``step``.
 
     Args:
@@ -383,7 +287,7 @@ def _table_step(text, where: str, problems: _Problems, offset) -> int | None:
     return v
 
 
-def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """A CSV (long: step, tag, value; or wide: step and one column per tag) or JSON Lines of step, tag, value.
 
     A ``rank`` column (``msnb export``'s) keeps each row's rank.
@@ -487,55 +391,24 @@ def _size(path: str) -> int:
         return 0
 
 
-def sniff(path: str | os.PathLike) -> str | None:
-    """Which baseline format a file is (one of :data:`FORMATS`), else None (then :func:`msnb.events.read` may know it).
-
-    By name for tables and ``trainer_state.json``; by content for JSON holding
-    ``"log_history"`` and for text holding a Megatron iteration line in its first
-    :data:`SNIFF_BYTES`.
-    """
-    p = Path(path)
-    name = p.name.lower()
-    if name.endswith(".csv"):
-        return TABLE_CSV
-    if name.endswith((".jsonl", ".ndjson")):
-        return TABLE_JSONL
-    if "tfevents" in name or ".out.events.summary." in name:
-        return None
-    try:
-        with open(p, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return None
-    if name.endswith(".json"):
-        return HF_STATE if name == "trainer_state.json" or b'"log_history"' in head else None
-    text = head.decode("utf-8", errors="replace")
-    at = text.find("iteration")
-    while at >= 0:
-        if _MEGATRON_STEP.match(text, at):
-            return MEGATRON
-        at = text.find("iteration", at + 9)
-    return None
-
-
-READERS = {MEGATRON: read_megatron_log, HF_STATE: read_trainer_state, TABLE_CSV: read_table, TABLE_JSONL: read_table}
-
-
 def read_baseline(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult | None:
-    """Read *path* as a baseline format, or None when it is none of them.
+    """Read one file of any format the discovery knows (:func:`msnb.events.discovery.explicit_kind`), or None for none.
 
     Args:
         path: a file.
         run: the run name the rows get.
-        tags: only these tags where the format allows reading less (Megatron's log); others may hold more.
+        tags: only these tags where the format allows reading less.
 
     Returns:
-        A :class:`ReadResult`, or None when :func:`sniff` does not know the file.
+        A :class:`ReadResult`, or None when the file is of no kind msnb reads.
     """
-    kind = sniff(path)
+    kind = explicit_kind(Path(path))
     if kind is None:
         return None
     try:
-        return read_megatron_log(path, run=run, tags=tags) if kind == MEGATRON else READERS[kind](path, run=run)
+        if kind == LOG:
+            return _read_log(path, run=run, tags=tags)
+        reader = reader_of(kind)
+        return None if reader is None else reader(path, run=run, tags=tags)
     except OSError as exc:
         return ReadResult(problems=[Problem(str(path), None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}")])

@@ -22,14 +22,14 @@ import numpy as np
 from ..words import count
 from . import mindspore_proto, records, tensorboard_proto
 from .decoded import Landscape
-from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner
+from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner, reader_of
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
 from .records import HEADER, FrameReader
-from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
+from .tables import NO_RANK, TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .tags import spellings
 from .training_state import fold_head_runs
 from .wire import DecodeError
@@ -228,6 +228,13 @@ class FileState:
             if final:
                 self._final_checks(out, st.st_size)
             return out
+        whole = reader_of(self.source.kind)
+        if whole is not None:  # a table or JSON document: read whole again whenever it changed
+            self._read_whole(whole, st.st_size, replaced or bool(self.results), out)
+            if final:
+                self.reported_final = True
+            self.results = [out]
+            return out
         try:
             self.reads += 1
             with open(path, "rb", opener=_open_nonblocking) as f:
@@ -253,6 +260,30 @@ class FileState:
             self._final_checks(out, st.st_size)
         self.results.append(out)
         return out
+
+    def _read_whole(self, reader, size: int, again: bool, out: ReadResult) -> None:
+        """A whole-file format (:attr:`msnb.events.discovery.Format.reader`): its rows under this source's run and rank."""
+        src = self.source
+        self.reads += 1
+        try:
+            got = reader(src.path, run=src.run, tags=self.wanted)
+        except OSError as exc:
+            out.problems.append(Problem(src.path, None, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
+            return
+        table = got.scalars
+        if src.rank != NO_RANK and len(table) and not (table.rank != NO_RANK).any():
+            table.rank = np.full(len(table), src.rank, dtype=np.int64)
+        if self.wanted is not None and len(table):
+            table = table.take(np.isin(table.tag, list(self.wanted)))
+        for kind in TABLE_KINDS:
+            setattr(out, kind, getattr(got, kind))
+        out.scalars = table
+        if again and self.results:
+            out.problems.append(self._replaced_problem())
+        out.problems.extend(got.problems)
+        self.records = len(table)
+        self.pos = size
+        self.flavor = src.kind
 
     def _replaced_problem(self) -> Problem:
         return Problem(

@@ -90,6 +90,7 @@ _PYNATIVE_FIELDS = {
     "grad_norm": "grad_norm",
     "throughput": "model-flops-throughput-per-npu",
 }
+_STAGE_FIELDS = {"consumed_samples": "consumed_samples", "global_batch_size": "global_batch_size", "per_step_time": "step_time_ms"}
 _MAX_BRACKET = 256  # characters between a field's [ and ] (a one-number list is a few dozen)
 # matched backwards from the literal: the number just before " samples/s/p"
 _MF_PROGRESS = re.compile(r"(" + _NUM + r") {0,8}$")
@@ -313,12 +314,14 @@ class LogParser:
         wall = _wall_time(line)
         if m.group("counts") is not None or "_loss: " in line[m.end() :] or m.group("na"):
             self.generation = 2  # fields 1.9 never printed
-        if m.group("na"):
-            self.not_last_stage += 1
-        else:
-            points.append(("loss", gstep, wall, _float(m.group("loss"))))
         start = m.start() + 8
         before = len(points)
+        if m.group("na"):  # a non-last pipeline stage: no loss, and its "grad_norm: NaN" is no gradient's
+            self.not_last_stage += 1
+            self._fields(line, start, _STAGE_FIELDS, gstep, wall, points)
+            self.matched += 1
+            return
+        points.append(("loss", gstep, wall, _float(m.group("loss"))))
         self._fields(line, start, _PYNATIVE_FIELDS, gstep, wall, points)
         if self.generation == 2:  # 2.x divides the FLOPs by 1e9 where 1.9 divided by 1e12, and prints "T" for both
             points[before:] = [(t, s, w, v / 1000.0) if t == "model-flops-throughput-per-npu" else (t, s, w, v) for t, s, w, v in points[before:]]
@@ -334,6 +337,12 @@ class LogParser:
             for name, (lines, first, text) in self.declined.items()
         ]
         self.declined = {}
+        if self.not_last_stage:
+            out.append(
+                f"{count(self.not_last_stage, 'line')} of a non-last pipeline stage ('loss: N/A'): counted, no loss read from them"
+                " (the last stage's log holds the loss)"
+            )
+            self.not_last_stage = 0
         n, first = self.fieldless
         if n:
             out.append(f"line {first}: an iteration line without a readable 'name: number' field" + (f" ({count(n, 'such line')})" if n > 1 else ""))

@@ -48,9 +48,10 @@ from .reader import FileState, ReadResult
 from .tables import NO_RANK, ScalarTable
 
 HF_STATE, TABLE_CSV, TABLE_JSONL = "trainer-state", "csv", "jsonl"
-MAX_LINE = 16_384  # characters of a line that are parsed; a Megatron line is a few hundred
+MAX_LINE = 1 << 20  # characters of a line that are parsed (a wide table row of 4,000 columns is 30 KB), as for logs
 CHUNK = 8 << 20  # bytes of text read at a time
-MAX_JSON_BYTES = 512 << 20  # a trainer_state.json of a million logged steps is about 200 MB
+MAX_JSON_BYTES = 96 << 20  # a parsed JSON document takes about 6 bytes a byte: a larger trainer_state.json is refused, named
+MAX_TABLE_POINTS = 2_000_000  # points one table file gives (about 130 bytes each while read); a wider table: ask for fewer tags
 MAX_PROBLEMS = 100  # bad lines listed one by one per file; the rest are counted in one problem
 _INT64_MAX = (1 << 63) - 1
 
@@ -157,6 +158,8 @@ def _lines(path: str, problems: _Problems):
             data = f.read(CHUNK)
             final = not data
             buf = rest + data if rest else data
+            if b"\r" in buf:  # CR-only and CRLF line ends are line ends too (a CR at a chunk's end adds one empty line)
+                buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if final:
                 lines, rest = ([buf] if buf else []), b""
             else:
@@ -254,7 +257,9 @@ def read_trainer_state(path: str | os.PathLike, *, run: str = ".", tags=None) ->
         for key, value in entry.items():
             if key in ("step", "epoch") or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            points.add(str(key)[:256], step, math.nan, float(value))
+            number = _finite_or_said(value, f"log_history[{i}][{str(key)[:40]!r}]", problems)
+            if number is not None:
+                points.add(str(key)[:256], step, math.nan, number)
     return _result(path, points, problems, HF_STATE, run)
 
 
@@ -262,7 +267,7 @@ def _table_number(text, where: str, problems: _Problems, offset) -> float | None
     if isinstance(text, bool):
         text = None
     if isinstance(text, (int, float)):
-        return float(text)
+        return _finite_or_said(text, where, problems, offset)
     if isinstance(text, str):
         v = _number(text)
         if v is not None:
@@ -271,6 +276,27 @@ def _table_number(text, where: str, problems: _Problems, offset) -> float | None
             return math.nan
     problems.add(offset, f"{where}: not a number: {str(text)[:40]!r}")
     return None
+
+
+def _finite_or_said(value, where: str, problems: _Problems, offset=None) -> float | None:
+    """A JSON number as a float; an integer beyond any float (a 400-digit value) is a problem, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        problems.add(offset, f"{where}: a number beyond any float; not read")
+        return None
+
+
+def _rank(value) -> int:
+    """A rank cell or key: a whole number from 0 to int64's largest, else :data:`NO_RANK` (a rank of 10**30 names none)."""
+    if isinstance(value, bool):
+        return NO_RANK
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit() or len(text) > 19:
+            return NO_RANK
+        value = int(text)
+    return value if isinstance(value, int) and 0 <= value <= _INT64_MAX else NO_RANK
 
 
 def _table_step(text, where: str, problems: _Problems, offset) -> int | None:
@@ -295,6 +321,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
     Args:
         path: the ``.csv``, ``.jsonl`` or ``.ndjson`` file.
         run: the run name the rows get.
+        tags: read only these columns of a wide CSV (None: all); at most :data:`MAX_TABLE_POINTS` points are read.
 
     Returns:
         A :class:`ReadResult`; every row that cannot be read is a problem naming its line.
@@ -303,11 +330,15 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
     points, problems = _Points(), _Problems(path)
     ranks: list = []
     kind = TABLE_JSONL if path.endswith((".jsonl", ".ndjson")) else TABLE_CSV
+    wanted = None if tags is None else frozenset(tags)
     lines = _lines(path, problems)
     if kind == TABLE_JSONL:
         for number, offset, line in lines:
             if not line.strip():
                 continue
+            if len(points.step) >= MAX_TABLE_POINTS:
+                problems.add(offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read", ProblemKind.LINE)
+                break
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError):
@@ -321,7 +352,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
             if step is None or value is None:
                 continue
             points.add(str(row["tag"])[:256], step, math.nan, value)
-            ranks.append(row.get("rank") if isinstance(row.get("rank"), int) else NO_RANK)
+            ranks.append(_rank(row.get("rank")))
         return _result(path, points, problems, kind, run, ranks)
     header = None
     for number, offset, line in lines:
@@ -341,7 +372,18 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
             wide = "tag" not in header
             columns = {name: i for i, name in enumerate(header)}
             raw_names = [c.strip() for c in cells]
+            # the columns read: every tag column, or only those asked for (a 4,000-column table compared on its loss)
+            read_columns = [
+                (i, name)
+                for i, name in enumerate(raw_names)
+                if header[i] not in ("step", "rank", "run", "wall_time") and (wanted is None or name[:256] in wanted)
+            ]
             continue
+        if len(points.step) >= MAX_TABLE_POINTS:
+            problems.add(
+                offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read (ask for fewer tags)", ProblemKind.LINE
+            )
+            break
         if len(cells) != len(header):
             problems.add(offset, f"line {number}: {len(cells)} cells where the header has {len(header)}")
             continue
@@ -351,13 +393,10 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
             continue
         rank = NO_RANK
         if "rank" in columns:
-            try:
-                rank = int(cells[columns["rank"]])
-            except ValueError:
-                rank = NO_RANK
+            rank = _rank(cells[columns["rank"]])
         if wide:
-            for i, name in enumerate(raw_names):
-                if header[i] in ("step", "rank", "run", "wall_time") or not cells[i].strip():
+            for i, name in read_columns:
+                if not cells[i].strip():
                     continue
                 value = _table_number(cells[i], f"{where}, column {name[:40]!r}", problems, offset)
                 if value is not None:

@@ -112,7 +112,8 @@ def _small_int(digits: str) -> int | None:
     return value if value <= _INT64_MAX else None
 
 
-HEAD_BYTES = 64 << 10  # bytes a format's sniff sees: a header row, a JSON document's first keys, a log's first lines
+HEAD_BYTES = 64 << 10  # bytes a format's sniff sees: a header row, a JSON document's first keys
+LOG_HEAD_BYTES = 8 << 20  # Megatron prints its arguments (thousands of lines, megabytes with MindSpeed) before the first iteration
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,14 @@ class Format:
         reader: ``"module:function"`` of a whole-file reader, ``function(path, *, run, tags) -> ReadResult``
             (loaded when first used, so that this module imports no reader); ``""`` for the streaming readers
             of event files and text logs.
+        head: bytes the sniff is given (0: :data:`HEAD_BYTES`); a log's first iteration may come after megabytes of arguments.
     """
 
     kind: str
     name: re.Pattern
     sniff: Callable[[bytes], bool] | None = None
     reader: str = ""
+    head: int = 0  # bytes the sniff sees (0: :data:`HEAD_BYTES`)
 
 
 def _csv_header(head: bytes) -> bool:
@@ -156,7 +159,7 @@ FORMATS: list[Format] = [
     Format(TRAINER_STATE, re.compile(r"\.json$"), lambda head: b'"log_history"' in head, "msnb.events.baselines:read_trainer_state"),
     Format(TABLE_CSV, re.compile(r"\.csv$"), _csv_header, "msnb.events.baselines:read_table"),
     Format(TABLE_JSONL, re.compile(r"\.(?:jsonl|ndjson)$"), _jsonl_row, "msnb.events.baselines:read_table"),
-    Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), lambda head: _LOG_LINE.search(head) is not None),
+    Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), lambda head: _LOG_LINE.search(head) is not None, "", LOG_HEAD_BYTES),
 ]
 """The formats found by name and content, most specific first (event files and ``*.log`` are known by name alone)."""
 
@@ -219,11 +222,11 @@ def kind_of(path: str | os.PathLike, name: str | None = None) -> str | None:
     if not candidates:
         return None
     try:
-        with open(path, "rb", opener=_nonblocking) as f:
-            head = f.read(HEAD_BYTES)
+        with open(path, "rb", opener=_nonblocking) as file:
+            head = file.read(max(fmt.head or HEAD_BYTES for fmt in candidates))
     except OSError:
         return None
-    return next((f.kind for f in candidates if f.sniff(head)), None)
+    return next((fmt.kind for fmt in candidates if fmt.sniff(head[: fmt.head or HEAD_BYTES])), None)
 
 
 def explicit_kind(path: Path) -> str | None:

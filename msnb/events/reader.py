@@ -484,7 +484,8 @@ class FileState:
             if not data:
                 break
             at_eof = self.pos + len(data) >= size
-            usable = len(data) if final and at_eof else data.rfind(b"\n") + 1  # hold back a line still being written
+            # hold back a line still being written; CR-only line ends (old Mac, some launchers) end lines too
+            usable = len(data) if final and at_eof else max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
             if usable <= 0:
                 if at_eof:
                     return
@@ -496,7 +497,7 @@ class FileState:
                 continue
             body = data[:usable]
             if self.long_line:
-                cut = body.find(b"\n") + 1
+                cut = _line_end(body) + 1
                 body = body[cut:] if cut else b""
                 self.long_line = False
             self._feed(body, out, cols)
@@ -698,6 +699,12 @@ def _chained_file(path: str) -> bool:
     except OSError:
         return False
     return len(head) >= 16 and chained(head)
+
+
+def _line_end(data: bytes) -> int:
+    """Where the first line of *data* ends (its ``\\n`` or ``\\r``), or -1."""
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    return min(ends) if ends else -1
 
 
 def _open_nonblocking(path, flags):

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..words import count
 from . import mindspore_proto, records, tensorboard_proto
+from .bulklog import parse as parse_bulk
 from .decoded import Landscape
 from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner, reader_of
 from .fastscalars import decode_records
@@ -504,6 +505,14 @@ class FileState:
             self.pos += usable
 
     def _feed(self, body: bytes, out: ReadResult, cols) -> None:
+        bulk = parse_bulk(self.parser, body)
+        if bulk is not None:  # every line of the chunk of a layout read at numpy speed
+            points, lines = bulk
+            self.parser.lines += lines
+            if points:
+                self.records += len(points[1])
+                cols.add_columns(*points)
+            return
         before = self.parser.long_lines
         points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
         if self.parser.long_lines > before:
@@ -538,6 +547,13 @@ class _LogColumns:
         wall = np.fromiter((p[2] for p in points), dtype=np.float64, count=len(points))
         value = np.fromiter((p[3] for p in points), dtype=np.float64, count=len(points))
         self.parts.append([tag, step, wall, value])
+
+    def add_columns(self, names: list, tag_index: np.ndarray, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+        """Points already in columns (:mod:`msnb.events.bulklog`): *tag_index* indexes *names*."""
+        if not step.size:
+            return
+        lut = np.array([self.codes.setdefault(name, len(self.codes)) for name in names], dtype=np.int32)
+        self.parts.append([lut[tag_index], step.astype(np.int64, copy=False), wall.astype(np.float64, copy=False), value.astype(np.float64, copy=False)])
 
     def table(self, src: Source) -> ScalarTable:
         if not self.parts:

@@ -471,9 +471,7 @@ class FileState:
         """
         cols = _LogColumns()
         self._read_log_chunks(f, size, final, out, cols)
-        table = cols.table(self.source)
-        if self.wanted is not None and len(table):
-            table = table.take(np.isin(table.tag, list(self.wanted)))
+        table = cols.table(self.source, self.wanted)
         if len(table):
             _add(out, "scalars", table)
 
@@ -505,7 +503,7 @@ class FileState:
             self.pos += usable
 
     def _feed(self, body: bytes, out: ReadResult, cols) -> None:
-        bulk = parse_bulk(self.parser, body)
+        bulk = parse_bulk(self.parser, body, self.wanted)
         if bulk is not None:  # every line of the chunk of a layout read at numpy speed
             points, lines = bulk
             self.parser.lines += lines
@@ -555,7 +553,8 @@ class _LogColumns:
         lut = np.array([self.codes.setdefault(name, len(self.codes)) for name in names], dtype=np.int32)
         self.parts.append([lut[tag_index], step.astype(np.int64, copy=False), wall.astype(np.float64, copy=False), value.astype(np.float64, copy=False)])
 
-    def table(self, src: Source) -> ScalarTable:
+    def table(self, src: Source, wanted: frozenset | None = None) -> ScalarTable:
+        """The points as one table; only the *wanted* tags (None: all), chosen by code before any string is made."""
         if not self.parts:
             return ScalarTable()
         columns = []
@@ -565,6 +564,11 @@ class _LogColumns:
                 part[i] = None  # free each part's column once it is copied
         self.parts = []
         tag_codes, step, wall, value = columns
+        if wanted is not None:
+            keep = np.array([name in wanted for name in self.codes], dtype=bool)
+            if not keep.all():
+                mask = keep[tag_codes]
+                tag_codes, step, wall, value = tag_codes[mask], step[mask], wall[mask], value[mask]
         names = np.empty(len(self.codes), dtype=object)
         for name, code in self.codes.items():
             names[code] = name

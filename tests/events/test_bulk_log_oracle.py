@@ -74,15 +74,38 @@ def megatron_lines(draw):
     return lines
 
 
+# mindformers' and Megatron's other lines, as they sit between the loss lines of an info.log (none gives a point)
+OTHER_LINES = [
+    "2024-06-01 10:00:00,001 - mindformers[mindformers/trainer/base_trainer.py:1050] - INFO - .........Build Network For Train..........",
+    "2024-06-01 10:00:00,002 - mindformers[mindformers/core/callback/callback.py:530] - INFO - Full model flops is 1.0, Shard model flops is 1.0.",
+    "[INFO] 2024-06-01 10:00:00,003 [callback.py:600] training epoch: 1 sink size 1 \u4e2d\u6587",
+    "[Rank 0] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2000.0",
+    "  loss_scale_value: 1024",
+    "",
+    "\t  iteration_count = 7",
+]
+
+
+@st.composite
+def with_other_lines(draw, lines):
+    out = []
+    for line in draw(lines):
+        out.extend(draw(st.lists(st.sampled_from(OTHER_LINES), max_size=2)))
+        out.append(line)
+    return out
+
+
 def oracle(lines: list[str]) -> list:
     return LogParser().feed(lines)
 
 
-def bulk(lines: list[str]) -> list | None:
+def bulk(lines: list[str], wanted=None) -> list | None:
     parser = LogParser()
-    got = bulklog.parse(parser, ("\n".join(lines) + "\n").encode())
+    got = bulklog.parse(parser, ("\n".join(lines) + "\n").encode(), wanted)
     if got is None:
         return None
+    if not got[0]:
+        return []
     (names, tag, step, wall, value), _ = got
     return [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
 
@@ -108,6 +131,22 @@ def test_megatron_lines_read_in_bulk_equal_the_line_reader(lines):
     got = bulk(lines)
     assert got is not None, lines[0]
     assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines())))
+def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[:3]
+    assert same(got, oracle(lines))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(mf_lines(), megatron_lines()), st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "learning rate", "nothing"])))
+def test_wanted_tags_give_the_line_readers_rows_of_those_tags(lines, wanted):
+    got = bulk(lines, frozenset(wanted))
+    assert got is not None
+    assert same(got, [p for p in oracle(lines) if p[0] in wanted])
 
 
 def test_an_unknown_line_sends_the_chunk_to_the_line_reader():

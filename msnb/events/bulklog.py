@@ -145,6 +145,18 @@ def _floats(values) -> np.ndarray | None:
         return None
 
 
+def _ints(values, width: int) -> np.ndarray:
+    """Captures of 1 to *width* ASCII digits as int64, digit columns at numpy speed (no int object a value)."""
+    digits = np.array(values, dtype=f"S{width}").view(np.uint8).reshape(len(values), width)
+    out = np.zeros(len(values), dtype=np.int64)
+    for j in range(width):
+        c = digits[:, j]
+        if not c.any():
+            break
+        out = np.where(c > 0, out * 10 + (c.astype(np.int64) - 48), out)
+    return out
+
+
 def _column(values, n: int):
     """(present mask, numbers) of one optional capture column (b"" where absent); None when a capture is no number."""
     if all(values):
@@ -163,19 +175,39 @@ def _line_starts(nl: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """:func:`msnb.events.logs._wall_time` of each line (its first 64 characters), the common layouts at numpy speed."""
+    """:func:`msnb.events.logs._wall_time` of each line (its first 64 characters), the common layouts at numpy speed.
+
+    Most logs print the time at one column: lines whose first digit is at or before the first line's are read
+    from a window just wide enough (the stamp and a fraction), the others from the whole 64 characters.
+    """
+    if not starts.size:
+        return np.full(0, np.nan)
+    head = arr[starts[0] : min(ends[0], starts[0] + 64)]
+    digits = np.flatnonzero((head >= 48) & (head <= 57))
+    lead = int(digits[0]) if digits.size else 64
+    if lead + 26 >= 64:
+        return _stamps(body, arr, starts, ends, 64, None)[0]
+    out, done = _stamps(body, arr, starts, ends, lead + 26, lead)
+    rest = np.flatnonzero(~done)
+    if rest.size:
+        out[rest] = _stamps(body, arr, starts[rest], ends[rest], 64, None)[0]
+    return out
+
+
+def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int, lead: int | None):
+    """(times, done) from the first *width* characters; with *lead*, lines whose first digit is later, or that are no common stamp, are left undone."""
     n = starts.size
     out = np.full(n, np.nan)
-    if not n:
-        return out
     limit = np.minimum(ends - starts, 64)
-    cols = np.arange(64)
+    cols = np.arange(width)
     window = arr[np.minimum(starts[:, None] + cols, arr.size - 1)]
     inside = cols[None, :] < limit[:, None]
     digit = (window >= 48) & (window <= 57) & inside
     first = np.where(digit.any(axis=1), digit.argmax(axis=1), 64)
     ok = first + 19 <= limit
-    k = np.minimum(first, 44)
+    if lead is not None:
+        ok &= first <= lead
+    k = np.minimum(first, width - 20)
     rows = np.arange(n)
 
     def at(j):
@@ -184,12 +216,13 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     for j in _DIGIT_AT:
         ok &= (at(j) >= 48) & (at(j) <= 57)
     ok &= (at(4) == 45) & (at(7) == 45) & ((at(10) == 32) | (at(10) == 84)) & (at(13) == 58) & (at(16) == 58)
-    slow = np.flatnonzero(~ok)
-    for i in slow.tolist():  # not the common layout: the line parser's own function
-        out[i] = logs._wall_time(body[starts[i] : ends[i]].decode())
+    if lead is None:
+        for i in np.flatnonzero(~ok).tolist():  # not the common layout: the line parser's own function
+            out[i] = logs._wall_time(body[starts[i] : ends[i]].decode())
+    done = ok if lead is not None else np.ones(n, dtype=bool)
     good = np.flatnonzero(ok)
     if not good.size:
-        return out
+        return out, done
 
     def number(js):
         v = np.zeros(good.size, dtype=np.int64)
@@ -208,7 +241,7 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     # the fraction: [,.] then 1-6 digits, inside the first 64 characters
     sep_at = k[good] + 19
     within = sep_at < limit[good]
-    sep = window[good, np.minimum(sep_at, 63)]
+    sep = window[good, np.minimum(sep_at, width - 1)]
     has_sep = within & ((sep == 44) | (sep == 46))
     frac = np.zeros(good.size)
     digits = np.zeros(good.size, dtype=np.int64)
@@ -216,7 +249,7 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     going = has_sep.copy()
     for j in range(1, 7):
         pos = sep_at + j
-        c = window[good, np.minimum(pos, 63)]
+        c = window[good, np.minimum(pos, width - 1)]
         d = going & (pos < limit[good]) & (c >= 48) & (c <= 57)
         value = np.where(d, value * 10 + (c.astype(np.int64) - 48), value)
         digits += d
@@ -225,7 +258,7 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     frac[has] = value[has] / 10.0 ** digits[has]
     t = np.where(has, t + frac, t)
     out[good] = t
-    return out
+    return out, done
 
 
 def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
@@ -239,7 +272,7 @@ def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
     if not n:
         return [], lines
     cols = list(zip(*found))
-    epoch, step, per_epoch = (np.fromiter(map(int, cols[i]), dtype=np.int64, count=n) for i in (0, 1, 2))
+    epoch, step, per_epoch = (_ints(cols[i], 9) for i in (0, 1, 2))
     gstep = (epoch - 1) * per_epoch + step
     if (gstep < 0).any():
         return None
@@ -365,7 +398,7 @@ def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
             break
     else:
         return None  # an iteration line without a readable field: the line reader counts and says it
-    gstep = np.fromiter(map(int, groups[0]), dtype=np.int64, count=n)
+    gstep = _ints(groups[0], 18)
     wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
     parser.matched += n
     return _points(cols, lines, gstep, wall), lines

@@ -20,6 +20,7 @@ from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count
 from .judge import RunVerdict, judge_run
 from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
+from .same_run import fold
 
 
 def msprobe_check(markers, run: str) -> Check | None:
@@ -56,9 +57,10 @@ def flag_note(run: RunVerdict, flag) -> str:
 class CheckResult(ResultView):
     """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
 
-    def __init__(self, runs: list[RunVerdict], problems=None):
+    def __init__(self, runs: list[RunVerdict], problems=None, counted_once: dict | None = None):
         self.runs = runs
         self.problems = list(problems or [])
+        self.counted_once = dict(counted_once or {})  # run -> the run of the same series judged in its place
 
     @property
     def passed(self) -> bool:
@@ -70,7 +72,12 @@ class CheckResult(ResultView):
 
     def as_dict(self) -> dict:
         """The JSON document ``msnb check --json`` prints."""
-        return {"passed": self.passed, "runs": [r.as_dict() for r in self.runs], "flags": [f.as_dict() for f in self.flags]}
+        return {
+            "passed": self.passed,
+            "runs": [r.as_dict() for r in self.runs],
+            "flags": [f.as_dict() for f in self.flags],
+            "counted_once": dict(self.counted_once),
+        }
 
     def format_text(self) -> str:
         """One line per check per run, the flags, and the verdict."""
@@ -83,6 +90,8 @@ class CheckResult(ResultView):
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
                 lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
+        for gone, kept in self.counted_once.items():
+            lines.append(f"  note: run {gone} holds the same loss series as run {kept} (one job, another file): counted once, as {kept}")
         for p in self.problems:
             lines.append(f"  note: {p}")
         verdict, summary = self.summary()
@@ -181,5 +190,6 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")
     if not explicit:
         runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
+    runs, counted_once = fold(scalars, runs)  # train.log, info.log and TensorBoard of one job: one run
     problems = [p for p in result.problems if getattr(p, "severity", "") != "info"]
-    return CheckResult(runs, problems)
+    return CheckResult(runs, problems, counted_once)

@@ -329,3 +329,90 @@ def test_runs_panel_in_jupyterlab(lab, browser, tmp_path, team, expected):  # no
         assert row["svg"] == 1 and (row["path"] >= 1) is drawn and row["width"] > 0, row  # one sparkline in every row
         assert ("failed" in row["status"]) is (not expected[row["run"]]["passed"]), row
     assert any("nan_rank" in f and "FLAG" in f for f in state["flags"]), state["flags"]
+
+
+BOARD_NOTEBOOK = "10_board.ipynb"
+# the board's figure as the page shows it: the Image widget's bytes, hashed (a new figure is new bytes)
+FIGURE_PROBE = """
+const done = arguments[arguments.length - 1];
+const img = document.querySelector('.jp-Notebook .widget-image');
+if (!img || !img.src) { done(null); return; }
+fetch(img.src).then(r => r.arrayBuffer()).then(b => {
+  const a = new Uint8Array(b); let h = 2166136261;
+  for (let i = 0; i < a.length; i++) { h ^= a[i]; h = Math.imul(h, 16777619) >>> 0; }
+  done(a.length + ':' + h);
+}).catch(() => done(null));
+"""
+
+
+def _run_all(browser) -> None:
+    """What a person does: the Run menu, then Run All Cells."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
+    item = _wait(
+        lambda: [i for i in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-item") if i.get_attribute("data-command") == "runmenu:run-all"],
+        30,
+        "the Run All Cells menu item",
+    )
+    item[0].click()
+
+
+def _all_cells_ran(browser, lab) -> bool:
+    from selenium.webdriver.common.by import By
+
+    prompts = [p.text for p in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell .jp-InputPrompt")]
+    return bool(prompts) and all(re.search(r"\[\d+\]", p) for p in prompts) and _kernel_idle(lab)
+
+
+def test_board_controls_after_run_all(lab, browser, tmp_path):
+    """Notebook 10 run whole (its cells set the board's controls from Python and await a follow), then the board driven
+    by hand: the smoothing slider dragged, a run unticked, the x axis switched, and the figure new after each."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    shutil.copy(REPO / "notebooks" / BOARD_NOTEBOOK, lab["root"] / BOARD_NOTEBOOK)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    browser.get(f"{lab['base']}/lab/tree/{BOARD_NOTEBOOK}?token={lab['token']}")
+    figure = lambda: browser.execute_async_script(FIGURE_PROBE)  # noqa: E731
+    slider_text = lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-hslider")[0].text  # noqa: E731
+
+    def changed_from(before, what: str):
+        return _wait(lambda: (now := figure()) and now != before and now, 60, f"the figure to change after {what}")
+
+    try:
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
+        _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")
+        _run_all(browser)
+        _wait(lambda: "*" in "".join(p.text for p in browser.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt")), 60, "Run All to start", step=0.1)
+        _wait(lambda: _all_cells_ran(browser, lab), 400, "every cell to have run")
+        first = _wait(figure, 60, "the board's figure")
+        assert "0.90" in slider_text(), slider_text()  # the notebook set it to 0.9 from Python
+        browser.save_screenshot(str(shots / "after-run-all.png"))
+
+        # drag the smoothing slider to the left
+        handle = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-hslider .noUi-handle")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", handle)
+        ActionChains(browser).drag_and_drop_by_offset(handle, -90, 0).perform()
+        dragged = changed_from(first, "dragging the smoothing slider")
+        assert "0.90" not in slider_text(), slider_text()
+        browser.save_screenshot(str(shots / "dragged.png"))
+
+        # untick a run
+        box = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-checkbox input[type=checkbox]")[0]
+        was = box.is_selected()
+        box.click()
+        unticked = changed_from(dragged, "unticking a run")
+        assert box.is_selected() is not was
+
+        # switch the x axis to wall time
+        wall = [b for b in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-toggle-button") if b.text.strip() == "wall"][0]
+        wall.click()
+        changed_from(unticked, "switching the x axis to wall time")
+        browser.save_screenshot(str(shots / "wall.png"))
+    except BaseException:
+        browser.save_screenshot(str(shots / "failure.png"))
+        raise
+    text = browser.find_element(By.CSS_SELECTOR, ".jp-Notebook").text
+    assert "Traceback" not in text and "<IPython.core.display" not in text

@@ -345,6 +345,18 @@ fetch(img.src).then(r => r.arrayBuffer()).then(b => {
 """
 
 
+# what in the board's output scrolls sideways (a horizontal scroll bar): the elements whose content is wider than they are
+SCROLLS_SIDEWAYS = """
+const out = [];
+for (const e of document.querySelectorAll('.jp-Notebook .jp-OutputArea-output *')) {
+  const style = getComputedStyle(e);
+  if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && style.overflowX !== 'visible' && style.overflowX !== 'hidden')
+    out.push([e.tagName, e.className.toString().slice(0, 60), e.scrollWidth, e.clientWidth]);
+}
+return out;
+"""
+
+
 def _run_all(browser) -> None:
     """What a person does: the Run menu, then Run All Cells."""
     from selenium.webdriver.common.by import By
@@ -411,6 +423,11 @@ def test_board_controls_after_run_all(lab, browser, tmp_path):
         wall.click()
         changed_from(unticked, "switching the x axis to wall time")
         browser.save_screenshot(str(shots / "wall.png"))
+        assert browser.execute_script(SCROLLS_SIDEWAYS) == [], "the board scrolls sideways at 1,400 px"
+        [t for t in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .lm-TabBar-tab") if t.text.strip() == "Flags"][0].click()
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-select select option"), 30, "the flags list")
+        browser.save_screenshot(str(shots / "flags.png"))
+        assert browser.execute_script(SCROLLS_SIDEWAYS) == [], "the flags list scrolls sideways (a long reason)"
     except BaseException:
         browser.save_screenshot(str(shots / "failure.png"))
         raise

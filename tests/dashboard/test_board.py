@@ -494,3 +494,14 @@ def test_heatmap_has_a_colour_bar_and_long_names_keep_both_ends():
     assert main.images and bar.get_ylabel() == "count"  # a colour says how many
     title = main.get_title().replace("\n", "")
     assert title.startswith("network.model.transformer.layers.11.") and "query_key_value.weight" in title
+
+
+def test_the_view_prints_as_words(board):
+    """``print(board.view())`` (and a notebook's Out[n]) reads as settings, not the dataclass's one long line."""
+    from IPython.lib.pretty import pretty
+
+    text = str(board.view())
+    assert text == "runs drifting, healthy, nan_rank; tags loss, lr, grad_norm; smoothing 0.60; x axis step; linear y; ranks as the mean over ranks; all steps"
+    assert pretty(board.view()) == text
+    board.controls["flags"].value = next(i for t, i in board.controls["flags"].options if t.startswith("nan_rank"))
+    assert str(board.view()).endswith("steps 121-179; zoomed on nan_rank rank 2 at step 150")

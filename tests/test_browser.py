@@ -258,6 +258,8 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
                 browser.save_screenshot(str(shots / "status.png"))
             if len(samples) == 40:
                 browser.save_screenshot(str(shots / "running.png"))
+            if state["live"] and re.match(r"step 1\d\d/", state["live"][0]) and not (shots / "halfway.png").exists():
+                browser.save_screenshot(str(shots / "halfway.png"))  # the live curve and its ETA, halfway through
             if state["verdicts"] and all(ok for _w, _h, ok in state["images"]) and "*" not in state["prompt"]:
                 break
             time.sleep(0.3)
@@ -275,6 +277,7 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
     running = [s for s in samples if not s["verdicts"] and s["live"]]
     assert running and all(s["outputs"] == 1 for s in running)
     assert len({s["live"][0] for s in running}) >= 3  # "starting...", then steps: updated in place
+    assert any(re.search(r"/200 \(\d+%\), ETA \d+ (s|min)", s["live"][0]) for s in running)  # the promised ETA, once the pace is steady
     # the end: the live view's last state and the verdict, once (no Out[n] beside it)
     assert final["outputs"] == 2 and len(final["verdictText"]) == 1 and re.fullmatch(r"msnb smoke PASSED( with \d+ warnings?)?", final["verdictText"][0])
     assert len(final["images"]) >= 2 and all(w > 0 and h > 0 for w, h, _ in final["images"])

@@ -26,6 +26,7 @@ import traitlets
 
 from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
+from ..kernel_comms import answer_comms_during_async_cells
 from ..plot.histograms import plot_histograms
 from ..plot.render import plain_text
 from ..status import COLORS
@@ -551,6 +552,16 @@ class Board:
         return f"<Board: {self.summary()}>"
 
 
+def _keep_widgets_live() -> None:
+    """In a kernel without msnb's extension loaded (``import msnb; msnb.board(...)`` on a plain Python kernel), the same
+    repair the extension makes: a slider moved while a cell awaits would otherwise stay dead (see :mod:`msnb.kernel_comms`)."""
+    try:
+        from IPython import get_ipython  # deferred: IPython, only to find the kernel
+    except ImportError:
+        return
+    answer_comms_during_async_cells(getattr(get_ipython(), "kernel", None))
+
+
 def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = True) -> Board:
     """TensorBoard's controls in the notebook, without a server: runs, tags, smoothing, x axis, log scale, steps, histograms, flags.
 
@@ -569,6 +580,7 @@ def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = 
     """
     if every is not None:
         every = check_every(every)
+    _keep_widgets_live()
     data = BoardData(paths, verify=verify, tag=tag)
     data.poll(final=every is None)
     if not data.runs and every is None:

@@ -74,5 +74,9 @@ def test_the_plain_kernel_still_needs_it(jupyter_dirs):
     _plain_spec(jupyter_dirs["prefix"], "msnb-test-plain")
     with kernel_from_spec("msnb-test-plain") as kc:
         states, printed = _statuses_of_a_change_during_an_await(kc)
-    assert printed.strip() == "0.25"
-    assert states == [], f"ipykernel now answers comm messages during async cells itself ({states}): remove msnb.kernel_comms"
+        assert printed.strip() == "0.25"
+        assert states == [], f"ipykernel now answers comm messages during async cells itself ({states}): remove msnb.kernel_comms"
+        # a board made in that kernel (msnb imported, the extension never loaded) makes the same repair
+        kc.execute_interactive("from msnb.dashboard.widgets import _keep_widgets_live\n_keep_widgets_live()\n", timeout=120)
+        states, printed = _statuses_of_a_change_during_an_await(kc)
+    assert printed.strip() == "0.25" and states == ["busy", "idle"], states

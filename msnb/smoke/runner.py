@@ -42,7 +42,7 @@ from ..config.lint import lint
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
-from ..plot.live import LiveView
+from ..plot.live import LiveView, one_loss_source
 from ..plot.render import plain_text
 from ..words import count
 from .device import device_status
@@ -526,8 +526,8 @@ def _mindformers_label(run: str) -> str:
 
 def _live_source(prepared: Prepared):
     """What the live view draws: for a mindformers model, MFLossMonitor's lines as they are written (the other
-    writers repeat the same loss); otherwise everything read."""
-    return (lambda scalars: scalars) if prepared.plan is None else log_scalars
+    writers repeat the same loss); otherwise the run that logs the loss most often (the summary repeats it)."""
+    return one_loss_source if prepared.plan is None else log_scalars
 
 
 def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
@@ -820,8 +820,10 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         raise SmokeError("give either options=SmokeOptions(...) or keyword options, not both")
     prepared = prepare(options)
     if options.live and view is None:
-        view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3, status=None)
+        view = LiveView(title=f"msnb smoke on {prepared.device}", total=prepared.options.steps, tags=["loss"], min_interval=0.3, status=None)
     if view is not None:
+        if view.total is None:  # the steps left to the default (200, or 40 for mindformers): the percentage and the ETA need them
+            view.total = prepared.options.steps
         if prepared.plan is not None:
             view.label_for_run = _mindformers_label
         view.update(status=f"starting MindSpore on {prepared.device}...", force=True)

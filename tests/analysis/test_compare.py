@@ -288,6 +288,14 @@ def test_a_1_2_percent_error_fails_alone_and_passes_within_a_rerun_spread_of_1_5
     assert relaxed.tolerance["mean_rel"] == pytest.approx(0.015, rel=0.01) and relaxed.tolerance["reruns"] == 1
     assert relaxed.first_divergence is None
     assert relaxed.baseline == [str(b), str(r)]
+    # the figure: a candidate a step above, a step below draws its per-step difference as dots at the two levels, not a
+    # line joining them (1,500 zig-zags were one solid grey block)
+    from msnb.plot.compare import plot_compare
+
+    per_step = [line for line in plot_compare(relaxed).axes[1].get_lines() if line.get_label() == "candidate - baseline per step"]
+    assert len(per_step) == 1 and per_step[0].get_linestyle() == "None" and per_step[0].get_marker() == "."
+    levels = np.round(np.abs(per_step[0].get_ydata()), 1)
+    assert set(levels.tolist()) <= {1.2}  # every dot at +-1.2 %
 
 
 def test_a_nan_fails_finite_at_its_step(tmp_path):

@@ -10,13 +10,14 @@ and, depending on its kind, one problem planted at a known step:
 - drift:         one rank's loss rises 0.3 %/step (or --drift) from a random onset: a bad data shard
 - jump:          the run's loss jumps x2-x4 and stays: a spike that did not recover
 - flat:          the loss never falls (a learning rate of 0): noise around its first value; loss_falling must fail
+- blowup:        a smoke (20-200 steps) whose loss is x100-x1000 at one step on every rank, then back: loss_spikes must fail
 
 For every rule it prints: scenarios, correct decisions, false flags on clean
 runs, missed problems, the median delay between the true onset and the step
 the judge reports (and, for drift, the step where it became visible), and the
 time to judge.  Then the time ``judge_run`` takes on 64 ranks x 20,000 steps.
 
-Usage: python benchmarks/bench_verdicts.py [--per-kind 40] [--max-steps 20000] [--seed 0]
+Usage: python benchmarks/bench_verdicts.py [--per-kind 40] [--min-steps 100] [--max-steps 20000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def make_table(matrix, steps, extra=None):
     return ScalarTable(**rows)
 
 
-def scenario(kind, rng, max_steps, drift):
+def scenario(kind, rng, max_steps, drift, min_steps=100):
     ranks = int(rng.choice([2, 3, 4, 8, 16, 32, 64]))
-    n = int(np.exp(rng.uniform(np.log(100), np.log(max_steps))))
+    n = int(np.exp(rng.uniform(np.log(min_steps), np.log(max_steps))))
     noise = float(rng.uniform(0.02, 0.4))
     steps = np.arange(1, n + 1)
     clean = 0.5 + 2.5 / np.sqrt(steps)
@@ -85,6 +86,13 @@ def scenario(kind, rng, max_steps, drift):
         truth.update(step=at)
     elif kind == "flat":
         m = 2.3 * np.exp(noise * rng.standard_normal((ranks, n)))
+    elif kind == "blowup":
+        n = int(np.exp(rng.uniform(np.log(20), np.log(200))))
+        steps = np.arange(1, n + 1)
+        m = (0.5 + 2.5 / np.sqrt(steps)) * np.exp(noise * rng.standard_normal((ranks, n)))
+        at = int(rng.integers(n // 4, 3 * n // 4))
+        m[:, at] *= rng.uniform(100, 1000)
+        truth.update(step=at + 1, steps=n)
     return make_table(m, steps, extra), truth
 
 
@@ -99,12 +107,13 @@ def judge(table, truth):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-kind", type=int, default=40)
+    ap.add_argument("--min-steps", type=int, default=100, help="shortest run (20 with --max-steps 200: smoke-length runs)")
     ap.add_argument("--max-steps", type=int, default=20000)
     ap.add_argument("--drift", type=float, default=0.003, help="drift rate per step of the bad rank")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    kinds = ["healthy", "shared_spike", "nan", "drift", "jump", "flat"]
+    kinds = ["healthy", "shared_spike", "nan", "drift", "jump", "flat", "blowup"]
     stats = {
         rule: {"runs": 0, "correct": 0, "false": 0, "missed": 0, "delays": [], "visible": [], "time": []}
         for rule in ("finite", "rank_divergence", "loss_spikes", "loss_falling")
@@ -114,7 +123,7 @@ def main():
     falling_status: dict = {}  # kind -> status -> runs: a flat run should fail, a healthy one pass
     for kind in kinds:
         for _ in range(args.per_kind):
-            table, truth = scenario(kind, rng, args.max_steps, args.drift)
+            table, truth = scenario(kind, rng, args.max_steps, args.drift, args.min_steps)
             verdict, div, elapsed = judge(table, truth)
             checks = {c.name: c for c in verdict.checks}
             flags = verdict.flags
@@ -151,7 +160,7 @@ def main():
             elif kind != "nan":
                 record("rank_divergence", False, bool(div_flags))
             # unrecovered spikes
-            if kind == "jump":
+            if kind in ("jump", "blowup"):
                 hit = checks["loss_spikes"].status == "fail"
                 spike = [f for f in flags if "did not recover" in f.reason]
                 record("loss_spikes", True, hit, abs(spike[0].step - truth["step"]) if spike else None)
@@ -161,7 +170,7 @@ def main():
                 counts = falling_status.setdefault(kind, {})
                 counts[checks["loss_falling"].status] = counts.get(checks["loss_falling"].status, 0) + 1
 
-    print(f"{args.per_kind} randomized scenarios per kind ({', '.join(kinds)}); 2-64 ranks, 100-{args.max_steps:,} steps, noise 2-40 % a step")
+    print(f"{args.per_kind} randomized scenarios per kind ({', '.join(kinds)}); 2-64 ranks, {args.min_steps:,}-{args.max_steps:,} steps, noise 2-40 % a step")
     print(f"{'rule':<16} {'runs':>5} {'correct':>8} {'false':>6} {'missed':>7} {'median delay':>13} {'visible after':>14} {'median judge':>13}")
     for rule, s in stats.items():
         delay = f"{np.median(s['delays']):.0f} steps" if s["delays"] else "-"

@@ -95,10 +95,15 @@ def register_model(config_cls=None, model_cls=None, *, model_type=None, on_confl
 
 
 def load_ipython_extension(ipython):
-    """Register msnb's magics with *ipython* (called by ``%load_ext msnb``)."""
+    """Register msnb's magics with *ipython* (called by ``%load_ext msnb``), and keep widgets live during async cells.
+
+    The second part: see :mod:`msnb.kernel_comms` (without it, a board's slider moved while a cell awaits is dead).
+    """
+    from .kernel_comms import answer_comms_during_async_cells  # deferred: inspect, only in a kernel
     from .magics import MsnbMagics  # deferred: IPython (a kernel loads the magics, a script never does)
 
     ipython.register_magics(MsnbMagics)
+    answer_comms_during_async_cells(getattr(ipython, "kernel", None))
 
 
 def unload_ipython_extension(ipython):

@@ -41,17 +41,18 @@ def _cmd_install_kernel(args) -> int:
     spec = json.loads((path / "kernel.json").read_text())
     if spec.get("env"):
         print(f"  with {count(len(spec['env']), 'environment variable')}: {', '.join(sorted(spec['env']))}")
+    chosen = bool(args.sys_prefix or args.prefix)  # an environment's prefix the user asked for is no mistake to warn about
     if args.no_check:  # the check says the same among its findings
         from .kernel_check import spec_location_finding  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
-        location = spec_location_finding(args.name, str(path))
+        location = spec_location_finding(args.name, str(path), prefix_chosen=chosen)
         if location is not None:
-            print(f"WARNING {location.message}\n  fix: {location.fix}")
+            print(f"{location.severity.upper()} {location.message}\n  fix: {location.fix}")
     else:
         from .kernel_check import check_kernel  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 
         print("Checking it the way an editor will start it (skip with --no-check)...")
-        readiness = check_kernel(args.name, spec_dir=path)
+        readiness = check_kernel(args.name, spec_dir=path, prefix_chosen=chosen)
         print(readiness.format_text())
         if readiness.exit_code:
             print(f"The kernelspec is installed, but the kernel is not ready: fix the errors above, then `msnb doctor --kernel {args.name}`.")
@@ -128,6 +129,14 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _say(command: str, problems) -> None:
+    """What reading met, on stderr: one line per kind of problem, the files sharing it counted."""
+    from .events.problems import grouped  # deferred: the readers (msnb.events), loaded already by whoever read something
+
+    for line in grouped(problems):
+        print(f"msnb {command}: {line}", file=sys.stderr)
+
+
 def _cmd_plot(args) -> int:
     import matplotlib  # deferred: matplotlib
 
@@ -139,8 +148,7 @@ def _cmd_plot(args) -> int:
 
     out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
     result = read_runs(args.paths, verify=not args.no_verify)
-    for problem in result.problems:
-        print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
+    _say("plot", result.problems)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
     report.figure.savefig(out, dpi=args.dpi)
@@ -166,8 +174,7 @@ def _cmd_runs(args) -> int:
 
     table = runs(args.base, tag=args.tag, active_within=args.active_within, verify=not args.no_verify)
     if args.json:
-        for problem in table.all_problems:  # stdout stays one JSON document
-            print(f"msnb runs: {problem.severity}: {problem}", file=sys.stderr)
+        _say("runs", table.all_problems)  # stdout stays one JSON document
     print(table.to_json() if args.json else table.format_text())
     return table.exit_code
 
@@ -266,8 +273,7 @@ def _cmd_export_parquet(args) -> int:
     if not args.out:
         raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
     report = export(args.path, args.out, verify=not args.no_verify)
-    for problem in report.problems:
-        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    _say("export", report.problems)
     print(report.format_text())
     skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
     if args.strict and skipped:
@@ -284,8 +290,7 @@ def _cmd_export(args) -> int:
     from .events.export import write
 
     result = read(args.path, verify=not args.no_verify)
-    for problem in result.problems:
-        print(f"msnb export: {problem.severity}: {problem}", file=sys.stderr)
+    _say("export", result.problems)
     if result.empty:
         raise NothingReadable(f"nothing readable in {args.path}")
     try:
@@ -304,7 +309,7 @@ def _cmd_export(args) -> int:
 def _cmd_health(args) -> int:
     from .analysis.health import Settings, health  # deferred: the judge (msnb.analysis)
 
-    settings = Settings(window=args.window, threshold=args.threshold)
+    settings = Settings(window=args.window, threshold=args.threshold, min_history=args.min_history)
     report = health(args.path, tag_prefix=args.tag_prefix or None, settings=settings, verify=not args.no_verify)
     print(report.to_json() if args.json else report.format_text())
     return report.exit_code
@@ -319,8 +324,7 @@ def _cmd_convert(args) -> int:
 
     follow = {"follow": True, "interval": args.interval, "timeout": args.timeout, "on_pass": progress} if args.follow else {}
     report = convert(args.src, args.dst, verify=not args.no_verify, **follow)
-    for problem in report.problems:
-        print(f"msnb convert: {problem.severity}: {problem}", file=sys.stderr)
+    _say("convert", report.problems)
     print(json.dumps(report.as_dict(), indent=2) if args.json else report.format_text())
     return 0
 

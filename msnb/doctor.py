@@ -26,6 +26,7 @@ from .environment import (  # noqa: F401  (re-exported: callers import these fro
 )
 from .findings import ERROR, INFO, WARNING, Finding, Severity  # noqa: F401
 from .kernel import list_kernels, removal_command
+from .requirements import StackFacts, dataset_graph_breaks, installed_stack_facts, satisfies
 from .status import ResultView
 from .words import count
 
@@ -124,15 +125,17 @@ def format_findings(findings) -> list[str]:
     return lines
 
 
-def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
+def check_versions(versions: dict, mf_map: dict | None = None, facts: StackFacts | None = None) -> list[Finding]:
     """Known-bad combinations among installed versions, each with its fix.
 
-    A pure function of the version table so every rule can be tested without
+    A pure function of the version table and the stack's facts, so every rule can be tested without
     building a broken environment.
 
     Args:
         versions: ``{distribution: version or None}`` (see :func:`msnb.environment.installed_versions`).
         mf_map: mindformers' VERSION_MAP.json, when it ships one.
+        facts: what the installed MindSpore and mindformers require of protobuf and NumPy, and the style of
+            MindSpore's generated modules (default: read from this environment, :mod:`msnb.requirements`).
 
     Returns:
         The findings, errors first as they are found.
@@ -140,8 +143,6 @@ def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
     findings = []
     ms = versions.get("mindspore")
     mf = versions.get("mindformers")
-    pb = versions.get("protobuf")
-    np_ = versions.get("numpy")
     mi = versions.get("mindinsight")
 
     if not ms:
@@ -153,26 +154,7 @@ def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
                 'pip install "msnb[mindspore]"',
             )
         )
-    if ms and pb and version_tuple(pb)[:1] >= (4,):
-        findings.append(
-            Finding(
-                "protobuf-summary-collector",
-                ERROR,
-                f"protobuf {pb} with MindSpore {ms}: SummaryCollector fails while collecting the dataset graph "
-                "(TypeError: 'RepeatedCompositeFieldContainer' object does not support item assignment), "
-                "so no summaries are written",
-                "pip install protobuf==3.20.3",
-            )
-        )
-    if ms and np_ and version_tuple(np_)[:1] >= (2,):
-        findings.append(
-            Finding(
-                "numpy2-mindspore",
-                ERROR,
-                f"numpy {np_} with MindSpore {ms}: MindSpore's extension was built against NumPy 1.x and fails to import",
-                'pip install "numpy<2"',
-            )
-        )
+    findings += _requirement_findings(versions, facts if facts is not None else installed_stack_facts())
     if mi:
         if not ms:
             findings.append(Finding("mindinsight-without-mindspore", WARNING, f"MindInsight {mi} is installed without MindSpore", "pip uninstall mindinsight"))
@@ -214,6 +196,57 @@ def check_versions(versions: dict, mf_map: dict | None = None) -> list[Finding]:
                 )
     if not versions.get("ipykernel"):
         findings.append(Finding("ipykernel-missing", ERROR, "ipykernel is not installed: the MindSpore Kernel cannot start", "pip install ipykernel"))
+    return findings
+
+
+# what breaks when a requirement is not met, by (requirer, dependency)
+_BROKEN = {
+    ("mindspore", "protobuf"): "`import mindspore` fails (its generated modules need that protobuf)",
+    ("mindspore", "numpy"): "MindSpore's extension fails to import",
+}
+# the protobuf that makes an old-style MindSpore's SummaryCollector collect the dataset graph
+DATASET_GRAPH_PROTOBUF = "3.20.3"
+_NAMES = {"mindspore": "MindSpore", "mindformers": "mindformers"}
+
+
+def _requirement_findings(versions: dict, facts: StackFacts) -> list[Finding]:
+    """protobuf and NumPy against what the installed MindSpore and mindformers declare; every fix meets all of them."""
+    findings = []
+    ms = versions.get("mindspore")
+    for dep in ("protobuf", "numpy"):
+        have = versions.get(dep)
+        if not have:
+            continue
+        for dist in ("mindspore", "mindformers"):
+            spec = facts.requirement(dist, dep)
+            if not versions.get(dist) or not spec or satisfies(have, spec) is not False:
+                continue
+            broken = _BROKEN.get((dist, dep))
+            findings.append(
+                Finding(
+                    f"{dep}-{dist}-requirement",
+                    ERROR if broken else WARNING,
+                    f"{dep} {have} does not meet {_NAMES[dist]} {versions[dist]}'s requirement {dep}{spec}"
+                    + (f": {broken}" if broken else " (its own metadata says so)"),
+                    f'pip install "{dep}{facts.combined(dep)}"',
+                    key=dep,
+                )
+            )
+    pb = versions.get("protobuf")
+    if ms and pb and dataset_graph_breaks(version_tuple(pb)[0] if version_tuple(pb) else None, facts):
+        pin_ok = satisfies(DATASET_GRAPH_PROTOBUF, facts.combined("protobuf")) is not False
+        findings.append(
+            Finding(
+                "protobuf-summary-collector",
+                ERROR,
+                f"protobuf {pb} with MindSpore {ms}: SummaryCollector fails while collecting the dataset graph "
+                "(TypeError: 'RepeatedCompositeFieldContainer' object does not support item assignment), "
+                "so no summaries are written",
+                f"pip install protobuf=={DATASET_GRAPH_PROTOBUF}"
+                if pin_ok
+                else "collect_specified_data: {collect_dataset_graph: False} (msnb's callbacks turn it off; no protobuf the installed packages accept fixes it)",
+            )
+        )
     return findings
 
 

@@ -177,14 +177,18 @@ def front_end_env(source: dict | None = None) -> dict:
     return env
 
 
-def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
+def spec_location_finding(name: str, resource_dir: str, prefix_chosen: bool = False) -> Finding | None:
     """``kernel-location``: a kernelspec shadowed by another of the same name, nowhere Jupyter looks, or found only
     under an environment prefix (editors list it conditionally).
 
     The fix is never the install just made: a shadowed kernelspec is fixed by
     removing the one that comes first (or this one), and a ``--user`` install
     is advised alone only where the user's folder comes before this one in
-    Jupyter's search order (in a virtual environment it does not).
+    Jupyter's search order (in a virtual environment it does not).  With
+    *prefix_chosen* (``install-kernel --sys-prefix`` or ``--prefix``: the user
+    asked for that place) a kernelspec found only under its prefix is said as
+    information, not warned about as a mistake; shadowed or not found at all
+    still warns.
     """
     from jupyter_client.kernelspec import KernelSpecManager  # deferred: jupyter_client (zmq, traitlets)
 
@@ -227,6 +231,14 @@ def spec_location_finding(name: str, resource_dir: str) -> Finding | None:
         fix = (
             f"move it to the user's folder (a user copy alone would be shadowed by this one, which Jupyter searches first {where_of(kernels)[0]}): "
             f"msnb install-kernel --user --name {name} && {removal_command(this)}"
+        )
+    if prefix_chosen:  # where the user asked for it: said, with what that means and how to change it, not warned about
+        return Finding(
+            "kernel-location",
+            INFO,
+            f"the kernelspec {name!r} is installed under {where}{how}, as asked: Jupyter lists it when started from that "
+            "environment, and VS Code while that environment's interpreter is selected",
+            f"to have editors list it whatever interpreter is selected, {fix}",
         )
     return Finding(
         "kernel-location",
@@ -400,6 +412,7 @@ def check_kernel(
     name: str = DEFAULT_KERNEL,
     *,
     spec_dir: str | os.PathLike | None = None,
+    prefix_chosen: bool = False,
     env: dict | None = None,
     startup_timeout: float = 90.0,
     mindspore_timeout: float = 180.0,
@@ -412,6 +425,8 @@ def check_kernel(
         name: the kernelspec's name (``msnb list-kernels`` shows them).
         spec_dir: read the kernelspec from this folder instead of Jupyter's search path
             (``msnb install-kernel`` checks what it just wrote, wherever that went).
+        prefix_chosen: the user asked for the kernelspec's environment prefix (``install-kernel --sys-prefix``
+            or ``--prefix``): its living only there is information, not a ``kernel-location`` warning.
         env: the environment the front end starts kernels from (default: :func:`front_end_env`).
         startup_timeout: seconds to wait for the kernel to answer.
         mindspore_timeout: seconds to wait for ``import mindspore`` inside the kernel.
@@ -471,7 +486,7 @@ def check_kernel(
             )
         )
     references = {k: v for k, v in (spec.env or {}).items() if isinstance(v, str) and _REFERENCE.search(v)}
-    location = spec_location_finding(name, spec.resource_dir)
+    location = spec_location_finding(name, spec.resource_dir, prefix_chosen=prefix_chosen)
 
     if exists and not not_text:  # a non-string env value stops every front end before the kernel runs
         _start_and_probe(report, ksm, base_env, startup_timeout, mindspore_timeout, made_by_msnb)

@@ -249,7 +249,7 @@ class MsnbMagics(Magics):
         from .analysis.health import Settings, health  # deferred: numpy, the readers and the judge
 
         args = parse_line(self.mfmon_health, line)
-        return health(args.path, tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold))
+        return health(args.path, tag_prefix=args.tag_prefix, settings=Settings(window=args.window, threshold=args.threshold, min_history=args.min_history))
 
     @magic_arguments_from(REPORT_OPTIONS)
     @line_magic

@@ -123,6 +123,14 @@ HEALTH_OPTIONS: tuple[Option, ...] = (
     Option(("--tag-prefix",), "only tags starting with PREFIX, e.g. local_norm (repeatable)", action="append", metavar="PREFIX"),
     Option(("--window",), "trailing points each point is compared with (default 64)", type=int, default=64),
     Option(("--threshold",), "robust z-score that counts as a departure (default 10)", type=float, default=10.0),
+    Option(
+        ("--min-history",),
+        "points a series needs before a departure counts (default: a third of its points, 6 to 32, with the bar raised "
+        "as much for short series; given: this many, at the --threshold given)",
+        type=int,
+        default=None,
+        metavar="N",
+    ),
     NO_VERIFY,
 )
 

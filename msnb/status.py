@@ -55,6 +55,17 @@ def verdict_word(passed: bool) -> str:
     return "PASSED" if passed else "FAILED"
 
 
+def verdict_status(passed: bool | None, warnings: int = 0) -> str:
+    """The status a whole verdict is shown in: FAIL when it failed (or was not judged), WARN when it passed with warnings, else PASS.
+
+    One answer for every place a verdict is coloured (the smoke's header, its figure's title, the report's caption),
+    so "PASSED with 2 warnings" is amber wherever it is written.
+    """
+    if not passed:
+        return FAIL
+    return WARN if warnings else PASS
+
+
 def status_css() -> str:
     """The ``.pass``/``.warn``/``.fail`` CSS classes of the HTML report."""
     return " ".join(f".{s} {{ color: {c}; font-weight: bold; }}" for s, c in COLORS.items())

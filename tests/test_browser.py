@@ -258,6 +258,8 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
                 browser.save_screenshot(str(shots / "status.png"))
             if len(samples) == 40:
                 browser.save_screenshot(str(shots / "running.png"))
+            if state["live"] and re.match(r"step 1\d\d/", state["live"][0]) and not (shots / "halfway.png").exists():
+                browser.save_screenshot(str(shots / "halfway.png"))  # the live curve and its ETA, halfway through
             if state["verdicts"] and all(ok for _w, _h, ok in state["images"]) and "*" not in state["prompt"]:
                 break
             time.sleep(0.3)
@@ -275,6 +277,7 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
     running = [s for s in samples if not s["verdicts"] and s["live"]]
     assert running and all(s["outputs"] == 1 for s in running)
     assert len({s["live"][0] for s in running}) >= 3  # "starting...", then steps: updated in place
+    assert any(re.search(r"/200 \(\d+%\), ETA \d+ (s|min)", s["live"][0]) for s in running)  # the promised ETA, once the pace is steady
     # the end: the live view's last state and the verdict, once (no Out[n] beside it)
     assert final["outputs"] == 2 and len(final["verdictText"]) == 1 and re.fullmatch(r"msnb smoke PASSED( with \d+ warnings?)?", final["verdictText"][0])
     assert len(final["images"]) >= 2 and all(w > 0 and h > 0 for w, h, _ in final["images"])
@@ -329,3 +332,107 @@ def test_runs_panel_in_jupyterlab(lab, browser, tmp_path, team, expected):  # no
         assert row["svg"] == 1 and (row["path"] >= 1) is drawn and row["width"] > 0, row  # one sparkline in every row
         assert ("failed" in row["status"]) is (not expected[row["run"]]["passed"]), row
     assert any("nan_rank" in f and "FLAG" in f for f in state["flags"]), state["flags"]
+
+
+BOARD_NOTEBOOK = "10_board.ipynb"
+# the board's figure as the page shows it: the Image widget's bytes, hashed (a new figure is new bytes)
+FIGURE_PROBE = """
+const done = arguments[arguments.length - 1];
+const img = document.querySelector('.jp-Notebook .widget-image');
+if (!img || !img.src) { done(null); return; }
+fetch(img.src).then(r => r.arrayBuffer()).then(b => {
+  const a = new Uint8Array(b); let h = 2166136261;
+  for (let i = 0; i < a.length; i++) { h ^= a[i]; h = Math.imul(h, 16777619) >>> 0; }
+  done(a.length + ':' + h);
+}).catch(() => done(null));
+"""
+
+
+# what in the board's output scrolls sideways (a horizontal scroll bar): the elements whose content is wider than they are
+SCROLLS_SIDEWAYS = """
+const out = [];
+for (const e of document.querySelectorAll('.jp-Notebook .jp-OutputArea-output *')) {
+  const style = getComputedStyle(e);
+  if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && style.overflowX !== 'visible' && style.overflowX !== 'hidden')
+    out.push([e.tagName, e.className.toString().slice(0, 60), e.scrollWidth, e.clientWidth]);
+}
+return out;
+"""
+
+
+def _run_all(browser) -> None:
+    """What a person does: the Run menu, then Run All Cells."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.XPATH, "//div[contains(@class,'lm-MenuBar-itemLabel') and text()='Run']").click()
+    item = _wait(
+        lambda: [i for i in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-item") if i.get_attribute("data-command") == "runmenu:run-all"],
+        30,
+        "the Run All Cells menu item",
+    )
+    item[0].click()
+
+
+def _all_cells_ran(browser, lab) -> bool:
+    from selenium.webdriver.common.by import By
+
+    prompts = [p.text for p in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell .jp-InputPrompt")]
+    return bool(prompts) and all(re.search(r"\[\d+\]", p) for p in prompts) and _kernel_idle(lab)
+
+
+def test_board_controls_after_run_all(lab, browser, tmp_path):
+    """Notebook 10 run whole (its cells set the board's controls from Python and await a follow), then the board driven
+    by hand: the smoothing slider dragged, a run unticked, the x axis switched, and the figure new after each."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    shutil.copy(REPO / "notebooks" / BOARD_NOTEBOOK, lab["root"] / BOARD_NOTEBOOK)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    browser.get(f"{lab['base']}/lab/tree/{BOARD_NOTEBOOK}?token={lab['token']}")
+    figure = lambda: browser.execute_async_script(FIGURE_PROBE)  # noqa: E731
+    slider_text = lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-hslider")[0].text  # noqa: E731
+
+    def changed_from(before, what: str):
+        return _wait(lambda: (now := figure()) and now != before and now, 60, f"the figure to change after {what}")
+
+    try:
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"), 180, "the notebook's cells")
+        _wait(lambda: _kernel_idle(lab), 180, "an idle kernel")
+        _run_all(browser)
+        _wait(lambda: "*" in "".join(p.text for p in browser.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt")), 60, "Run All to start", step=0.1)
+        _wait(lambda: _all_cells_ran(browser, lab), 400, "every cell to have run")
+        first = _wait(figure, 60, "the board's figure")
+        assert "0.90" in slider_text(), slider_text()  # the notebook set it to 0.9 from Python
+        browser.save_screenshot(str(shots / "after-run-all.png"))
+
+        # drag the smoothing slider to the left
+        handle = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-hslider .noUi-handle")[0]
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", handle)
+        ActionChains(browser).drag_and_drop_by_offset(handle, -90, 0).perform()
+        dragged = changed_from(first, "dragging the smoothing slider")
+        assert "0.90" not in slider_text(), slider_text()
+        browser.save_screenshot(str(shots / "dragged.png"))
+
+        # untick a run
+        box = browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-checkbox input[type=checkbox]")[0]
+        was = box.is_selected()
+        box.click()
+        unticked = changed_from(dragged, "unticking a run")
+        assert box.is_selected() is not was
+
+        # switch the x axis to wall time
+        wall = [b for b in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-toggle-button") if b.text.strip() == "wall"][0]
+        wall.click()
+        changed_from(unticked, "switching the x axis to wall time")
+        browser.save_screenshot(str(shots / "wall.png"))
+        assert browser.execute_script(SCROLLS_SIDEWAYS) == [], "the board scrolls sideways at 1,400 px"
+        [t for t in browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .lm-TabBar-tab") if t.text.strip() == "Flags"][0].click()
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, ".jp-Notebook .widget-select select option"), 30, "the flags list")
+        browser.save_screenshot(str(shots / "flags.png"))
+        assert browser.execute_script(SCROLLS_SIDEWAYS) == [], "the flags list scrolls sideways (a long reason)"
+    except BaseException:
+        browser.save_screenshot(str(shots / "failure.png"))
+        raise
+    text = browser.find_element(By.CSS_SELECTOR, ".jp-Notebook").text
+    assert "Traceback" not in text and "<IPython.core.display" not in text

@@ -70,6 +70,33 @@ def test_status_words_and_colours_agree_between_views():
     assert f'color:{COLORS[FAIL]};font-weight:bold">{status_word(FAIL)}' in compare._repr_html_()
 
 
+def test_a_pass_with_warnings_is_one_colour_in_the_header_and_the_figure_title():
+    """'PASSED with 2 warnings' was amber in the smoke's verdict header and green in its figure's title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from msnb.smoke.verdict import Check
+
+    for statuses, want in (((PASS, WARN, WARN), WARN), ((PASS, PASS), PASS), ((WARN, FAIL), FAIL)):
+        figure = plt.figure()
+        checks = [Check(f"c{i}", s, "detail") for i, s in enumerate(statuses)]
+        result = SmokeResult(FAIL not in statuses, checks, "/s", False, "CPU", "", 10, 10, 1.0, "", figure=figure)
+        assert result.verdict_status == want
+        assert matplotlib.colors.to_hex(figure._suptitle.get_color()) == COLORS[want]
+        assert f"style='color:{COLORS[want]}'>msnb smoke {result.verdict_word}</b>" in result.to_html(figures=False)
+        plt.close(figure)
+    assert "PASSED with 2 warnings" in SmokeResult(True, [Check("a", WARN, ""), Check("b", WARN, "")], "/s", False, "CPU", "", 1, 1, 1.0, "").headline()
+
+
+def test_the_report_line_says_it_wrote_and_then_the_runs_verdict():
+    """'msnb report FAILED: wrote ...' read as if the writing had failed."""
+    for passed, word in ((True, "PASSED"), (False, "FAILED"), (None, "NOT JUDGED")):
+        text = ReportResult(path="r.html", bytes=2048, runs=["a"], passed=passed, html="").format_text()
+        assert text == f"msnb report: wrote r.html (2 KB), 1 run: a; the runs' verdict: {word}"
+
+
 def _options(parser) -> dict:
     return {a.option_strings[0] if a.option_strings else a.dest: a for a in parser._actions if a.dest != "help"}
 

@@ -9,14 +9,38 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
+
 from ..errors import NothingReadable
+from ..events.msprobe import markers_of
 from ..events.reader import ReadResult
 from ..events.runs import read_runs
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count
 from .judge import RunVerdict, judge_run
-from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Rules
+from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
+from .same_run import fold
+
+
+def msprobe_check(markers, run: str) -> Check | None:
+    """What msprobe's own online rules (its ``anomaly.json``) flagged in *run*, as a warning; None when it wrote none.
+
+    msprobe's rules compare each value with a running mean (a threshold of 0.5 flags half the points of a healthy
+    run), so they warn; ``msnb health`` judges the same series against their own robust history.
+    """
+    mine = markers_of(markers)
+    mine = mine.take(mine.run == run) if len(mine) else mine
+    if not len(mine):
+        return None
+    rules = sorted({str(k).removeprefix("msprobe ") for k in mine.kind.tolist()})
+    first = int(np.argmin(mine.step))
+    return Check(
+        "msprobe",
+        WARN,
+        f"msprobe's rules ({', '.join(rules)}) flagged {count(len(mine), 'point', thousands=True)} of {count(len(distinct(mine.tag)), 'series', 'series')} "
+        f"at steps {int(mine.step.min()):,}-{int(mine.step.max()):,}; the first at step {int(mine.step[first]):,}: {mine.tag[first]}",
+    )
 
 
 def flag_note(run: RunVerdict, flag) -> str:
@@ -33,9 +57,10 @@ def flag_note(run: RunVerdict, flag) -> str:
 class CheckResult(ResultView):
     """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
 
-    def __init__(self, runs: list[RunVerdict], problems=None):
+    def __init__(self, runs: list[RunVerdict], problems=None, counted_once: dict | None = None):
         self.runs = runs
         self.problems = list(problems or [])
+        self.counted_once = dict(counted_once or {})  # run -> the run of the same series judged in its place
 
     @property
     def passed(self) -> bool:
@@ -47,7 +72,12 @@ class CheckResult(ResultView):
 
     def as_dict(self) -> dict:
         """The JSON document ``msnb check --json`` prints."""
-        return {"passed": self.passed, "runs": [r.as_dict() for r in self.runs], "flags": [f.as_dict() for f in self.flags]}
+        return {
+            "passed": self.passed,
+            "runs": [r.as_dict() for r in self.runs],
+            "flags": [f.as_dict() for f in self.flags],
+            "counted_once": dict(self.counted_once),
+        }
 
     def format_text(self) -> str:
         """One line per check per run, the flags, and the verdict."""
@@ -60,6 +90,8 @@ class CheckResult(ResultView):
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
                 lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
+        for gone, kept in self.counted_once.items():
+            lines.append(f"  note: run {gone} holds the same loss series as run {kept} (one job, another file): counted once, as {kept}")
         for p in self.problems:
             lines.append(f"  note: {p}")
         verdict, summary = self.summary()
@@ -149,10 +181,15 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
     runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
+    for verdict in runs:
+        said = msprobe_check(result.markers, verdict.run)
+        if said is not None:
+            verdict.checks.append(said)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")
     if not explicit:
         runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
+    runs, counted_once = fold(scalars, runs)  # train.log, info.log and TensorBoard of one job: one run
     problems = [p for p in result.problems if getattr(p, "severity", "") != "info"]
-    return CheckResult(runs, problems)
+    return CheckResult(runs, problems, counted_once)

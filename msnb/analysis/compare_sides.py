@@ -1,7 +1,7 @@
 """One side of a comparison: what a path holds, reduced to one curve per meaning (loss, lr, grad norm).
 
-A side is anything msnb reads (a file, a run directory, ``rank_N`` folders) or a
-baseline format of :mod:`msnb.events.baselines`.  Its tags are matched by meaning
+A side is anything msnb reads (a file, a run directory, a tree, ``rank_N`` folders; a
+Megatron-LM log, a ``trainer_state.json`` or a table as well), found by the one walk.  Its tags are matched by meaning
 (``lm loss`` / ``loss`` / ``loss/auto`` ...), restarts are resolved as ``msnb
 check`` resolves them (:func:`msnb.analysis.series.resolve_restarts`: the later
 records win), several ranks become rank N's curve or their median per step, and
@@ -27,7 +27,6 @@ from .medians import nan_median
 from .series import align, curves
 
 MEANINGS = ("loss", "lr", "grad_norm", "skipped")
-_DIR_FILES = 256  # entries of a directory looked at for baseline files when msnb's readers found nothing there
 
 
 @dataclass
@@ -57,7 +56,7 @@ class Side:
 
 
 def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, str]:
-    """Read a path as a baseline format or as anything :func:`msnb.events.read` reads.
+    """Read a path as :func:`msnb.events.read` reads it (every format, at any depth).
 
     Args:
         source: a path, or a :class:`ReadResult` already read.
@@ -75,22 +74,7 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
     path = Path(os.fspath(source))
     if not path.exists():
         raise NothingReadable(f"{path}: no such file or directory")
-    result = baselines.read_baseline(path, tags=tags) if path.is_file() else None
-    if result is None:
-        result = read(path, verify=verify)
-    if not len(result.scalars) and path.is_dir():
-        found = []
-        try:
-            with os.scandir(path) as it:
-                names = sorted(e.name for _, e in zip(range(_DIR_FILES), it) if e.is_file())
-        except OSError:
-            names = []
-        for name in names:
-            got = baselines.read_baseline(path / name, run=name, tags=tags)
-            if got is not None and len(got.scalars):
-                found.append(got)
-        if found:
-            result = ReadResult.merge([result, *found])
+    result = read(path, verify=verify, tags=tags)
     if not len(result.scalars):
         why = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"{path}: no scalar could be read{why}")

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..errors import NothingReadable, UsageError
 from ..events import ReadResult
+from ..events.msprobe import fraction as msprobe_fraction
+from ..events.msprobe import site as msprobe_site
 from ..events.runs import read_runs
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
@@ -52,26 +54,56 @@ class Settings:
 
     Attributes:
         window: trailing points a point is compared with.
-        block: points judged against the same window (larger is faster, the window lags more).
+        block: points judged against the same window (larger is faster, the window lags more); never more than
+            the history a point needs, so a short run is judged in blocks as short as that history.
         threshold: robust z beyond which a point departs from its history.
-        min_history: points a series needs before departures count (non-finite counts from the first).
+        min_history: points a series needs before departures count (non-finite counts from the first).  None
+            (the default): scaled to the series, a third of its points, at least :data:`SHORT_HISTORY` and at
+            most :data:`LONG_HISTORY`: a 30-point series is judged from its 10th point, one of 96 points or more
+            from its 32nd.  A scaled history shorter than :data:`LONG_HISTORY` raises the threshold as much
+            (x 32/10 for 10 points): a median and MAD of a few points are uncertain, and a short run is all
+            warm-up (Adam's moments ramp up from zero), so only a departure a long run would flag with room to spare
+            counts, and only one :data:`SHORT_JUMP` times the largest |value| of its history away from its median:
+            an order of magnitude beyond anything the series held.
         rel_floor: the scale never drops below this fraction of the median (flat series stay quiet).
     """
 
     window: int = 64
     block: int = 32
     threshold: float = 10.0
-    min_history: int = 32
+    min_history: int | None = None
     rel_floor: float = 0.05
 
     def check(self) -> Settings:
-        if self.window < 4 or self.block < 1 or self.min_history < 4:
-            raise UsageError(f"window must be >= 4, block >= 1 and min_history >= 4 (got {self.window}, {self.block}, {self.min_history})")
+        history = LONG_HISTORY if self.min_history is None else self.min_history
+        if self.window < 4 or self.block < 1 or history < 4:
+            raise UsageError(f"window must be >= 4, block >= 1 and min_history >= 4 (got {self.window}, {self.block}, {history})")
         if not (self.threshold > 0 and math.isfinite(self.threshold)):
             raise UsageError(f"threshold must be a positive number (got {self.threshold})")
         if not self.rel_floor >= 0:
             raise UsageError(f"rel_floor must be >= 0 (got {self.rel_floor})")
         return self
+
+    def history(self, points: int) -> int:
+        """The points of history a series of *points* points needs before a departure counts (see ``min_history``)."""
+        if self.min_history is not None:
+            return self.min_history
+        return min(LONG_HISTORY, max(SHORT_HISTORY, points // 3))
+
+    def short(self, points: int) -> bool:
+        """Whether a series of *points* points is judged as a short run's (a scaled history under :data:`LONG_HISTORY`)."""
+        return self.min_history is None and self.history(points) < LONG_HISTORY
+
+    def threshold_for(self, points: int) -> float:
+        """The robust z a series of *points* points must pass: ``threshold``, raised where the history was scaled down."""
+        if self.min_history is not None:
+            return self.threshold
+        return self.threshold * LONG_HISTORY / self.history(points)
+
+
+LONG_HISTORY = 32  # a long run's points of history before departures count
+SHORT_JUMP = 10.0  # a short series' departure is also this many times the largest |value| of its history away from its median
+SHORT_HISTORY = 6  # the least a short run's scaled history is: a robust median and MAD of fewer mean little
 
 
 def _median_sorted(srt: np.ndarray) -> np.ndarray:
@@ -83,7 +115,7 @@ def _median_sorted(srt: np.ndarray) -> np.ndarray:
 
 
 def _window_stats(windows: np.ndarray, rel_floor: float):
-    """Median and robust scale (1.4826 MAD, floored at ``rel_floor`` x |median|) along the last axis.
+    """Median, robust scale (1.4826 MAD, floored at ``rel_floor`` x |median|) and reach (the largest |value|) along the last axis.
 
     *windows* is a fresh copy, sorted in place: a full SIMD sort of short rows
     costs less than ``np.partition``'s per-row set-up.
@@ -94,7 +126,8 @@ def _window_stats(windows: np.ndarray, rel_floor: float):
     dev.sort(axis=-1)
     mad = _median_sorted(dev)
     scale = np.maximum(MAD_TO_SIGMA * mad, rel_floor * np.abs(med))
-    return med, np.maximum(scale, np.finfo(windows.dtype).tiny)
+    reach = np.maximum(np.abs(windows[..., 0]), np.abs(windows[..., -1]))
+    return med, np.maximum(scale, np.finfo(windows.dtype).tiny), reach
 
 
 ROWS_PER_CHUNK = 128  # series judged at once: their steps stay in cache, the window copies stay small
@@ -123,8 +156,9 @@ def first_departures(values: np.ndarray, settings: Settings = Settings()):
     codes = np.zeros(n, dtype=np.int8)
     if n == 0 or t == 0:
         return index, zs, codes
-    w, b = settings.window, settings.block
-    first = int(math.ceil(settings.min_history / b)) * b  # the first judged point
+    history = settings.history(t)
+    w, b = settings.window, min(settings.block, history)
+    first = int(math.ceil(history / b)) * b  # the first judged point
     starts = np.arange(first, t, b)
     short = [int(s) for s in starts if s < w]  # windows still filling: shorter, one block at a time
     full = starts[starts >= w]
@@ -137,20 +171,25 @@ def first_departures(values: np.ndarray, settings: Settings = Settings()):
             dep = np.full(xc.shape[0], t, dtype=np.int64)
             dep_z = np.zeros(xc.shape[0])
             if starts.size:
-                meds, scales = [], []
+                meds, scales, reaches = [], [], []
                 for s in short:
-                    m, sc = _window_stats(xc[:, :s].copy(), settings.rel_floor)
+                    m, sc, r = _window_stats(xc[:, :s].copy(), settings.rel_floor)
                     meds.append(m[:, None])
                     scales.append(sc[:, None])
+                    reaches.append(r[:, None])
                 if full.size:
                     view = np.lib.stride_tricks.sliding_window_view(xc, w, axis=1)
-                    m, sc = _window_stats(view[:, full - w], settings.rel_floor)  # fancy index: one copy
+                    m, sc, r = _window_stats(view[:, full - w], settings.rel_floor)  # fancy index: one copy
                     meds.append(m)
                     scales.append(sc)
+                    reaches.append(r)
                 med = np.repeat(np.concatenate(meds, axis=1), b, axis=1)[:, : t - first]
                 scale = np.repeat(np.concatenate(scales, axis=1), b, axis=1)[:, : t - first]
                 z = (xc[:, first:] - med) / scale
-                hit = np.abs(z) > settings.threshold  # NaN compares False: non-finite points are counted above
+                hit = np.abs(z) > settings.threshold_for(t)  # NaN compares False: non-finite points are counted above
+                if settings.short(t):  # a short run: an order of magnitude beyond anything its history held, too
+                    reach = np.repeat(np.concatenate(reaches, axis=1), b, axis=1)[:, : t - first]
+                    hit &= np.abs(xc[:, first:] - med) > SHORT_JUMP * reach
                 any_hit = hit.any(axis=1)
                 col = hit.argmax(axis=1)
                 dep = np.where(any_hit, first + col, t)
@@ -171,8 +210,10 @@ def first_departures(values: np.ndarray, settings: Settings = Settings()):
 
 
 def scanned_by_default(tag: str) -> bool:
-    """Tags worth judging: not schedules (lr, loss scale), not timing, not mindformers' ``<tag> vs samples`` copies."""
-    if tag.endswith(" vs samples") or tag in _TIMING_TAGS:
+    """Tags worth judging: not schedules (lr, loss scale), not timing, not mindformers' ``<tag> vs samples`` copies,
+    not msprobe's fractions of zero or NaN elements (a step of a discrete fraction is no departure; NaN shows in the
+    statistics themselves)."""
+    if tag.endswith(" vs samples") or tag in _TIMING_TAGS or msprobe_fraction(tag):
         return False
     return not (is_schedule(tag) or meaning(tag) in _TIMING)
 
@@ -196,6 +237,7 @@ class Anomaly:
     reason: str
     run: str = "."
     z: float = math.inf
+    call: int = 0  # where the writer recorded its series within a step (msprobe: its call order), 0 where unknown
 
     def as_dict(self, *, value: bool = True) -> dict:
         """JSON-ready: unknown rank and non-finite values become null (the reason names them)."""
@@ -292,7 +334,8 @@ class HealthReport(ResultView):
         s = self.settings
         if self.first is None:
             lines = [
-                f"no anomaly: {self._scope()} stayed finite and within robust z {s.threshold:g} of their trailing {s.window}-point history",
+                f"no anomaly: {self._scope()} stayed finite and within robust z {s.threshold:g} of their trailing {s.window}-point history"
+                + (" (a series under 96 points: judged from a third of its points on, with the bar raised as much)" if s.min_history is None else ""),
             ]
         else:
             lines = [f"first anomaly: {self.first.describe(run=self.several_runs)}"]
@@ -354,7 +397,8 @@ def _reason(code: int, z: float, settings: Settings, median: float | None = None
     if code in _NONFINITE:
         return f"non-finite ({_NONFINITE[code]})"
     sign = "+" if z >= 0 else "-"
-    return f"departure (robust z {sign}{abs(z):.1f} over the trailing {settings.window} points)"
+    size = f"{abs(z):.1f}" if abs(z) < 1e6 else f"{abs(z):.3g}"  # a flat history's scale is tiny: z can be astronomical
+    return f"departure (robust z {sign}{size} over the trailing {settings.window} points)"
 
 
 def _factorize(col: np.ndarray) -> tuple[np.ndarray, list]:
@@ -429,6 +473,7 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     if prefixes and not wanted and len(tags):
         raise UsageError(f"no tag starts with {' or '.join(map(repr, prefixes))} (tags: {', '.join(sorted(tags)[:8])}{', ...' if len(tags) > 8 else ''})")
     table = scalars if keep.all() else scalars.take(keep[codes]) if len(tags) else scalars
+    calls = call_order(tags)
     found = []
     n_series = 0
     for keys, steps, block in _series(table) if len(table) else ():
@@ -437,7 +482,9 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
         for i in np.flatnonzero(index >= 0).tolist():
             run, rank, tag = keys[i]
             j = int(index[i])
-            found.append(Anomaly(int(steps[j]), rank, tag, float(block[i, j]), _reason(int(codes[i]), float(zs[i]), settings), run, float(zs[i])))
+            found.append(
+                Anomaly(int(steps[j]), rank, tag, float(block[i, j]), _reason(int(codes[i]), float(zs[i]), settings), run, float(zs[i]), calls.get(tag, 0))
+            )
     ranks = sorted(set(table.rank.tolist()))
     lo_hi = (int(table.step.min()), int(table.step.max())) if len(table) else (None, None)
     report = HealthReport(None, [], ranks, len(wanted), n_series, lo_hi, settings)
@@ -445,8 +492,24 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     return report
 
 
+def call_order(tags) -> dict:
+    """tag -> where its call comes in a step (1, 2, ...), for the tags of writers that record in call order (msprobe).
+
+    *tags* are in the order the reader met them: files are read in msprobe's order within a step (forward,
+    backward, all-reduce, optimizer) and rows in the order msprobe wrote them, so the first appearance of a call
+    (``actv/fc1.input``; all its statistics share it) is its place in the step.  Other tags are left out (0).
+    """
+    sites: dict = {}
+    out = {}
+    for tag in tags:
+        where = msprobe_site(tag)
+        if where is not None:
+            out[tag] = sites.setdefault(where, len(sites) + 1)
+    return out
+
+
 def _order(report: HealthReport, found: list, max_cascade: int) -> None:
-    found.sort(key=lambda a: (a.step, _tier(a.tag), -abs(a.z) if math.isfinite(a.z) else -math.inf, a.rank, a.tag))
+    found.sort(key=lambda a: (a.step, _tier(a.tag), a.call, -abs(a.z) if math.isfinite(a.z) else -math.inf, a.rank, a.tag))
     if found:
         report.first = found[0]
         rest = found[1:]
@@ -560,8 +623,8 @@ def first_anomaly_check(scalars, **kwargs) -> Check | None:
     """For a run whose verdict failed: which rank and which parameter went bad first, when the run recorded per-parameter data.
 
     A failing loss says *that* a run broke; mindformers' TrainingStateMonitor
-    data (``local_norm/<param>``, ``adam_m_norm/...``) can say *where* it
-    started.  Without such data there is nothing to add and None is returned.
+    data (``local_norm/<param>``, ``adam_m_norm/...``) and msprobe's per-module
+    statistics (``actv/<module>/norm``...) can say *where* it started.  Without such data there is nothing to add and None is returned.
     The check warns (it explains a failure, it does not add one).
 
     Args:
@@ -571,7 +634,7 @@ def first_anomaly_check(scalars, **kwargs) -> Check | None:
     Returns:
         A ``first_anomaly`` :class:`~msnb.analysis.Check`, or None.
     """
-    if not len(scalars) or not any(t.startswith(PER_PARAMETER) for t in scalars.tags()):
+    if not len(scalars) or not any(t.startswith(PER_PARAMETER) or msprobe_site(t) is not None for t in scalars.tags()):
         return None
     report = scan_scalars(scalars, max_cascade=3, **kwargs)
     if report.first is None:

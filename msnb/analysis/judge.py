@@ -18,7 +18,7 @@ from .health import first_anomaly_check
 from .nonfinite import find_nonfinite, nonfinite_flags
 from .rules import DEFAULT_RULES, FAIL, PASS, WARN, Check, Rules
 from .series import align, curves, stride
-from .spikes import run_curve, spike_flag
+from .spikes import blowup, recovery_window, run_curve, spike_flag
 from .steptime import step_time_stability
 from .stuck import WEIGHT_NORMS, likely_cause
 from .trend import loss_stall, loss_trend
@@ -181,12 +181,18 @@ def judge_run(
         seen.update(curves=cs, loss=(steps, values, n_judged))
     ok = np.isfinite(values)
     cause = likely_cause(mine) or (likely_cause(context) if context is not None else None)
-    trend = loss_trend(steps[ok], values[ok], rules=rules, cause=cause, ranks=n_judged)
+    blown = blowup(steps, values, rules)
+    judged = ok & (steps != blown[0]) if blown is not None else ok  # a smoke's one-step blow-up is loss_spikes' to name, not a trend
+    trend = loss_trend(steps[judged], values[judged], rules=rules, cause=cause, ranks=n_judged)
+    if blown is not None:
+        trend.detail += f" (step {blown[0]}'s one-step blow-up left out: see loss_spikes)"
     verdict.checks.append(trend)
-    verdict.checks.append(loss_stall(steps[ok], values[ok], rules=rules))
+    verdict.checks.append(loss_stall(steps[judged], values[judged], rules=rules))
     spike = spike_flag(run, loss_tag, steps, values, rules)
     if spike is None:
-        verdict.checks.append(Check("loss_spikes", PASS, f"no jump above {rules.spike_factor:g}x that lasted {rules.spike_recovery} points"))
+        w = recovery_window(int(ok.sum()), rules)
+        blowups = f", nor a one-step jump of {rules.spike_blowup:g}x" if int(ok.sum()) <= rules.spike_short_points else ""
+        verdict.checks.append(Check("loss_spikes", PASS, f"no jump above {rules.spike_factor:g}x that lasted {w} points{blowups}"))
     else:
         verdict.checks.append(Check("loss_spikes", FAIL, spike.reason))
         verdict.flags.append(spike)

@@ -81,7 +81,11 @@ class Rules:
 
     Spikes (``loss_spikes``): a jump up of the run's loss by more than
     ``spike_factor`` (ratio of the means after and before) that is still there
-    ``spike_recovery`` steps later and stands ``spike_k`` noise scales out.
+    ``spike_recovery`` steps later and stands ``spike_k`` noise scales out.  A run of at most
+    ``spike_short_points`` points is a smoke: where it is too short for that window, the window is a third of
+    its points (at least ``spike_min_recovery``), and a one-step jump of the (positive) loss to ``spike_blowup``
+    times the median before it is a spike even if the loss comes back: a smoke has no room to show that a
+    blow-up was harmless, and healthy noise never reaches a hundredfold.
 
     Step time: unstable when the 90th percentile is over ``step_time_ratio``
     times the median and more than ``step_time_min_ms`` above it, after the
@@ -105,6 +109,9 @@ class Rules:
     spike_factor: float = 1.5
     spike_recovery: int = 50
     spike_k: float = 6.0
+    spike_short_points: int = 200
+    spike_min_recovery: int = 5
+    spike_blowup: float = 100.0
     step_time_ratio: float = 2.0
     step_time_min_ms: float = 5.0
     step_time_skip: float = 0.05

@@ -1,7 +1,9 @@
 """Lint rules for monitoring settings: each finding has a rule, a severity, the key, one line of why and the fix.
 
-The result depends only on the arguments: facts about the installation (the
-protobuf major version) are passed in by the caller, and the keys the rules
+The result depends only on the arguments and the installed MindSpore: the
+protobuf major version is passed in by the caller, and whether it breaks the
+dataset graph is read from MindSpore's generated modules (:mod:`msnb.requirements`);
+the keys the rules
 read outside ``monitor_config`` are type-checked first, so a config holding
 ``parallel: semi_auto`` is a :class:`ConfigError` naming file, key and line,
 never a crash inside a rule.
@@ -15,6 +17,7 @@ import re
 
 from ..errors import ConfigError
 from ..findings import ERROR, INFO, WARNING, Finding
+from ..requirements import dataset_graph_breaks
 from ..words import count
 from .loader import LoadedConfig
 from .mindformers_rules import startup_findings
@@ -131,7 +134,8 @@ def lint(
         steps: how long the run is, when known (short runs may collect often).
         distributed: override what the config says about several devices.
         protobuf_major: the installed protobuf's major version (``msnb.doctor.installed_major("protobuf")``);
-            None (unknown) leaves out the rule that depends on it.
+            None (unknown) leaves out the rule that depends on it; with protobuf >= 4 the rule fires only where the
+            installed MindSpore's generated modules break the dataset graph (2.9's do, 2.10's do not).
 
     Returns:
         The findings, in rule order.
@@ -301,12 +305,12 @@ def lint(
                 )
             )
 
-    if protobuf_major is not None and protobuf_major >= 4 and s.collect_specified_data.get("collect_dataset_graph", True):
+    if dataset_graph_breaks(protobuf_major) and s.collect_specified_data.get("collect_dataset_graph", True):  # the installed MindSpore's modules decide
         out.append(
             Finding(
                 "dataset-graph-protobuf",
                 INFO,
-                f"protobuf {protobuf_major}.x makes SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
+                f"protobuf {protobuf_major}.x makes this MindSpore's SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
                 key=f"{mc}.collect_specified_data.collect_dataset_graph",
             )
         )

@@ -39,6 +39,9 @@ MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixe
 MAX_RANK_LINES = 64  # ranks of one run drawn as lines in "all" mode, at most
 TICKS = 6  # ticks per axis at most: each is a line and a text to build and draw at every redraw
 MAX_LEGEND = 8  # legend entries per panel at most: sixteen runs' names cost more to draw than their lines
+LEFT_IN = 0.8  # inches left of a left-column panel: its y labels ("0.0001", "1e-05") drawn whole
+TOP_LEGEND_IN = 0.3  # inches above the panels for the runs' legend
+MAX_RUN_LEGEND = 12  # runs named in the figure's legend at most (the run list names them all)
 MIN_POINTS = 150  # ... when a panel holds many lines (they overlap: each needs less detail), down to this
 LINES_AT_FULL = 6  # lines a panel draws at full detail; past that the buckets shrink in proportion
 
@@ -68,6 +71,28 @@ class View:
     steps: tuple | None = None
     ignore_outliers: bool = False
     focus: tuple | None = None
+
+    def __str__(self) -> str:
+        """The view in words, one setting after another (what ``print(board.view())`` shows)."""
+        ranks = {"mean": "the mean over ranks", "all": "one line per rank", "bands": "bands over ranks"}.get(self.ranks, self.ranks)
+        parts = [
+            f"runs {', '.join(map(str, self.runs)) or 'none'}",
+            f"tags {', '.join(map(str, self.tags)) or 'none'}",
+            f"smoothing {self.smoothing:.2f}",
+            f"x axis {self.x}",
+            f"{'log' if self.log else 'linear'} y",
+            f"ranks as {ranks}",
+            "all steps" if self.steps is None else f"steps {self.steps[0]}-{self.steps[1]}",
+        ]
+        if self.ignore_outliers:
+            parts.append("outliers ignored")
+        if self.focus is not None:
+            run, rank, step = self.focus
+            parts.append(f"zoomed on {run}{'' if rank is None or rank < 0 else f' rank {rank}'} at step {step}")
+        return "; ".join(parts)
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))  # a notebook shows the words, not the dataclass's one long line
 
 
 def _x_of(x: str, steps, walls, start: float):
@@ -188,14 +213,19 @@ def render(data: BoardData, view: View, figure=None):
     else:
         figure.clear()
         figure.set_size_inches(*size)
-    # fixed margins: a constrained layout would cost more than the drawing itself at every redraw
-    grid = figure.add_gridspec(rows, cols, left=0.6 / size[0], right=1 - 0.15 / size[0], bottom=0.5 / size[1], top=1 - 0.35 / size[1], wspace=0.22, hspace=0.55)
+    # fixed margins: a constrained layout would cost more than the drawing itself at every redraw; the left one holds
+    # a log axis's labels ("0.0001"), the top one the runs' legend (one row above the panels, where it covers no curve)
+    grid = figure.add_gridspec(
+        rows, cols, left=LEFT_IN / size[0], right=1 - 0.15 / size[0], bottom=0.5 / size[1], top=1 - (0.35 + TOP_LEGEND_IN) / size[1], wspace=0.3, hspace=0.55
+    )
     axes = [figure.add_subplot(grid[i // cols, i % cols]) for i in range(n)]  # no hidden axes to build for an odd panel
     runs = [key for key in data.order if key in view.runs and key in data.runs]
     if not names or not runs:
         axes[0].text(0.5, 0.5, "no run checked" if not runs else "no tag chosen", ha="center", va="center", transform=axes[0].transAxes, parse_math=False)
         axes[0].set_axis_off()
         return figure
+    run_names = [data.label(k) for k in runs]
+    run_legend: dict = {}
     for ax, name in zip(axes, names):
         panel = _Panel(ax, name, view)
         lines = sum(len(data.runs[k].ranks_of(t)) if view.ranks == "all" else 1 for k in runs if (t := data.runs[k].real_tag(name)))
@@ -212,8 +242,9 @@ def render(data: BoardData, view: View, figure=None):
         ax.set_xlabel(panel.xlabel)
         if view.log:
             ax.set_yscale("log")
+            _plain_log_labels(ax)
         if view.x == "wall":
-            ax.xaxis_date()
+            _concise_dates(ax)
         elif view.x == "step":
             ax.xaxis.set_major_locator(MaxNLocator(nbins=TICKS, integer=True))
         if not view.log:
@@ -227,16 +258,60 @@ def render(data: BoardData, view: View, figure=None):
         if not shown:
             ax.text(0.5, 0.5, _plain(f"no {name} in the checked runs"), ha="center", va="center", transform=ax.transAxes, color="grey", parse_math=False)
         ax.grid(True, alpha=0.3)
+        # the runs' names go to the figure's legend above the panels (drawn in every panel, they covered the lr and
+        # grad-norm curves); a panel's own legend keeps what it alone says (flagged ranks, NaN, medians), in a corner
         handles, labels = ax.get_legend_handles_labels()
-        if len(handles) > MAX_LEGEND:  # the run list's swatches name the runs; keep what they do not say (flagged ranks, NaN)
-            names = {data.label(k) for k in runs}
-            kept = [(h, t) for h, t in zip(handles, labels) if t not in names][:MAX_LEGEND]
-            handles, labels = [h for h, _ in kept], [t for _, t in kept]
-        if handles:
-            legend = ax.legend(handles, [_plain(t) for t in labels], fontsize="x-small", loc="upper right")  # "best" searches every point: slow
+        kept = []
+        for h, t in zip(handles, labels):
+            if t in run_names:
+                run_legend.setdefault(t, h)
+            else:
+                kept.append((h, t))
+        kept = kept[:MAX_LEGEND]
+        if kept:
+            legend = ax.legend(
+                [h for h, _ in kept], [_plain(t) for _, t in kept], fontsize="x-small", loc="upper right", framealpha=0.7
+            )  # "best" searches every point: slow
             for text in legend.get_texts():
                 text.set_parse_math(False)
+    if run_legend:
+        shown = [t for t in run_names if t in run_legend][:MAX_RUN_LEGEND]
+        legend = figure.legend(
+            [run_legend[t] for t in shown],
+            [_plain(t) for t in shown],
+            loc="upper center",
+            bbox_to_anchor=(0.5, 1.0),
+            ncols=min(len(shown), 6),
+            fontsize="small",
+            frameon=False,
+            handlelength=1.5,
+            columnspacing=1.2,
+        )
+        for text in legend.get_texts():
+            text.set_parse_math(False)
     return figure
+
+
+def _concise_dates(ax) -> None:
+    """Wall-clock ticks that fit: ``10:41:05`` or ``05.5`` with the date and hour once beside the axis, not
+    ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)."""
+    import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
+
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=TICKS)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+
+
+def _plain_log_labels(ax) -> None:
+    """A log axis labelled ``0.5``, ``2``, ``1e-05`` in plain text: matplotlib's ``3x10^0`` are wider than the margin."""
+    from matplotlib.ticker import LogFormatter  # deferred: matplotlib, until the first draw
+
+    class PlainLog(LogFormatter):  # which ticks get a label: matplotlib's choice; the label: three digits at most
+        def _num_to_string(self, x, vmin, vmax):
+            return f"{x:.3g}"
+
+    ax.yaxis.set_major_formatter(PlainLog(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(PlainLog(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def _plain(text: str) -> str:
@@ -311,14 +386,18 @@ def _flag_x(panel: _Panel, run, flag) -> float | None:
         return None
     if view.x == "step":
         return float(flag.step)
-    series = run.series(flag.tag, flag.rank if flag.rank in run.ranks_of(flag.tag) else None)
-    if series is None:
+    # on a time axis the step's time on the line drawn: the flagged rank's when it is drawn out, else the mean's (the
+    # flagged rank's own clock put the line beside the data when that rank wrote later than the others)
+    focus = view.focus
+    drawn_out = focus is not None and focus[0] == run.key and focus[1] == flag.rank and flag.rank in run.ranks_of(flag.tag)
+    series = run.series(flag.tag, flag.rank if drawn_out else None)
+    if series is None or not series.steps.size:
         return None
-    at = np.searchsorted(series.steps, flag.step)
-    if at >= series.steps.size or series.steps[at] != flag.step:
+    xs, _ = _x_of(view.x, series.steps, series.walls, run.start)
+    ok = np.isfinite(xs)
+    if not ok.any() or not series.steps[ok][0] <= flag.step <= series.steps[ok][-1]:
         return None
-    x, _ = _x_of(view.x, series.steps[at : at + 1], series.walls[at : at + 1], run.start)
-    return float(x[0]) if np.isfinite(x[0]) else None
+    return float(np.interp(flag.step, series.steps[ok], xs[ok]))
 
 
 def _bands(run, tag: str, flags):

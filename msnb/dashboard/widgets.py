@@ -26,6 +26,7 @@ import traitlets
 
 from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
+from ..kernel_comms import answer_comms_during_async_cells
 from ..plot.histograms import plot_histograms
 from ..plot.render import plain_text
 from ..status import COLORS
@@ -142,6 +143,13 @@ class RunList(widgets.VBox):
         return self._boxes[key]
 
 
+FLAG_ROW_CHARS = 110  # a flag's row in the list at most (about the list's width at 1,400 px); the whole reason shows below it
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _badge(data: BoardData, key: str) -> str:
     """The judge's light (its checks in the tooltip) and the run's colour swatch, as HTML."""
     verdict = data.runs[key].verdict
@@ -198,7 +206,7 @@ class Board:
             "outliers": w.Checkbox(value=False, description="ignore outliers", indent=False),
             "ranks": w.ToggleButtons(options=list(RANK_MODES), value="bands" if many else "mean", description="ranks", style=narrow),
             "steps": w.IntRangeSlider(value=steps, min=steps[0], max=max(steps[1], steps[0] + 1), description="steps", continuous_update=False),
-            "flags": w.Select(options=[], rows=8, layout=w.Layout(width="100%")),
+            "flags": w.Select(options=[], rows=8, layout=w.Layout(width="100%", margin="0")),  # no margin: 100% and 2 px each side scrolled
             "histogram": w.Dropdown(options=data.histogram_tags(), description="histogram"),
             "histogram_run": w.Dropdown(options=[], description="run"),
             "histogram_mode": w.ToggleButtons(options=["ridge", "heatmap"], value="ridge", description="draw as", style=narrow),
@@ -207,11 +215,13 @@ class Board:
         self.controls = c
         c["runs"].update(data)
         self._histogram_runs()
-        fit = {"width": "100%", "height": "auto", "object_fit": "contain", "min_width": "0"}  # the figure shrinks to the cell, no scroll bar
+        # the figure shrinks to the cell, no scroll bar (ipywidgets' 2 px margins beside a width of 100% made one)
+        fit = {"width": "100%", "height": "auto", "object_fit": "contain", "min_width": "0", "margin": "0"}
         self.image = w.Image(format="png", layout=w.Layout(max_width="1100px", **fit))
         self.histogram_image = w.Image(format="png", layout=w.Layout(max_width="900px", **fit))
         self.status = w.HTML()
         self.flags_note = w.HTML()
+        self.flag_detail = w.HTML()  # the chosen flag's whole reason, wrapped (its row in the list is cut to fit)
         show_all = w.Button(description="show all steps", layout=w.Layout(width="auto"))
         show_all.on_click(lambda _b: self.show_all())
         self._flag_options()
@@ -222,7 +232,7 @@ class Board:
         shape = w.VBox([c["smoothing"], w.HBox([c["log"], c["outliers"]]), c["steps"]])
         scalars = w.VBox([w.HBox([runs, view, shape], layout=w.Layout(flex_flow="row wrap")), self.image])
         histograms = w.VBox([w.HBox([c["histogram"], c["histogram_run"]]), c["histogram_mode"], self.histogram_image])
-        flags = w.VBox([self.flags_note, c["flags"], show_all])
+        flags = w.VBox([self.flags_note, c["flags"], self.flag_detail, show_all])
         self.tabs = w.Tab(children=[scalars, histograms, flags], titles=("Scalars", "Histograms", "Flags"))
         self.widget = w.VBox([w.HBox([self.status, c["stop"]]), self.tabs])
 
@@ -336,7 +346,7 @@ class Board:
         options = []
         for i, f in enumerate(flags):
             where = f"rank {f.rank}" if f.rank >= 0 else "run"
-            options.append((f"{self.data.label(f.run)} | {where} | step {f.step} | {f.tag} | {f.reason}", i))
+            options.append((_cut(f"{self.data.label(f.run)} | {where} | step {f.step} | {f.tag} | {f.reason}", FLAG_ROW_CHARS), i))
         with self._hold():
             self.controls["flags"].options = options
             self.controls["flags"].value = None
@@ -348,9 +358,11 @@ class Board:
         )
 
     def _flag_chosen(self, change) -> None:
-        if self._quiet or change["new"] is None:
+        chosen = change["new"]
+        self.flag_detail.value = "" if chosen is None else f"<div style='white-space:normal'>{html.escape(self._flags[chosen].reason)}</div>"
+        if self._quiet or chosen is None:
             return
-        self.zoom(self._flags[change["new"]])
+        self.zoom(self._flags[chosen])
 
     def zoom(self, flag, *, around: int | None = None) -> None:
         """Show the scalar view around a flag: its run checked, its tag shown, its step in the middle, its rank drawn out.
@@ -540,6 +552,16 @@ class Board:
         return f"<Board: {self.summary()}>"
 
 
+def _keep_widgets_live() -> None:
+    """In a kernel without msnb's extension loaded (``import msnb; msnb.board(...)`` on a plain Python kernel), the same
+    repair the extension makes: a slider moved while a cell awaits would otherwise stay dead (see :mod:`msnb.kernel_comms`)."""
+    try:
+        from IPython import get_ipython  # deferred: IPython, only to find the kernel
+    except ImportError:
+        return
+    answer_comms_during_async_cells(getattr(get_ipython(), "kernel", None))
+
+
 def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = True) -> Board:
     """TensorBoard's controls in the notebook, without a server: runs, tags, smoothing, x axis, log scale, steps, histograms, flags.
 
@@ -558,6 +580,7 @@ def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = 
     """
     if every is not None:
         every = check_every(every)
+    _keep_widgets_live()
     data = BoardData(paths, verify=verify, tag=tag)
     data.poll(final=every is None)
     if not data.runs and every is None:

@@ -37,23 +37,21 @@ import io
 import json
 import math
 import os
-import re
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ..words import count
+from .discovery import LOG, Source, explicit_kind, reader_of
 from .problems import Problem, ProblemKind
-from .reader import ReadResult
+from .reader import FileState, ReadResult
 from .tables import NO_RANK, ScalarTable
 
-MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL = "megatron-log", "trainer-state", "csv", "jsonl"
-FORMATS = (MEGATRON, HF_STATE, TABLE_CSV, TABLE_JSONL)
-MAX_LINE = 16_384  # characters of a line that are parsed; a Megatron line is a few hundred
+HF_STATE, TABLE_CSV, TABLE_JSONL = "trainer-state", "csv", "jsonl"
+MAX_LINE = 1 << 20  # characters of a line that are parsed (a wide table row of 4,000 columns is 30 KB), as for logs
 CHUNK = 8 << 20  # bytes of text read at a time
-MAX_JSON_BYTES = 512 << 20  # a trainer_state.json of a million logged steps is about 200 MB
-SNIFF_BYTES = 4 << 20  # Megatron prints its arguments (hundreds of lines) before the first iteration
+MAX_JSON_BYTES = 96 << 20  # a parsed JSON document takes about 6 bytes a byte: a larger trainer_state.json is refused, named
+MAX_TABLE_POINTS = 2_000_000  # points one table file gives (about 130 bytes each while read); a wider table: ask for fewer tags
 MAX_PROBLEMS = 100  # bad lines listed one by one per file; the rest are counted in one problem
 _INT64_MAX = (1 << 63) - 1
 
@@ -66,11 +64,6 @@ MEANINGS: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
     "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
 }
-
-_MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
-_MEGATRON_VALIDATION = re.compile(r"validation loss at iteration\s{0,64}(\d{1,19})\s{0,64}\|")
-_TIMESTAMP = re.compile(r"\[(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(?:[.,](\d{1,6}))?\]")
-_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 ()/_.,-]{0,96}")
 
 
 def meaning(tag: str) -> str | None:
@@ -102,39 +95,6 @@ def _number(text: str) -> float | None:
         return float(words[0]) if words else None  # a unit after the number
     except ValueError:
         return None
-
-
-class _Clock:
-    """Timestamps to seconds since the epoch (local time, as msnb's log reader reads them), ``strptime`` once an hour.
-
-    ``time.strptime`` costs about 10 us; a log of 100,000 lines would spend a second on it.
-    Within an hour the offset from the epoch is the hour's plus minutes and seconds
-    (daylight-saving changes happen on the hour), so each hour is parsed once.
-    """
-
-    def __init__(self, pattern: re.Pattern | None = None, within: int = 96):
-        self.hours: dict = {}
-        self.pattern = pattern or _TIMESTAMP  # group 1: "YYYY-MM-DD HH:MM:SS", group 2: the fraction
-        self.within = within
-
-    def __call__(self, line: str) -> float:
-        m = self.pattern.search(line, 0, self.within)
-        if not m:
-            return math.nan
-        text = m.group(1)
-        hour = self.hours.get(text[:13])
-        if hour is None:
-            try:
-                hour = time.mktime(time.strptime(text[:13].replace("T", " "), "%Y-%m-%d %H"))
-            except (ValueError, OverflowError):
-                hour = math.nan
-            if len(self.hours) > 100_000:
-                self.hours.clear()
-            self.hours[text[:13]] = hour
-        minutes, seconds = int(text[14:16]), int(text[17:19])
-        if minutes > 59 or seconds > 61:
-            return math.nan
-        return hour + 60 * minutes + seconds + (int(m.group(2)) / 10 ** len(m.group(2)) if m.group(2) else 0.0)
 
 
 class _Points:
@@ -198,6 +158,8 @@ def _lines(path: str, problems: _Problems):
             data = f.read(CHUNK)
             final = not data
             buf = rest + data if rest else data
+            if b"\r" in buf:  # CR-only and CRLF line ends are line ends too (a CR at a chunk's end adds one empty line)
+                buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if final:
                 lines, rest = ([buf] if buf else []), b""
             else:
@@ -233,51 +195,10 @@ def _lines(path: str, problems: _Problems):
         problems.add(None, f"{count(cut, 'line')} longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
 
 
-def _megatron_fields(text: str, step: int, wall: float, points: _Points, names: dict) -> int:
-    """Add the ``name: number`` fields of the part of a line after its step; returns how many.
-
-    *names* maps a field's printed name to its tag, or to None when it is not read
-    (not wanted, or not a name); names repeat on every line, so each is judged once.
-    """
-    found = 0
-    for part in text.split("|"):
-        name, colon, value = part.partition(":")
-        if not colon:
-            continue
-        tag = names.get(name)
-        if tag is None:
-            if name in names:
-                continue
-            tag = names.decide(name)
-            if tag is None:
-                continue
-        number = _number(value)
-        if number is not None:
-            points.add(tag, step, wall, number)
-            found += 1
-    return found
-
-
-class _Names(dict):
-    """Printed field name (spaces around it kept) -> tag, decided once per name: every field, or the wanted ones."""
-
-    def __init__(self, prefix: str, tags):
-        super().__init__()
-        self.prefix = prefix
-        self.tags = None if tags is None else frozenset(tags)
-
-    def decide(self, raw: str):
-        name = raw.strip()
-        tag = self.prefix + name if _FIELD_NAME.fullmatch(name) else None
-        if tag is not None and self.tags is not None and tag not in self.tags:
-            tag = None
-        if len(self) < 4096:  # a file of ever-new names is judged name by name, never held
-            self[raw] = tag
-        return tag
-
-
 def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """Megatron-LM's (or MindSpeed-LLM's) training log: one point per field per iteration line.
+
+    The one text-log reader reads it (:mod:`msnb.events.logs`), as it reads any log.
 
     Args:
         path: the log (stdout of ``pretrain_gpt.py`` and the like).
@@ -286,34 +207,20 @@ def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> 
             None reads every field.
 
     Returns:
-        A :class:`ReadResult` with the scalars and a problem for each line that names an
-        iteration but holds no readable field.
+        A :class:`ReadResult`.
     """
-    path = str(path)
-    points, problems, clock = _Points(), _Problems(path), _Clock()
-    names = {"": _Names("", tags), "validation ": _Names("validation ", tags)}
-    for number, offset, line in _lines(path, problems):
-        at = line.find("iteration")
-        if at < 0:
-            continue
-        prefix = ""
-        m = _MEGATRON_STEP.match(line, at)
-        if m is None:
-            v = line.find("validation loss at iteration")
-            m = _MEGATRON_VALIDATION.match(line, v) if v >= 0 else None
-            prefix = "validation "
-            if m is None:
-                continue
-        step = int(m.group(1))
-        if step > _INT64_MAX:
-            problems.add(offset, f"line {number}: iteration {m.group(1)} is too large")
-            continue
-        if not _megatron_fields(line[m.end() :], step, clock(line), points, names[prefix]) and (tags is None or ":" not in line[m.end() :]):
-            problems.add(offset, f"line {number}: an iteration line without a readable 'name: number' field")
-    return _result(path, points, problems, MEGATRON, run)
+    return _read_log(path, run=run, tags=tags)
 
 
-def read_trainer_state(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+def _read_log(path, *, run: str, tags) -> ReadResult:
+    src = Source(str(path), LOG, run, NO_RANK, (0.0, os.path.basename(str(path))))
+    state = FileState(src, explicit=True, wanted=None if tags is None else frozenset(tags))
+    out = state.poll(final=True)
+    out.files = [state.info()]
+    return out
+
+
+def read_trainer_state(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """Hugging Face Trainer's ``trainer_state.json``: each ``log_history`` entry's numbers at its ``step``.
 
     Args:
@@ -350,7 +257,9 @@ def read_trainer_state(path: str | os.PathLike, *, run: str = ".") -> ReadResult
         for key, value in entry.items():
             if key in ("step", "epoch") or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            points.add(str(key)[:256], step, math.nan, float(value))
+            number = _finite_or_said(value, f"log_history[{i}][{str(key)[:40]!r}]", problems)
+            if number is not None:
+                points.add(str(key)[:256], step, math.nan, number)
     return _result(path, points, problems, HF_STATE, run)
 
 
@@ -358,7 +267,7 @@ def _table_number(text, where: str, problems: _Problems, offset) -> float | None
     if isinstance(text, bool):
         text = None
     if isinstance(text, (int, float)):
-        return float(text)
+        return _finite_or_said(text, where, problems, offset)
     if isinstance(text, str):
         v = _number(text)
         if v is not None:
@@ -367,6 +276,27 @@ def _table_number(text, where: str, problems: _Problems, offset) -> float | None
             return math.nan
     problems.add(offset, f"{where}: not a number: {str(text)[:40]!r}")
     return None
+
+
+def _finite_or_said(value, where: str, problems: _Problems, offset=None) -> float | None:
+    """A JSON number as a float; an integer beyond any float (a 400-digit value) is a problem, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        problems.add(offset, f"{where}: a number beyond any float; not read")
+        return None
+
+
+def _rank(value) -> int:
+    """A rank cell or key: a whole number from 0 to int64's largest, else :data:`NO_RANK` (a rank of 10**30 names none)."""
+    if isinstance(value, bool):
+        return NO_RANK
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit() or len(text) > 19:
+            return NO_RANK
+        value = int(text)
+    return value if isinstance(value, int) and 0 <= value <= _INT64_MAX else NO_RANK
 
 
 def _table_step(text, where: str, problems: _Problems, offset) -> int | None:
@@ -383,7 +313,7 @@ def _table_step(text, where: str, problems: _Problems, offset) -> int | None:
     return v
 
 
-def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
+def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
     """A CSV (long: step, tag, value; or wide: step and one column per tag) or JSON Lines of step, tag, value.
 
     A ``rank`` column (``msnb export``'s) keeps each row's rank.
@@ -391,6 +321,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
     Args:
         path: the ``.csv``, ``.jsonl`` or ``.ndjson`` file.
         run: the run name the rows get.
+        tags: read only these columns of a wide CSV (None: all); at most :data:`MAX_TABLE_POINTS` points are read.
 
     Returns:
         A :class:`ReadResult`; every row that cannot be read is a problem naming its line.
@@ -399,11 +330,15 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
     points, problems = _Points(), _Problems(path)
     ranks: list = []
     kind = TABLE_JSONL if path.endswith((".jsonl", ".ndjson")) else TABLE_CSV
+    wanted = None if tags is None else frozenset(tags)
     lines = _lines(path, problems)
     if kind == TABLE_JSONL:
         for number, offset, line in lines:
             if not line.strip():
                 continue
+            if len(points.step) >= MAX_TABLE_POINTS:
+                problems.add(offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read", ProblemKind.LINE)
+                break
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError):
@@ -417,7 +352,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
             if step is None or value is None:
                 continue
             points.add(str(row["tag"])[:256], step, math.nan, value)
-            ranks.append(row.get("rank") if isinstance(row.get("rank"), int) else NO_RANK)
+            ranks.append(_rank(row.get("rank")))
         return _result(path, points, problems, kind, run, ranks)
     header = None
     for number, offset, line in lines:
@@ -437,7 +372,18 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
             wide = "tag" not in header
             columns = {name: i for i, name in enumerate(header)}
             raw_names = [c.strip() for c in cells]
+            # the columns read: every tag column, or only those asked for (a 4,000-column table compared on its loss)
+            read_columns = [
+                (i, name)
+                for i, name in enumerate(raw_names)
+                if header[i] not in ("step", "rank", "run", "wall_time") and (wanted is None or name[:256] in wanted)
+            ]
             continue
+        if len(points.step) >= MAX_TABLE_POINTS:
+            problems.add(
+                offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read (ask for fewer tags)", ProblemKind.LINE
+            )
+            break
         if len(cells) != len(header):
             problems.add(offset, f"line {number}: {len(cells)} cells where the header has {len(header)}")
             continue
@@ -447,13 +393,10 @@ def read_table(path: str | os.PathLike, *, run: str = ".") -> ReadResult:
             continue
         rank = NO_RANK
         if "rank" in columns:
-            try:
-                rank = int(cells[columns["rank"]])
-            except ValueError:
-                rank = NO_RANK
+            rank = _rank(cells[columns["rank"]])
         if wide:
-            for i, name in enumerate(raw_names):
-                if header[i] in ("step", "rank", "run", "wall_time") or not cells[i].strip():
+            for i, name in read_columns:
+                if not cells[i].strip():
                     continue
                 value = _table_number(cells[i], f"{where}, column {name[:40]!r}", problems, offset)
                 if value is not None:
@@ -487,55 +430,24 @@ def _size(path: str) -> int:
         return 0
 
 
-def sniff(path: str | os.PathLike) -> str | None:
-    """Which baseline format a file is (one of :data:`FORMATS`), else None (then :func:`msnb.events.read` may know it).
-
-    By name for tables and ``trainer_state.json``; by content for JSON holding
-    ``"log_history"`` and for text holding a Megatron iteration line in its first
-    :data:`SNIFF_BYTES`.
-    """
-    p = Path(path)
-    name = p.name.lower()
-    if name.endswith(".csv"):
-        return TABLE_CSV
-    if name.endswith((".jsonl", ".ndjson")):
-        return TABLE_JSONL
-    if "tfevents" in name or ".out.events.summary." in name:
-        return None
-    try:
-        with open(p, "rb") as f:
-            head = f.read(SNIFF_BYTES)
-    except OSError:
-        return None
-    if name.endswith(".json"):
-        return HF_STATE if name == "trainer_state.json" or b'"log_history"' in head else None
-    text = head.decode("utf-8", errors="replace")
-    at = text.find("iteration")
-    while at >= 0:
-        if _MEGATRON_STEP.match(text, at):
-            return MEGATRON
-        at = text.find("iteration", at + 9)
-    return None
-
-
-READERS = {MEGATRON: read_megatron_log, HF_STATE: read_trainer_state, TABLE_CSV: read_table, TABLE_JSONL: read_table}
-
-
 def read_baseline(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult | None:
-    """Read *path* as a baseline format, or None when it is none of them.
+    """Read one file of any format the discovery knows (:func:`msnb.events.discovery.explicit_kind`), or None for none.
 
     Args:
         path: a file.
         run: the run name the rows get.
-        tags: only these tags where the format allows reading less (Megatron's log); others may hold more.
+        tags: only these tags where the format allows reading less.
 
     Returns:
-        A :class:`ReadResult`, or None when :func:`sniff` does not know the file.
+        A :class:`ReadResult`, or None when the file is of no kind msnb reads.
     """
-    kind = sniff(path)
+    kind = explicit_kind(Path(path))
     if kind is None:
         return None
     try:
-        return read_megatron_log(path, run=run, tags=tags) if kind == MEGATRON else READERS[kind](path, run=run)
+        if kind == LOG:
+            return _read_log(path, run=run, tags=tags)
+        reader = reader_of(kind)
+        return None if reader is None else reader(path, run=run, tags=tags)
     except OSError as exc:
         return ReadResult(problems=[Problem(str(path), None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}")])

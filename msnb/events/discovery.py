@@ -6,20 +6,29 @@ names one (:func:`rank_in_name`: ``rank_3``, ``rank3``, ``device_3``,
 run and rank are read in the order their names' timestamps give.  Each real
 directory is walked once (by device and inode), so a symlink back up the tree
 is reported instead of multiplying every row.
+
+Every format is found by the same walk, by name and, where a name says too
+little (``stdout.txt``, ``metrics.csv``), by the first bytes of the file
+(:data:`FORMATS`; one :func:`register` call adds a format).  Text logs of every
+kind (MindSpore, mindformers, Megatron-LM) are one kind, :data:`LOG`: one
+reader finds each kind's lines wherever they are in the file.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import msprobe
 from .problems import Problem, ProblemKind
 from .records import HEADER, scan
 from .tables import NO_RANK
 
 MS_SUMMARY, MS_LINEAGE, TFEVENTS, LOG = "ms_summary", "ms_lineage", "tfevents", "log"
+TRAINER_STATE, TABLE_CSV, TABLE_JSONL = "trainer-state", "csv", "jsonl"
 
 # <prefix>.out.events.summary.<unix_ts>[.<device_id>].<host><suffix>
 _MS_NAME = re.compile(r"\.out\.events\.summary\.(\d+)\.(?:(\d+)\.)?(.+)$")
@@ -104,8 +113,84 @@ def _small_int(digits: str) -> int | None:
     return value if value <= _INT64_MAX else None
 
 
+HEAD_BYTES = 64 << 10  # bytes a format's sniff sees: a header row, a JSON document's first keys
+LOG_HEAD_BYTES = 8 << 20  # Megatron prints its arguments (thousands of lines, megabytes with MindSpeed) before the first iteration
+
+
+@dataclass(frozen=True)
+class Format:
+    """One kind of file msnb reads: how its name looks, how its first bytes look, and what reads it.
+
+    Attributes:
+        kind: the kind's name (a :class:`Source`'s ``kind``, a file's ``kind`` in ``ReadResult.files``).
+        name: a pattern searched in the lower-cased file name.
+        sniff: given the first :data:`HEAD_BYTES` of a file whose name matched, whether it is this kind
+            (None: the name alone decides).  Asked only during a walk: a file given by name is read as
+            the kind its name says, so that what is wrong with it is said.
+        reader: ``"module:function"`` of a whole-file reader, ``function(path, *, run, tags) -> ReadResult``
+            (loaded when first used, so that this module imports no reader); ``""`` for the streaming readers
+            of event files and text logs.
+        head: bytes the sniff is given (0: :data:`HEAD_BYTES`); a log's first iteration may come after megabytes of arguments.
+    """
+
+    kind: str
+    name: re.Pattern
+    sniff: Callable[[bytes], bool] | None = None
+    reader: str = ""
+    head: int = 0  # bytes the sniff sees (0: :data:`HEAD_BYTES`)
+
+
+def _csv_header(head: bytes) -> bool:
+    """A first row naming a ``step`` column."""
+    first = head.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].lower()
+    return b"step" in [c.strip().strip(b'"') for c in first.split(b",")]
+
+
+def _jsonl_row(head: bytes) -> bool:
+    """A first line that is an object with a ``step``."""
+    first = head.lstrip(b"\xef\xbb\xbf").lstrip().split(b"\n", 1)[0]
+    return first.startswith(b"{") and b'"step"' in first
+
+
+# any line one of msnb's log readers reads: MindSpore's LossMonitor, mindformers' two trainers, Megatron-LM
+_LOG_LINE = re.compile(rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is|\{ ?(?:Epoch|step):\[ *\d|iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
+
+FORMATS: list[Format] = [
+    Format(TRAINER_STATE, re.compile(r"^trainer_state\.json$"), None, "msnb.events.baselines:read_trainer_state"),
+    Format(TRAINER_STATE, re.compile(r"\.json$"), lambda head: b'"log_history"' in head, "msnb.events.baselines:read_trainer_state"),
+    Format(TABLE_CSV, re.compile(r"\.csv$"), _csv_header, "msnb.events.baselines:read_table"),
+    Format(TABLE_JSONL, re.compile(r"\.(?:jsonl|ndjson)$"), _jsonl_row, "msnb.events.baselines:read_table"),
+    Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), lambda head: _LOG_LINE.search(head) is not None, "", LOG_HEAD_BYTES),
+]
+"""The formats found by name and content, most specific first (event files and ``*.log`` are known by name alone)."""
+
+
+def register(fmt: Format) -> Format:
+    """Add a format, asked before every one already known (a specific ``*.csv`` layout before the generic table).
+
+    Returns:
+        *fmt*, so that a module can register its format where it defines it.
+    """
+    FORMATS.insert(0, fmt)
+    return fmt
+
+
+def reader_of(kind: str) -> Callable | None:
+    """The whole-file reader of *kind* (:attr:`Format.reader`), or None for the streaming kinds."""
+    target = next((f.reader for f in FORMATS if f.kind == kind and f.reader), "")
+    if not target:
+        return None
+    import importlib  # a reader is loaded when first used: this module stays below every reader
+
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def classify(name: str) -> str | None:
-    """The kind of file *name* is, judged by name only (None: not ours)."""
+    """The kind of file *name* is, judged by name only (None: not ours, or only its content can tell).
+
+    A name a registered format matches counts as that format (a file given by name is read as what its name says).
+    """
     if "tfevents" in name:
         return TFEVENTS
     if _MS_NAME.search(name):
@@ -115,7 +200,45 @@ def classify(name: str) -> str | None:
     m = _MI_NAME.search(name)
     if m:
         return MS_LINEAGE if m.group(2) else MS_SUMMARY
-    return None
+    lower = name.lower()
+    return next((f.kind for f in FORMATS if f.sniff is None and f.name.search(lower)), None)
+
+
+def kind_of(path: str | os.PathLike, name: str | None = None) -> str | None:
+    """The kind of a file met during a walk: by name, else by the first :data:`HEAD_BYTES` for the formats that sniff.
+
+    Args:
+        path: the file.
+        name: its name (default: the last component of *path*).
+
+    Returns:
+        A kind, or None when the file is none msnb reads.
+    """
+    name = os.path.basename(os.fspath(path)) if name is None else name
+    kind = classify(name)
+    if kind is not None:
+        return kind
+    lower = name.lower()
+    candidates = [f for f in FORMATS if f.sniff is not None and f.name.search(lower)]
+    if not candidates:
+        return None
+    try:
+        with open(path, "rb", opener=_nonblocking) as file:
+            head = file.read(max(fmt.head or HEAD_BYTES for fmt in candidates))
+    except OSError:
+        return None
+    return next((fmt.kind for fmt in candidates if fmt.sniff(head[: fmt.head or HEAD_BYTES])), None)
+
+
+def explicit_kind(path: Path) -> str | None:
+    """The kind of a file given by name: its name's kind, a registered format whose name it has, or what its bytes frame."""
+    lower = path.name.lower()
+    return classify(path.name) or next((f.kind for f in FORMATS if f.name.search(lower)), None) or sniff(path)
+
+
+def _nonblocking(path, flags):
+    """A FIFO put in a file's place opens at once (and reads nothing) instead of waiting for a writer."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 @dataclass(frozen=True)
@@ -141,6 +264,9 @@ def _timestamp(name: str, kind: str) -> float:
 
 def describe(path: Path, root: Path, kind: str) -> Source:
     """Run (relative to *root*, "." for root itself) and rank of a file."""
+    if kind in msprobe.KINDS:  # the rank is the folder's (-rank3-, rank_3), the run what lies above it
+        parts, rank, order = msprobe.place(path, root)
+        return Source(str(path), kind, "/".join(parts) if parts else ".", rank, order)
     parent = path.parent
     try:
         rel_parts = list(parent.relative_to(root).parts) if parent != root else []
@@ -194,7 +320,7 @@ def list_dir(d: Path, problems: list | None = None, limit: int | None = None) ->
                     if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
                         subdirs.append(entry.name)
                 elif entry.is_file(follow_symlinks=True):
-                    kind = classify(entry.name)
+                    kind = msprobe.file_kind(d / entry.name) or kind_of(d / entry.name, entry.name)  # msprobe's CSVs before the generic table
                     if kind:
                         files.append((entry.name, kind))
                 elif classify(entry.name):
@@ -222,7 +348,7 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
     """
     root_path = Path(root)
     if root_path.is_file():
-        kind = classify(root_path.name) or sniff(root_path)
+        kind = msprobe.file_kind(root_path) or explicit_kind(root_path)
         return [describe(root_path, root_path.parent, kind)] if kind else []
     if root_path.exists() and not root_path.is_dir():
         _not_regular(problems, root_path)

@@ -59,8 +59,17 @@ _MF = re.compile(
     r"\{ ?Epoch:\[ *" + _INT + r"/ *" + _INT + r"\],\s*step:\[ *" + _INT + r"/ *" + _INT + r"\],\s*"
     r"loss:\s*(?:\[\s*(?P<loss>" + _NUM + r")\s*/\s*(?P<avg>" + _NUM + r")\s*\]|(?P<sinkloss>" + _NUM + r"))"
 )
-# the dynamic-graph trainer: "{ step:[%5d/%5d], loss: %10.6f, per_step_time: %6dms, ..." (no epoch: the global step)
-_PYNATIVE = re.compile(r"\{ step:\[ *" + _INT + r"/ *" + _INT + r"\], *loss: *(?P<loss>" + _NUM + r")")
+# the dynamic-graph trainer: "{ step:[%5d/%5d], loss: %10.6f, per_step_time: %6dms, ..." (no epoch: the global step);
+# 2.1 prints "consumed_samples: %s, global_batch_size: %s, " before the loss, 2.0 and 2.1 "loss: N/A (non-last PP stage...)"
+_PYNATIVE = re.compile(
+    r"\{ step:\[ *" + _INT + r"/ *" + _INT + r"\],(?P<counts> *consumed_samples: *(?P<consumed>\d{1,19}|None), *global_batch_size: *(?P<batch>\d{1,19}|None),)?"
+    r" *loss: *(?:(?P<loss>" + _NUM + r")|(?P<na>N/A))"
+)
+# Megatron-LM / MindSpeed-LLM: "[time] iteration      100/  500000 | consumed samples: 800 | ... | lm loss: 9.65E+00 | ..."
+MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
+MEGATRON_VALIDATION = re.compile(r"validation loss at iteration\s{0,64}(\d{1,19})\s{0,64}\|")
+_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 ()/_.,-]{0,96}")
+_MTP = re.compile(r"(?<![A-Za-z0-9_])mtp_(\d{1,3})_loss: *(" + _NUM + r")")
 _NUMBER = re.compile(_NUM)
 # printed field -> tag; read after the loss, each found by its name (MFLossMonitor, the dynamic-graph trainer)
 _SEPARATE_LOSSES = {name: name for name in ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss")}
@@ -74,11 +83,14 @@ _MF_FIELDS = {
 }
 _PYNATIVE_FIELDS = {
     **_SEPARATE_LOSSES,
+    "consumed_samples": "consumed_samples",
+    "global_batch_size": "global_batch_size",
     "per_step_time": "step_time_ms",
     "lr": "lr",
     "grad_norm": "grad_norm",
     "throughput": "model-flops-throughput-per-npu",
 }
+_STAGE_FIELDS = {"consumed_samples": "consumed_samples", "global_batch_size": "global_batch_size", "per_step_time": "step_time_ms"}
 _MAX_BRACKET = 256  # characters between a field's [ and ] (a one-number list is a few dozen)
 # matched backwards from the literal: the number just before " samples/s/p"
 _MF_PROGRESS = re.compile(r"(" + _NUM + r") {0,8}$")
@@ -142,6 +154,38 @@ def _field(line: str, name: str, start: int):
     return _float(m.group(0)), None
 
 
+def megatron_number(text: str) -> float | None:
+    """The number a Megatron field prints (``1.043863E+01``, ``nan``, ``3121.4`` with a unit after it), or None."""
+    if len(text) > 96:
+        return None
+    try:
+        return float(text)  # surrounding spaces allowed
+    except ValueError:
+        pass
+    words = text.split()
+    try:
+        return float(words[0]) if words else None
+    except ValueError:
+        return None
+
+
+class MegatronNames(dict):
+    """Printed field name (spaces around it kept) -> tag (None: not a name), judged once per name."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def tag(self, raw: str):
+        if raw in self:
+            return self[raw]
+        name = raw.strip()
+        tag = self.prefix + name if _FIELD_NAME.fullmatch(name) else None
+        if len(self) < 4096:  # a file of ever-new names is judged name by name, never held
+            self[raw] = tag
+        return tag
+
+
 def _float(text: str) -> float:
     try:
         return float(text)
@@ -195,6 +239,10 @@ class LogParser:
         self.lines = 0
         self.matched = 0
         self.declined: dict = {}  # field -> [lines, first line number, first text]: fields that were no single number
+        self.not_last_stage = 0  # dynamic-graph lines of a non-last pipeline stage ("loss: N/A"): counted, no loss
+        self.generation = None  # 2 once a line only mindformers 2.x writes was seen (its throughput is printed x1000)
+        self.megatron = {"": MegatronNames(""), "validation ": MegatronNames("validation ")}
+        self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
 
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:
@@ -228,6 +276,60 @@ class LogParser:
                 else:
                     seen[0] += 1
 
+    def _megatron(self, line: str, points: list) -> bool:
+        """A Megatron iteration or validation line's ``name: number`` fields as points; False when the line is none."""
+        at = line.find("iteration")
+        m = MEGATRON_STEP.match(line, at)
+        prefix = ""
+        if m is None:
+            v = line.find("validation loss at iteration")
+            m = MEGATRON_VALIDATION.match(line, v) if v >= 0 else None
+            prefix = "validation "
+            if m is None:
+                return False
+        step = int(m.group(1))
+        if step > _INT64_MAX:
+            return False
+        wall = _wall_time(line)
+        names = self.megatron[prefix]
+        before = len(points)
+        for part in line[m.end() :].split("|"):
+            name, colon, value = part.partition(":")
+            if not colon:
+                continue
+            tag = names.tag(name)
+            if tag is None:
+                continue
+            number = megatron_number(value)
+            if number is not None:
+                points.append((tag, step, wall, number))
+        if len(points) == before:
+            self.fieldless = [self.fieldless[0] + 1, self.fieldless[1] or self.lines]
+        self.matched += 1
+        return True
+
+    def _pynative(self, line: str, m, points: list) -> None:
+        """A dynamic-graph trainer line (mindformers 1.9, 2.0, 2.1)."""
+        gstep = int(m.group(1))
+        wall = _wall_time(line)
+        if m.group("counts") is not None or "_loss: " in line[m.end() :] or m.group("na"):
+            self.generation = 2  # fields 1.9 never printed
+        start = m.start() + 8
+        before = len(points)
+        if m.group("na"):  # a non-last pipeline stage: no loss, and its "grad_norm: NaN" is no gradient's
+            self.not_last_stage += 1
+            self._fields(line, start, _STAGE_FIELDS, gstep, wall, points)
+            self.matched += 1
+            return
+        points.append(("loss", gstep, wall, _float(m.group("loss"))))
+        self._fields(line, start, _PYNATIVE_FIELDS, gstep, wall, points)
+        if self.generation == 2:  # 2.x divides the FLOPs by 1e9 where 1.9 divided by 1e12, and prints "T" for both
+            points[before:] = [(t, s, w, v / 1000.0) if t == "model-flops-throughput-per-npu" else (t, s, w, v) for t, s, w, v in points[before:]]
+        for mtp in _MTP.finditer(line, m.end(), m.end() + 4096):
+            points.append((f"mtp-{int(mtp.group(1))}-loss", gstep, wall, _float(mtp.group(2))))
+        self.last_global = (gstep, wall)
+        self.matched += 1
+
     def take_declined(self) -> list[str]:
         """One sentence per field that was printed but not as one number since the last call (then forgotten)."""
         out = [
@@ -235,6 +337,16 @@ class LogParser:
             for name, (lines, first, text) in self.declined.items()
         ]
         self.declined = {}
+        if self.not_last_stage:
+            out.append(
+                f"{count(self.not_last_stage, 'line')} of a non-last pipeline stage ('loss: N/A'): counted, no loss read from them"
+                " (the last stage's log holds the loss)"
+            )
+            self.not_last_stage = 0
+        n, first = self.fieldless
+        if n:
+            out.append(f"line {first}: an iteration line without a readable 'name: number' field" + (f" ({count(n, 'such line')})" if n > 1 else ""))
+            self.fieldless = [0, 0]
         return out
 
     def feed(self, lines) -> list:
@@ -257,19 +369,16 @@ class LogParser:
                 points.extend((tag, step, wall, value) for tag, step, value in state)
                 self.matched += 1
                 continue
+            if "iteration" in line and self._megatron(line, points):
+                continue
             if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
                 continue
             at = line.find("{ step:[")
             m = _PYNATIVE.match(line, at) if at >= 0 else None
             if m:
-                gstep, per_run = int(m.group(1)), int(m.group(2))
-                if gstep > _INT64_MAX or per_run > _INT64_MAX:
+                if int(m.group(1)) > _INT64_MAX or int(m.group(2)) > _INT64_MAX:
                     continue
-                wall = _wall_time(line)
-                points.append(("loss", gstep, wall, _float(m.group("loss"))))
-                self._fields(line, m.end(), _PYNATIVE_FIELDS, gstep, wall, points)
-                self.last_global = (gstep, wall)
-                self.matched += 1
+                self._pynative(line, m, points)
                 continue
             at = line.find("Epoch:[")
             m = None

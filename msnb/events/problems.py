@@ -40,6 +40,8 @@ class ProblemKind(StrEnum):
     - ``replaced``: a followed file was rewritten, recreated or truncated; its earlier rows were dropped and it was read again.
     - ``loop``: a directory symlink leads back to a directory already walked; it was not followed again.
     - ``line``: a log line longer than the parser reads; only its start was parsed.
+    - ``repaired``: rows a writer is known to write wrongly, read as it meant them (msprobe 26.2.0's optimizer-state
+      rows one column short); said once per file, nothing skipped.
 
     About values:
 
@@ -60,6 +62,7 @@ class ProblemKind(StrEnum):
     REPLACED = "replaced"
     LOOP = "loop"
     LINE = "line"
+    REPAIRED = "repaired"
     NOT_READ = "not_read"
 
 
@@ -118,3 +121,28 @@ class SaidOnce:
                 self.problems.append(p)
                 new = True
         return new
+
+
+def grouped(problems) -> list[str]:
+    """Problems as lines for a person: one line per kind and message, the files that share it counted, not listed.
+
+    A folder of msprobe files repaired alike says so once with "(and the same in 59 more files)", not 60 times.
+
+    Args:
+        problems: :class:`Problem` s, in reading order.
+
+    Returns:
+        ``"<severity>: <problem>"`` lines, in the order each first appears.
+    """
+    first: dict = {}
+    for p in problems:
+        key = (str(p.severity), str(p.kind), p.message)
+        if key in first:
+            first[key][1] += 1
+        else:
+            first[key] = [p, 0]
+    out = []
+    for p, more in first.values():
+        tail = f" (and the same in {more:,} more)" if more else ""
+        out.append(f"{p.severity}: {p}{tail}")
+    return out

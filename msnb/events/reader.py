@@ -20,16 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from ..words import count
-from . import mindspore_proto, records, tensorboard_proto
+from . import mindspore_proto, msprobe, records, tensorboard_proto
+from .bulklog import parse as parse_bulk
 from .decoded import Landscape
-from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner
+from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner, reader_of
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
 from .records import HEADER, FrameReader
-from .tables import TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
+from .tables import NO_RANK, TABLE_KINDS, HistogramTable, ImageTable, LineageTable, MarkerTable, ScalarTable, Table, TensorTable, TextTable
 from .tags import spellings
 from .training_state import fold_head_runs
 from .wire import DecodeError
@@ -165,6 +166,7 @@ class FileState:
         self.records = 0
         self.results: list[ReadResult] = []
         self.parser = LogParser() if self.source.kind == LOG else None
+        self.msprobe = msprobe.CsvFile(self.source.path) if self.source.kind == msprobe.MSPROBE_CSV else None
         self.reported_final = False
         self.head = b""  # the file's first bytes as last read
         self.tail = b""  # the bytes just before self.pos as last read
@@ -228,6 +230,13 @@ class FileState:
             if final:
                 self._final_checks(out, st.st_size)
             return out
+        whole = reader_of(self.source.kind)
+        if whole is not None:  # a table or JSON document: read whole again whenever it changed
+            self._read_whole(whole, st.st_size, replaced or bool(self.results), out)
+            if final:
+                self.reported_final = True
+            self.results = [out]
+            return out
         try:
             self.reads += 1
             with open(path, "rb", opener=_open_nonblocking) as f:
@@ -241,6 +250,8 @@ class FileState:
                     out.problems.append(self._replaced_problem())
                 if self.source.kind == LOG:
                     self._read_log(f, st.st_size, final, out)
+                elif self.source.kind in msprobe.KINDS:
+                    self._read_msprobe(f, st.st_size, final, out)
                 else:
                     self._read_events(f, st.st_size, final, out)
                 self._remember(f)
@@ -253,6 +264,30 @@ class FileState:
             self._final_checks(out, st.st_size)
         self.results.append(out)
         return out
+
+    def _read_whole(self, reader, size: int, again: bool, out: ReadResult) -> None:
+        """A whole-file format (:attr:`msnb.events.discovery.Format.reader`): its rows under this source's run and rank."""
+        src = self.source
+        self.reads += 1
+        try:
+            got = reader(src.path, run=src.run, tags=self.wanted)
+        except OSError as exc:
+            out.problems.append(Problem(src.path, None, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
+            return
+        table = got.scalars
+        if src.rank != NO_RANK and len(table) and not (table.rank != NO_RANK).any():
+            table.rank = np.full(len(table), src.rank, dtype=np.int64)
+        if self.wanted is not None and len(table):
+            table = table.take(np.isin(table.tag, list(self.wanted)))
+        for kind in TABLE_KINDS:
+            setattr(out, kind, getattr(got, kind))
+        out.scalars = table
+        if again and self.results:
+            out.problems.append(self._replaced_problem())
+        out.problems.extend(got.problems)
+        self.records = len(table)
+        self.pos = size
+        self.flavor = src.kind
 
     def _replaced_problem(self) -> Problem:
         return Problem(
@@ -268,6 +303,8 @@ class FileState:
             return
         self.reported_final = True
         path = self.source.path
+        if self.source.kind in msprobe.KINDS:
+            return  # its reader says what it found (an empty file, a foreign header) as it reads
         if self.source.kind == LOG:
             if self.parser.matched == 0 and self.explicit:
                 what = "empty file" if size == 0 else "no LossMonitor, TimeMonitor or MFLossMonitor lines found"
@@ -430,6 +467,25 @@ class FileState:
                 Problem(self.source.path, base + o - HEADER, ProblemKind.FOREIGN, f"unexpected version record {version!r}; reading it as {self.flavor}", "info")
             )
 
+    # -------------------------------------------------------------- msprobe
+    def _read_msprobe(self, f, size: int, final: bool, out: ReadResult) -> None:
+        """msprobe's monitor CSVs (rows appended step by step) and its anomaly.json (rewritten whole): :mod:`msprobe`."""
+        src = self.source
+        if src.kind == msprobe.MSPROBE_ANOMALY:
+            table, problems, done = msprobe.read_anomalies(f, size, src.path, src.run, src.rank, final)
+            if done:
+                self.pos = size
+            kind = "markers"
+        else:
+            self.pos, table, problems = msprobe.read_csv(self.msprobe, f, self.pos, size, final, src.run, src.rank)
+            kind = "scalars"
+        out.problems.extend(problems)
+        if table is not None:
+            if self.wanted is not None:
+                table = table.take(np.isin(table.tag, list(self.wanted)))
+            self.records += len(table)
+            _add(out, kind, table)
+
     # -------------------------------------------------------------- logs
     def _read_log(self, f, size: int, final: bool, out: ReadResult) -> None:
         """Parse whole lines, :data:`LOG_CHUNK` bytes at a time; a line longer than that is parsed by its start.
@@ -439,9 +495,7 @@ class FileState:
         """
         cols = _LogColumns()
         self._read_log_chunks(f, size, final, out, cols)
-        table = cols.table(self.source)
-        if self.wanted is not None and len(table):
-            table = table.take(np.isin(table.tag, list(self.wanted)))
+        table = cols.table(self.source, self.wanted)
         if len(table):
             _add(out, "scalars", table)
 
@@ -453,7 +507,8 @@ class FileState:
             if not data:
                 break
             at_eof = self.pos + len(data) >= size
-            usable = len(data) if final and at_eof else data.rfind(b"\n") + 1  # hold back a line still being written
+            # hold back a line still being written; CR-only line ends (old Mac, some launchers) end lines too
+            usable = len(data) if final and at_eof else max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
             if usable <= 0:
                 if at_eof:
                     return
@@ -465,13 +520,21 @@ class FileState:
                 continue
             body = data[:usable]
             if self.long_line:
-                cut = body.find(b"\n") + 1
+                cut = _line_end(body) + 1
                 body = body[cut:] if cut else b""
                 self.long_line = False
             self._feed(body, out, cols)
             self.pos += usable
 
     def _feed(self, body: bytes, out: ReadResult, cols) -> None:
+        bulk = parse_bulk(self.parser, body, self.wanted)
+        if bulk is not None:  # every line of the chunk of a layout read at numpy speed
+            points, lines = bulk
+            self.parser.lines += lines
+            if points:
+                self.records += len(points[1])
+                cols.add_columns(*points)
+            return
         before = self.parser.long_lines
         points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
         if self.parser.long_lines > before:
@@ -507,7 +570,15 @@ class _LogColumns:
         value = np.fromiter((p[3] for p in points), dtype=np.float64, count=len(points))
         self.parts.append([tag, step, wall, value])
 
-    def table(self, src: Source) -> ScalarTable:
+    def add_columns(self, names: list, tag_index: np.ndarray, step: np.ndarray, wall: np.ndarray, value: np.ndarray) -> None:
+        """Points already in columns (:mod:`msnb.events.bulklog`): *tag_index* indexes *names*."""
+        if not step.size:
+            return
+        lut = np.array([self.codes.setdefault(name, len(self.codes)) for name in names], dtype=np.int32)
+        self.parts.append([lut[tag_index], step.astype(np.int64, copy=False), wall.astype(np.float64, copy=False), value.astype(np.float64, copy=False)])
+
+    def table(self, src: Source, wanted: frozenset | None = None) -> ScalarTable:
+        """The points as one table; only the *wanted* tags (None: all), chosen by code before any string is made."""
         if not self.parts:
             return ScalarTable()
         columns = []
@@ -517,6 +588,11 @@ class _LogColumns:
                 part[i] = None  # free each part's column once it is copied
         self.parts = []
         tag_codes, step, wall, value = columns
+        if wanted is not None:
+            keep = np.array([name in wanted for name in self.codes], dtype=bool)
+            if not keep.all():
+                mask = keep[tag_codes]
+                tag_codes, step, wall, value = tag_codes[mask], step[mask], wall[mask], value[mask]
         names = np.empty(len(self.codes), dtype=object)
         for name, code in self.codes.items():
             names[code] = name
@@ -667,6 +743,12 @@ def _chained_file(path: str) -> bool:
     except OSError:
         return False
     return len(head) >= 16 and chained(head)
+
+
+def _line_end(data: bytes) -> int:
+    """Where the first line of *data* ends (its ``\\n`` or ``\\r``), or -1."""
+    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+    return min(ends) if ends else -1
 
 
 def _open_nonblocking(path, flags):

@@ -1,7 +1,7 @@
 """What tags mean: one vocabulary for the spellings of MindSpore, mindformers and msnb's log reader.
 
 ``loss`` is written ``loss/auto`` by MindSpore's SummaryCollector, ``loss`` by
-mindformers' TensorBoard writer and ``lm-loss`` or ``lm_loss`` elsewhere; every
+mindformers' TensorBoard writer and ``lm-loss`` or ``lm_loss`` elsewhere, ``lm loss`` by Megatron-LM; every
 layer above the reader asks for the *meaning* (``"loss"``) and gets whichever
 spelling the data holds, with the real tag reported back.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 # meaning -> spellings, most specific first
 ALIASES: dict[str, tuple[str, ...]] = {
-    "loss": ("loss", "loss/auto", "lm_loss", "lm-loss", "train_loss"),
-    "lr": ("lr", "learning-rate", "learning_rate"),
-    "grad_norm": ("grad-norm", "global_norm", "grad_norm"),
-    "step_time": ("step_time_ms", "iteration-time", "per_step_time", "step_time"),
-    "throughput": ("throughput", "model-flops-throughput-per-npu"),
-    "loss_scale": ("loss-scale", "loss_scale", "scale_sense"),
-    "batch_size": ("batch-size", "batch_size"),
+    "loss": ("loss", "loss/auto", "lm_loss", "lm-loss", "lm loss", "train_loss"),
+    "lr": ("lr", "learning-rate", "learning_rate", "learning rate"),
+    "grad_norm": ("grad-norm", "global_norm", "grad_norm", "grad norm"),
+    "step_time": ("step_time_ms", "iteration-time", "per_step_time", "step_time", "elapsed time per iteration (ms)"),
+    "throughput": ("throughput", "model-flops-throughput-per-npu", "throughput per GPU (TFLOP/s/GPU)"),
+    "loss_scale": ("loss-scale", "loss_scale", "scale_sense", "loss scale"),
+    "batch_size": ("batch-size", "batch_size", "global_batch_size", "global batch size"),
 }
 DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput")
 # schedules and counters follow a plan, not noise: drawing them smoothed makes them lag

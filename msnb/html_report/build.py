@@ -66,7 +66,8 @@ class ReportResult(ResultView):
         return f"wrote {self.path} ({self.bytes / 1024:,.0f} KB), {count(len(self.runs), 'run')}: {', '.join(self.runs)}"
 
     def format_text(self) -> str:
-        return f"msnb report {self.verdict_word()}: {self._what()}"
+        """``msnb report: wrote r.html (40 KB), 2 runs: a, b; the runs' verdict: FAILED``: the writing succeeded, the verdict is the runs'."""
+        return f"msnb report: {self._what()}; the runs' verdict: {self.verdict_word()}"
 
     def __repr__(self) -> str:
         return f"<ReportResult {self.verdict_word()}: {self.path}, {self.bytes:,} bytes, {count(len(self.runs), 'run')}>"
@@ -79,7 +80,7 @@ class ReportResult(ResultView):
         """
         color = COLORS[WARN if self.passed is None else PASS if self.passed else FAIL]
         what = self._what().encode("utf-8", "backslashreplace").decode("utf-8")  # run names from folders that are not UTF-8
-        caption = f'<p><b>msnb report <span style="color:{color}">{self.verdict_word()}</span></b>: {page.esc(what)}</p>'
+        caption = f'<p><b>msnb report</b>: {page.esc(what)}; the runs\' verdict: <b style="color:{color}">{self.verdict_word()}</b></p>'
         frame = f'<iframe sandbox="" style="width:100%;height:640px;border:1px solid {BORDER}" srcdoc="{page.esc(page.for_frame(self.html))}"></iframe>'
         return caption + frame
 

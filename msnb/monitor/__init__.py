@@ -15,6 +15,7 @@ import os
 from ..config import ConfigError, LoadedConfig, MonitorSettings, load_config, parse_monitor_config
 from ..environment import installed_major
 from ..events.discovery import rank_of_path
+from ..requirements import dataset_graph_breaks
 
 
 def _communication_initialised() -> bool:
@@ -60,12 +61,13 @@ def safe_collect_specified_data(settings: MonitorSettings) -> dict:
 
     - the loss landscape is off unless asked for: MindSpore's default saves a
       checkpoint at every step of its intervals;
-    - the dataset graph is off where protobuf >= 4 would crash the collector;
+    - the dataset graph is off where protobuf >= 4 would crash the collector (MindSpore 2.9's generated modules;
+      2.10's work with protobuf 7, see :mod:`msnb.requirements`);
     - ``histogram_settings`` becomes ``histogram_regular``.
     """
     data = dict(settings.collect_specified_data)
     data.setdefault("collect_landscape", None)
-    if (installed_major("protobuf") or 0) >= 4:
+    if dataset_graph_breaks(installed_major("protobuf")):  # protobuf >= 4 with MindSpore's old-style generated modules
         data["collect_dataset_graph"] = False
     hs = settings.histogram_settings or {}
     if "histogram_regular" not in data:

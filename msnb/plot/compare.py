@@ -112,7 +112,9 @@ def _diff_panel(ax, result):
         ax.plot(ex, -ey, color=RERUN_COLOR, linewidth=1.6, linestyle=":", zorder=5)
     if ok.any():
         x, y = _thin(common[ok], rel[ok])
-        ax.plot(x, y, color="0.6", linewidth=0.5, alpha=0.45)
+        # each step a dot, not a line through them: a candidate a point above, then below, joined step to step was a
+        # solid grey block; as dots it reads as the two levels it jumps between
+        ax.plot(x, y, color="0.45", linestyle="none", marker=".", markersize=1.6, alpha=0.5, label="candidate - baseline per step", zorder=3)
         if ok.sum() > 20:
             sx, sy = _thin(common[ok], ema(rel[ok], 0.9))
             ax.plot(sx, sy, color="black", linewidth=1.3, label="candidate - baseline (smoothed)")

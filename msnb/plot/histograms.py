@@ -20,8 +20,17 @@ def _weights_first(tags) -> list[str]:
 
 
 def _short_name(name: str, keep: int = 44) -> str:
-    """A long parameter name cut from the left (its end tells parameters apart), so panel titles do not run into each other."""
-    return name if len(name) <= keep else "..." + name[-(keep - 3) :]
+    """A long parameter name on two lines, broken after a ``.`` or ``/``, so panel titles do not run into each other and
+    both the layer (its start) and the parameter (its end) stay readable; a name longer than two lines loses its middle."""
+    if len(name) <= keep:
+        return name
+    if len(name) > 2 * keep:
+        half = keep - 1
+        name = name[:half] + "\u2026" + name[-half:]
+    cut = max((i + 1 for i, ch in enumerate(name[:keep]) if ch in "./" and len(name) - (i + 1) <= keep), default=None)
+    if cut is None:  # no separator where it would do: halves
+        cut = len(name) // 2
+    return name[:cut] + "\n" + name[cut:]
 
 
 GRID_BINS = 80  # ridge lines are resampled onto this many equal bins: writers' buckets are exponential near zero
@@ -103,7 +112,8 @@ def _heatmap(ax, h, order) -> None:
         centers = (h.left[i] + h.right[i]) / 2
         grid[row], _ = np.histogram(centers, bins=edges, weights=h.counts[i])
     steps = h.step[order]
-    ax.imshow(grid.T, aspect="auto", origin="lower", extent=(float(steps[0]), float(steps[-1]) + 1, float(edges[0]), float(edges[-1])), cmap="viridis")
+    image = ax.imshow(grid.T, aspect="auto", origin="lower", extent=(float(steps[0]), float(steps[-1]) + 1, float(edges[0]), float(edges[-1])), cmap="viridis")
+    ax.figure.colorbar(image, ax=ax, label="count", pad=0.01, fraction=0.05)  # what a colour means
     ax.set_xlabel("step")
     ax.set_ylabel("value")
 

@@ -141,6 +141,24 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def one_loss_source(scalars):
+    """The rows of the one run that logs the loss most often (None and tables without a loss pass unchanged).
+
+    A smoke's training writes its loss twice (msnb's step callback every step, MindSpore's summary every few steps):
+    a live curve of both draws one loss twice, differently.  Ties go to the first run in sorted order.
+    """
+    if scalars is None or not len(scalars):
+        return scalars
+    present = set(scalars.tags())
+    tags = [t for t in ALIASES["loss"] if t in present]
+    if not tags:
+        return scalars
+    runs, counts = np.unique(scalars.run[np.isin(scalars.tag, tags)].astype(str), return_counts=True)
+    if len(runs) < 2:
+        return scalars
+    return scalars.where(run=str(runs[int(np.argmax(counts))]))
+
+
 def _this_run(run: str) -> str:
     """The legend name of a run: "." (the path followed is the run itself) reads "this run", not a dot."""
     return "this run" if run == "." else run

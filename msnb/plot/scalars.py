@@ -32,6 +32,7 @@ from ..analysis.judge import judge_run
 from ..analysis.nonfinite import NonFiniteRange
 from ..analysis.smoothing import ema
 from ..errors import NothingReadable, UsageError
+from ..events.msprobe import markers_of
 from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
 from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve
@@ -311,7 +312,15 @@ def _compile_outlier(steps, values):
     return None
 
 
-def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
+def _step_time_text(value: float, tag: str) -> str:
+    """A compile step's time as a person reads it: ``32.0 s`` or ``640 ms`` for a tag in milliseconds, ``31,970`` otherwise
+    (``3.197e+04`` was the old label)."""
+    if tag.lower().endswith("ms"):
+        return f"{value / 1000:.1f} s" if abs(value) >= 1000 else f"{value:.0f} ms"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _scale_to_steady(ax, steady_values, outliers, xs_of, tag: str = "") -> None:
     """Limit a step-time panel to the steady state; mark each compile step at the top edge with its value."""
     from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib, until a figure is drawn
 
@@ -323,7 +332,14 @@ def _scale_to_steady(ax, steady_values, outliers, xs_of) -> None:
     for (step, value), color in outliers:
         x = xs_of(step)
         ax.plot(
-            [x], [0.96], marker="^", color=color, linestyle="none", transform=trans, clip_on=False, label=f"compile step {int(step)}: {value:.4g} (off scale)"
+            [x],
+            [0.96],
+            marker="^",
+            color=color,
+            linestyle="none",
+            transform=trans,
+            clip_on=False,
+            label=f"compile step {int(step)}: {_step_time_text(value, tag)} (off scale)",
         )
 
 
@@ -393,6 +409,7 @@ def plot_scalars(
     no_smooth=(),
     bands: bool | None = None,
     note_missing: bool = True,
+    markers=None,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -418,6 +435,8 @@ def plot_scalars(
             :data:`~msnb.analysis.bands.BANDS_ABOVE` ranks, True for every run of two ranks or more.
         note_missing: name, under a panel's title, the runs that have no tag for it (the report's
             ``missing`` lists them either way); off where each run is one source of one panel (the smoke's figure).
+        markers: the read's :class:`~msnb.events.MarkerTable`: the points msprobe's own rules flagged
+            (``anomaly.json``) are drawn on their series (x by step only: msprobe records no time).
 
     Returns:
         A :class:`PlotReport`.
@@ -467,6 +486,7 @@ def plot_scalars(
         walls = walls[np.isfinite(walls)]  # log lines without a timestamp have none
         starts[run] = float(walls.min()) if walls.size else 0.0
     series_keys: list = []
+    run_names: dict = {}  # a label spelling its tag -> the run's name alone (see _figure_legend)
     drawn = smoothed = 0
     nonfinite = []
     label_for_run = label_for_run or (lambda run: run)
@@ -485,7 +505,11 @@ def plot_scalars(
             tag_idx = np.flatnonzero(scalars.tag == tag)
 
             def name(run, tag=tag, spelled=spelled):
-                return f"{label_for_run(run)} ({tag})" if spelled else label_for_run(run)
+                if not spelled:
+                    return label_for_run(run)
+                said = f"{label_for_run(run)} ({tag})"
+                run_names[said] = label_for_run(run)  # the figure's legend names the run alone (the title says the spellings)
+                return said
 
             # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
             every_band = [b for run in band_runs if run in runs_here for b in _bands_of(scalars, tag, run, flags, judged[run])]
@@ -537,6 +561,8 @@ def plot_scalars(
                     _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
                 if len(b.outliers) > MAX_LABELLED:
                     ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
+        if markers is not None and x == "step":
+            _draw_msprobe_markers(ax, scalars, markers, panel.tags)
         for f in flags:
             if panel.tags.get(f.run) != f.tag:
                 continue
@@ -557,8 +583,11 @@ def plot_scalars(
         drawn += drawing.drawn
         smoothed += drawing.smoothed
         if outliers and steady:
-            _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step)
-        ax.set_title(panel.title + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing and note_missing else ""))
+            _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step, next(iter(panel.tags.values()), ""))
+        spellings = f" ({', '.join(sorted(set(panel.tags.values())))})" if spelled and crowded else ""
+        ax.set_title(
+            panel.title + spellings + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing and note_missing else "")
+        )
         ax.set_xlabel(xlabel)
         if x == "wall":
             ax.xaxis_date()
@@ -580,7 +609,7 @@ def plot_scalars(
     if title:
         fig.suptitle(title)
     if crowded:
-        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None)
+        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None, run_names=run_names)
     nonfinite += [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
     points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
     labels = {r: label_for_run(r) for r in runs}
@@ -625,6 +654,23 @@ class _Panel:
 _REPEATED = (("NaN/Inf", "NaN/Inf in {n} series (red x at the top)"), ("compile step", "compile steps of {n} series (off scale)"))
 
 
+def _draw_msprobe_markers(ax, scalars: ScalarTable, markers, tags_by_run: dict) -> None:
+    """msprobe's flagged points (its ``anomaly.json``) on the series they flag, one legend entry a panel."""
+    flagged = markers_of(markers)
+    total = 0
+    for run, tag in tags_by_run.items():
+        mine = flagged.take((flagged.run == run) & (flagged.tag == tag)) if len(flagged) else flagged
+        if not len(mine):
+            continue
+        rows = np.flatnonzero((scalars.run == run) & (scalars.tag == tag))
+        for rank in np.unique(mine.rank).tolist():
+            here = rows[scalars.rank[rows] == rank]
+            at = np.isin(scalars.step[here], mine.step[mine.rank == rank])
+            ax.plot(scalars.step[here][at], scalars.value[here][at], "v", color="darkorange", markersize=6, linestyle="none",
+                    label=None if total else "flagged by msprobe's rules")  # fmt: skip
+            total += int(at.sum())
+
+
 def _legend(ax) -> None:
     """A legend that names each line once: per-series NaN and compile-step markers are merged when there are several."""
     handles, labels = ax.get_legend_handles_labels()
@@ -646,17 +692,22 @@ def _legend(ax) -> None:
     ax.legend([h for h, _ in kept], [t for _, t in kept], fontsize=LEGEND_POINTS)
 
 
-def _figure_legend(fig, axes, *, resize: bool) -> None:
+def _figure_legend(fig, axes, *, resize: bool, run_names: dict | None = None) -> None:
     """One legend for the whole figure, above the panels (never over the data): each run once, each flag or mark once.
 
     Args:
         fig: the figure.
         axes: its panels.
         resize: make the figure taller by the legend's rows (a figure msnb created; a caller's figure keeps its size).
+        run_names: a label that spells its tag ("healthy (lm-loss)") -> the run's name: one entry a run, not one a
+            spelling ("healthy (lm-loss) (2 ranks)" beside "healthy (2 ranks)" named the same lines twice).
     """
     kept: dict = {}
     for ax in axes:
         for h, text in zip(*ax.get_legend_handles_labels()):
+            said = next((k for k in run_names or {} if text == k or text.startswith(k + " ")), None)
+            if said is not None:
+                text = run_names[said] + text[len(said) :]
             kind = next((k for k, _ in _REPEATED if text.startswith(k)), None)
             if kind == "NaN/Inf":
                 text = "NaN/Inf (red x; shaded if consecutive)"
@@ -803,4 +854,4 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None
-    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), **options)
+    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), markers=result.markers, **options)

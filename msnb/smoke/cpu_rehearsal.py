@@ -1,4 +1,4 @@
-"""The CPU rehearsal: Ascend-only kernels of mindformers 1.9 replaced by plain MindSpore equivalents, in the smoke's child only.
+"""The CPU rehearsal: Ascend-only kernels of mindformers (1.9, 2.0) replaced by plain MindSpore equivalents, in the smoke's child only.
 
 mindformers' models call a handful of kernels that MindSpore's CPU backend
 does not have (``Unsupported op [RmsNorm] on CPU`` and the like), and no
@@ -11,9 +11,10 @@ monitoring needs; nothing is changed on Ascend, and nothing here ever runs in
 the user's kernel (importing this module changes nothing: :func:`apply` does).
 
 Each replacement is a function that returns one line for the verdict, or None
-when the module it patches is absent.  They are written against the
-mindformers release msnb pins (:data:`msnb.smoke.mindformers_plan.PINNED_MINDFORMERS`);
-the runner refuses another release before starting anything.
+when the module it patches is absent.  The files they patch are byte-identical
+in mindformers 1.9, 2.0 and 2.1; the runner rehearses only the pairs the smoke
+is tested with (:mod:`msnb.smoke.tested_stack`) and says *not rehearsed* for
+any other before starting anything.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .guard import set_parent_death_signal
+from .import_guards import guard_deepseek_v4_import
 
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0, model_shifts: bool = False):
@@ -231,6 +232,7 @@ def main(spec_path: str) -> int:
     stage = "importing mindformers"
     rank = 0
     try:
+        guarded = guard_deepseek_v4_import()  # before mindformers: its 2.0 import needs hyper_parallel otherwise
         # deferred until the death signal is armed, and inside the try (a failure is this stage's line): mindformers, MindSpore
         import mindformers
         from mindformers import MindFormerConfig, Trainer, build_context
@@ -243,6 +245,7 @@ def main(spec_path: str) -> int:
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
             applied = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
+        applied = [guarded, *applied] if guarded else applied
         stage = "loading the config (MindFormerConfig)"
         config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
         stage = "applying the smoke's changes to mindformers' config"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 
 from ..errors import SmokeError
 from .device import DEVICES
+from .kept import check_keep
 
 DEFAULT_OUT = "msnb_smoke.png"
 BUILTIN_STEPS = 200
@@ -42,7 +43,7 @@ class SmokeOptions:
     device: str | None = None
     workers: int = 1
     summary_dir: str | os.PathLike | None = None
-    keep: bool = False
+    keep: bool | str | os.PathLike = False  # True keeps the temporary directory; a path is the run's directory from the start
     live: bool = True
     code: str | None = None
     module: str | None = None
@@ -77,6 +78,7 @@ class SmokeOptions:
             raise SmokeError("give the model as the cell's code or as --module, not both")
         if self.lr is not None and not isinstance(self.lr, numbers.Real):
             raise SmokeError(f"--lr must be a number (got {self.lr!r})")
+        check_keep(self.keep)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace, **extra) -> SmokeOptions:
@@ -117,6 +119,7 @@ class Option:
     action: str | None = None
     choices: tuple | None = None
     nargs: str | None = None
+    const: object = None
     metavar: str | None = None
     where: str = "both"
 
@@ -130,7 +133,7 @@ class Option:
                 kw["type"] = self.type
             if self.default is not None and "default:" not in self.help:
                 kw["help"] = f"{self.help} (default: {self.default})"
-        for name in ("choices", "nargs", "metavar"):
+        for name in ("choices", "nargs", "const", "metavar"):
             if getattr(self, name) is not None:
                 kw[name] = getattr(self, name)
         return kw
@@ -151,7 +154,15 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
     Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun", type=int, default=1),
     Option(("--summary-dir",), "write the summaries here, and keep them, instead of in a temporary directory (default: temporary)", metavar="DIR"),
-    Option(("--keep",), "keep the temporary directory after a pass (it is always kept after a failure)", action="store_true"),
+    Option(
+        ("--keep",),
+        "keep the run's files after a pass (they are always kept after a failure): in DIR, a new or empty folder, or with no DIR in the "
+        "temporary directory; msnb check, plot and report read the folder whole (default: removed after a pass)",
+        default=False,
+        nargs="?",
+        const=True,
+        metavar="DIR",
+    ),
     Option(("--no-live",), "no live view while it runs", action="store_true"),
     Option(("--module",), "a .py file (relative to the current directory) or an importable module defining net, loss_fn, optimizer, dataset (or build())"),
     Option(

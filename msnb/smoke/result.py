@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..plot.render import current_cell, figure_png
-from ..status import COLORS, FAIL, PASS, WARN, ResultView, status_color, status_word, verdict_word
+from ..status import COLORS, FAIL, WARN, ResultView, status_color, status_word, verdict_status, verdict_word
+from .kept import kept_outputs
 
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;white-space:pre;overflow-x:auto"
 TRACEBACK_HEAD = "Traceback (most recent call last)"
@@ -67,11 +68,12 @@ class SmokeResult(ResultView):
     _shown_in: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        self.kept = bool(self.kept)  # a --keep DIR is kept too
         if not self.passed:
             self.traceback = self._find_traceback()
         if self.figure is not None:
             # the verdict goes on the figure itself, so a saved PNG says what it shows
-            self.figure.suptitle(self.headline(), color=self.verdict_color, fontweight="bold")
+            self.figure.suptitle(self.headline(), color=COLORS[self.verdict_status], fontweight="bold")
 
     def _find_traceback(self) -> str:
         """From the training logs on disk (the whole traceback, not the tail's last lines), else from the tail."""
@@ -100,23 +102,26 @@ class SmokeResult(ResultView):
         return {"passed": 0, "failed": 1, "not_rehearsed": 3}[self.outcome]
 
     @property
+    def warnings(self) -> int:
+        """How many checks warned."""
+        return sum(1 for c in self.checks if c.status == WARN)
+
+    @property
+    def verdict_status(self) -> str:
+        """The status the verdict is coloured in (:func:`msnb.status.verdict_status`): the header and the figure's title alike."""
+        if self.not_rehearsed is not None:
+            return WARN  # not the user's failure, and no pass either
+        return verdict_status(self.passed, self.warnings)
+
+    @property
     def verdict_word(self) -> str:
         """``PASSED``, ``PASSED with 2 warnings``, ``FAILED`` or ``NOT REHEARSED``: a pass with warnings never reads as a clean pass."""
         if self.not_rehearsed is not None:
             return "NOT REHEARSED"
         if not self.passed:
             return verdict_word(False)
-        warns = sum(1 for c in self.checks if c.status == WARN)
+        warns = self.warnings
         return verdict_word(True) if not warns else f"PASSED with {warns} warning{'s' if warns > 1 else ''}"
-
-    @property
-    def verdict_color(self) -> str:
-        """One colour for the verdict wherever it is shown: amber for warnings and for what was not rehearsed."""
-        if self.not_rehearsed is not None:
-            return COLORS[WARN]
-        if not self.passed:
-            return COLORS[FAIL]
-        return COLORS[WARN if any(c.status == WARN for c in self.checks) else PASS]
 
     def headline(self) -> str:
         """``msnb smoke PASSED: 200/200 steps on CPU in 16.2 s`` (or ``PASSED with 1 warning: ...``)"""
@@ -134,6 +139,7 @@ class SmokeResult(ResultView):
             "summary_dir": self.summary_dir if self.kept else None,  # a removed directory is no path to follow
             "summary_dir_note": None if self.kept else f"{self.summary_dir} was removed after the run (--keep keeps it)",
             "kept": self.kept,
+            "kept_files": [{"path": path, "what": what} for path, what in self.kept_outputs()],  # each writer's folder in workdir
             "workdir": self.workdir if self.workdir and Path(self.workdir).is_dir() else None,  # the training's logs, while kept
             "device": self.device,
             "device_reason": self.device_reason,
@@ -153,7 +159,7 @@ class SmokeResult(ResultView):
         for c in self.checks:
             lines.append(f"  [{status_word(c.status)}] {c.name}: {c.detail}")
         if self.kept:  # a removed scratch directory is no path to follow: said only in as_dict()
-            lines.append(f"  summaries kept in {self.summary_dir}")
+            lines.extend(f"  {line}" for line in self.kept_lines())
         if self.traceback:
             lines.append("  the training's last traceback:")
             lines.extend("    " + line for line in self.traceback.splitlines())
@@ -163,6 +169,22 @@ class SmokeResult(ResultView):
         if self.figure_file:
             lines.append(f"  {self.figure_line()}")
         return "\n".join(lines)
+
+    def kept_outputs(self) -> list[tuple[str, str]]:
+        """Each writer's folder in the kept run directory, as (path, what wrote it); empty once it was removed."""
+        if not self.kept or not self.workdir:
+            return []
+        return kept_outputs(self.workdir, self.summary_dir)
+
+    def kept_lines(self) -> list[str]:
+        """Where the kept files are: the run directory (msnb check, plot and report read it whole), then each writer's folder in it."""
+        outputs = self.kept_outputs()
+        if not outputs:  # the run directory is gone (a --summary-dir outlives it) or nothing was written
+            return [f"summaries kept in {self.summary_dir}"] if Path(self.summary_dir).is_dir() else []
+        width = max(len(path) for path, _ in outputs)
+        lines = [f"files kept in {self.workdir} (msnb check, plot and report read the folder whole):"]
+        lines += [f"  {path.ljust(width)}  {what}" for path, what in outputs]
+        return lines
 
     def figure_line(self) -> str:
         """``figure: wrote /abs/msnb_smoke.png (in the current directory; ...)``: the verdict's last line when the figure was saved."""
@@ -177,13 +199,13 @@ class SmokeResult(ResultView):
     def to_html(self, figures: bool = True) -> str:
         """The verdict as HTML: the headline, one row per check, the traceback of a failure, and (with *figures*) the plots."""
         head = self.verdict_word
-        color = self.verdict_color
+        color = COLORS[self.verdict_status]
         rows = "".join(
             f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
             f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
             for c in self.checks
         )
-        where = f"<br><small>summaries kept in {html.escape(self.summary_dir)}</small>" if self.kept else ""
+        where = "".join(f"<br><small>{html.escape(line)}</small>" for line in self.kept_lines()) if self.kept else ""
         parts = [
             f"<div class='msnb-smoke'><b class='msnb-verdict' style='color:{color}'>msnb smoke {head}</b>: {self.steps_trained}/{self.steps} steps on "
             f"{html.escape(self.device)} in {self.elapsed_s:.1f} s{where}",

@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -41,15 +40,16 @@ import yaml
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..environment import installed_major
-from ..errors import NotRehearsed, SmokeError
+from ..errors import SmokeError
 from ..events import Follower, read
-from ..plot.live import LiveView
+from ..plot.live import LiveView, one_loss_source
 from ..plot.render import plain_text
 from ..words import count
 from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
+from .kept import scratch_directory
 from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
 from .mindformers_plan import (
     DELETE,
@@ -64,6 +64,8 @@ from .mindformers_plan import (
 )
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
 from .result import SmokeResult
+from .shipped_configs import with_shipped_config
+from .tested_stack import check_tested_stack, screen_config
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 
 DEFAULT_LR = 0.05
@@ -227,8 +229,10 @@ def prepare(options: SmokeOptions) -> Prepared:
         SmokeError: a bad option, a missing module file or msrun, an unusable --summary-dir.
         ConfigError: a config that cannot be loaded.
     """
+    options = with_shipped_config(options)  # configs/qwen3/... not here: the installed mindformers' own copy, said on stderr
     options.validate()
     loaded_first = load_config(options.config) if options.config is not None else None
+    screen_config(loaded_first, builtin=options.code is None and options.module is None)  # NotRehearsed: never the built-in model in its place
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
@@ -287,11 +291,7 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
             f"{where} is a mindformers run config, and mindformers is not installed here: pip install 'msnb[mindformers]' (mindformers=={PINNED_MINDFORMERS}.0)"
         )
     device, reason, usable = device_status(options.device)
-    if device == "CPU" and not (version == PINNED_MINDFORMERS or version.startswith(PINNED_MINDFORMERS + ".")):
-        raise NotRehearsed(
-            f"mindformers {version} is installed; msnb's CPU rehearsal (the Ascend-only kernels it replaces) is written for mindformers "
-            f"{PINNED_MINDFORMERS}: run the smoke on Ascend, or install mindformers=={PINNED_MINDFORMERS}.0"
-        )
+    check_tested_stack(device, version)  # NotRehearsed: a CPU rehearsal with releases outside the tested set
     mode = _mindformers_mode(loaded, options)
     options = replace(options, steps=options.steps or MINDFORMERS_STEPS, mode=mode)
     plan = plan_mindformers(
@@ -407,7 +407,7 @@ def launch(prepared: Prepared) -> Launched:
     """
     o = prepared.options
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="msnb-smoke-"))  # private: 0700
+    workdir = scratch_directory(o.keep)  # a private temporary directory (0700), or the user's --keep DIR
     try:
         summary = prepared.summary or workdir / "summary"
         summary.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -529,8 +529,8 @@ def _mindformers_label(run: str) -> str:
 
 def _live_source(prepared: Prepared):
     """What the live view draws: for a mindformers model, MFLossMonitor's lines as they are written (the other
-    writers repeat the same loss); otherwise everything read."""
-    return (lambda scalars: scalars) if prepared.plan is None else log_scalars
+    writers repeat the same loss); otherwise the run that logs the loss most often (the summary repeats it)."""
+    return one_loss_source if prepared.plan is None else log_scalars
 
 
 def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
@@ -823,8 +823,10 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         raise SmokeError("give either options=SmokeOptions(...) or keyword options, not both")
     prepared = prepare(options)
     if options.live and view is None:
-        view = LiveView(title=f"msnb smoke on {prepared.device}", total=options.steps, tags=["loss"], min_interval=0.3, status=None)
+        view = LiveView(title=f"msnb smoke on {prepared.device}", total=prepared.options.steps, tags=["loss"], min_interval=0.3, status=None)
     if view is not None:
+        if view.total is None:  # the steps left to the default (200, or 40 for mindformers): the percentage and the ETA need them
+            view.total = prepared.options.steps
         if prepared.plan is not None:
             view.label_for_run = _mindformers_label
         view.update(status=f"starting MindSpore on {prepared.device}...", force=True)

@@ -163,13 +163,16 @@ def test_megatron_nan_and_bad_lines_are_points_and_problems_not_errors(tmp_path)
         + " iteration        4/     100 | lm loss: "
         + "9" * 100_000
         + " |\n"
+        + " iteration        5/     100 | lm loss: "
+        + "9" * (2 << 20)
+        + " |\n"
     )
     r = baselines.read_baseline(path)
     steps, loss = r.scalars.series("lm loss")
-    assert steps.tolist()[:2] == [1, 2] and math.isnan(loss[1])
+    assert steps.tolist() == [1, 2] and math.isnan(loss[1])  # a 100,000-digit field is no number
     assert np.isinf(r.scalars.series("grad norm")[1][1])
     assert any("line 3" in p.message for p in r.problems)
-    assert any(p.kind == "line" for p in r.problems)  # the 100 KB line: its start parsed, reported
+    assert any(p.kind == "line" for p in r.problems)  # the 2 MB line: its start parsed, reported
 
 
 def test_hf_trainer_state_and_tables(tmp_path):
@@ -285,6 +288,14 @@ def test_a_1_2_percent_error_fails_alone_and_passes_within_a_rerun_spread_of_1_5
     assert relaxed.tolerance["mean_rel"] == pytest.approx(0.015, rel=0.01) and relaxed.tolerance["reruns"] == 1
     assert relaxed.first_divergence is None
     assert relaxed.baseline == [str(b), str(r)]
+    # the figure: a candidate a step above, a step below draws its per-step difference as dots at the two levels, not a
+    # line joining them (1,500 zig-zags were one solid grey block)
+    from msnb.plot.compare import plot_compare
+
+    per_step = [line for line in plot_compare(relaxed).axes[1].get_lines() if line.get_label() == "candidate - baseline per step"]
+    assert len(per_step) == 1 and per_step[0].get_linestyle() == "None" and per_step[0].get_marker() == "."
+    levels = np.round(np.abs(per_step[0].get_ydata()), 1)
+    assert set(levels.tolist()) <= {1.2}  # every dot at +-1.2 %
 
 
 def test_a_nan_fails_finite_at_its_step(tmp_path):

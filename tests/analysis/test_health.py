@@ -141,13 +141,14 @@ def test_log_lines_and_tensorboard_give_the_same_series(ts_runs):
 def _reference(row, s: Settings):
     """One series judged point by point in plain Python: the oracle for first_departures."""
     row = [float(v) for v in row]
-    first = math.ceil(s.min_history / s.block) * s.block
+    block = min(s.block, s.min_history)  # a block never outlasts the history a point needs
+    first = math.ceil(s.min_history / block) * block
     for j, v in enumerate(row):
         if not math.isfinite(v):
             return j, {True: NAN}.get(math.isnan(v), POS_INF if v > 0 else NEG_INF)
         if j < first:
             continue
-        start = first + (j - first) // s.block * s.block  # the block's start: its window ends there
+        start = first + (j - first) // block * block  # the block's start: its window ends there
         ref = row[max(0, start - s.window) : start]
         med = statistics.median(ref)
         mad = statistics.median(abs(x - med) for x in ref)

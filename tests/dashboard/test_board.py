@@ -410,3 +410,98 @@ def test_board_in_jupyterlab(lab, browser, base, tmp_path):  # noqa: F811
     for state in (first, smoothed, unticked):
         assert state["errors"] == 0 and "Traceback" not in state["text"] and "Error displaying widget" not in state["text"], state["text"][:500]
         assert state["images"][0][1] > 600 and state["images"][0][2] > 200  # a figure, not an empty frame
+
+
+def _tick_boxes(fig, ax, axis: str):
+    """The drawn tick labels of *axis* ('x' or 'y') of *ax*: (text, window extent), after a draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    labels = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels(minor=False) + ax.get_yticklabels(minor=True)
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in labels if t.get_visible() and t.get_text()]
+
+
+def test_time_axes_and_log_labels_are_readable(board):
+    """Wall-clock ticks short and apart (not ``39:58.800000`` each), a log axis's labels inside the figure, plain."""
+    c = board.controls
+    c["x"].value = "wall"
+    for name in ("loss", "lr"):
+        boxes = _tick_boxes(board.figure, panel(board.figure, name), "x")
+        assert len(boxes) >= 2 and all(len(text) <= 8 for text, _ in boxes), [t for t, _ in boxes]
+        ordered = sorted((box for _, box in boxes), key=lambda b: b.x0)
+        assert all(a.x1 < b.x0 for (a, b) in zip(ordered, ordered[1:])), "wall-clock tick labels overlap"
+    c["x"].value = "step"
+    c["log"].value = True
+    for name in ("loss", "lr", "grad_norm"):
+        boxes = _tick_boxes(board.figure, panel(board.figure, name), "y")
+        assert boxes and all(box.x0 >= 0 for _, box in boxes), [(t, box.x0) for t, box in boxes]  # none cut at the left edge
+        assert not any("\\" in text or "$" in text for text, _ in boxes)  # no TeX: plain numbers
+
+
+def test_runs_are_named_once_above_the_panels(board):
+    """The runs' names in one legend above the panels (in each panel they covered the lr and grad-norm curves)."""
+    fig = board.figure
+    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()] == ["drifting", "healthy", "nan_rank"]
+    for name in ("lr", "grad_norm"):
+        assert panel(fig, name).get_legend() is None
+    kept = [t.get_text() for t in panel(fig).get_legend().get_texts()]  # the loss panel keeps what the run list does not say
+    assert kept and all("NaN/Inf" in t or "flagged" in t for t in kept), kept
+
+
+def test_a_flag_line_on_a_time_axis_lies_on_the_data(board):
+    """The dashed line of a flag at the flagged step's time on the line drawn, inside the drawn x range."""
+    c = board.controls
+    c["runs"].value = ("drifting",)
+    for x in ("relative", "wall"):
+        c["x"].value = x
+        drawn = lines(board.figure, "smooth|drifting|")
+        xs = np.concatenate([line.get_xdata() for line in drawn.values()])
+        flags = lines(board.figure, "flag|drifting|")
+        assert flags
+        for line in flags.values():
+            at = line.get_xdata()[0]
+            assert xs.min() <= at <= xs.max(), (x, at, xs.min(), xs.max())
+
+
+def test_heatmap_has_a_colour_bar_and_long_names_keep_both_ends():
+    from msnb.events import HistogramTable
+    from msnb.plot.histograms import plot_histograms
+
+    name = "network.model.transformer.layers.11.attention.query_key_value.weight"
+    rng = np.random.default_rng(0)
+    rows = []
+    for step in (10, 20, 30):
+        counts, edges = np.histogram(rng.normal(size=500), bins=20)
+        rows.append((step, edges[:-1], edges[1:], counts.astype(float)))
+    n = len(rows)
+    table = HistogramTable(
+        run=np.array(["r"] * n, dtype=object),
+        rank=np.zeros(n, dtype=int),
+        tag=np.array([name] * n, dtype=object),
+        step=np.array([r[0] for r in rows]),
+        wall_time=np.zeros(n),
+        left=[r[1] for r in rows],
+        right=[r[2] for r in rows],
+        counts=[r[3] for r in rows],
+        min=np.array([r[1][0] for r in rows]),
+        max=np.array([r[2][-1] for r in rows]),
+        **{k: np.zeros(n) for k in ("sum", "count", "nan_count", "pos_inf_count", "neg_inf_count")},
+    )
+    fig = plot_histograms(table, name, mode="heatmap")
+    main, bar = fig.axes[0], fig.axes[1]
+    assert main.images and bar.get_ylabel() == "count"  # a colour says how many
+    title = main.get_title().replace("\n", "")
+    assert title.startswith("network.model.transformer.layers.11.") and "query_key_value.weight" in title
+
+
+def test_the_view_prints_as_words(board):
+    """``print(board.view())`` (and a notebook's Out[n]) reads as settings, not the dataclass's one long line."""
+    from IPython.lib.pretty import pretty
+
+    text = str(board.view())
+    assert text == "runs drifting, healthy, nan_rank; tags loss, lr, grad_norm; smoothing 0.60; x axis step; linear y; ranks as the mean over ranks; all steps"
+    assert pretty(board.view()) == text
+    board.controls["flags"].value = next(i for t, i in board.controls["flags"].options if t.startswith("nan_rank"))
+    assert str(board.view()).endswith("steps 121-179; zoomed on nan_rank rank 2 at step 150")

@@ -246,7 +246,9 @@ def test_cli_exit_codes_and_json(runs, run_msnb, tmp_path):
     want = {"out": str(tmp_path / "ok.html"), "bytes": (tmp_path / "ok.html").stat().st_size, "runs": names, "passed": True}
     assert doc == {**want, "verdicts": checked["runs"], "flags": checked["flags"]}  # the judge's verdicts, as msnb check --json
     failed = run_msnb("report", runs["healthy"], runs["drift"], "--out", tmp_path / "bad.html", check=1)
-    assert failed.stdout.startswith(f"msnb report FAILED: wrote {tmp_path / 'bad.html'}")
+    # the writing succeeded; the verdict is the runs' (a leading "FAILED: wrote" read as if writing had failed)
+    assert failed.stdout.startswith(f"msnb report: wrote {tmp_path / 'bad.html'}")
+    assert failed.stdout.rstrip().endswith("the runs' verdict: FAILED")
     nothing = run_msnb("report", tmp_path / "nothing", "--out", tmp_path / "n.html", check=2)
     assert nothing.stdout == "" and nothing.stderr.startswith("msnb report: error: nothing readable")
     run_msnb("report", runs["healthy"], "--out", tmp_path / "missing" / "r.html", check=2)

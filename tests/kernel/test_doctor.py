@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from msnb import doctor, kernel
+from msnb.requirements import StackFacts, installed_stack_facts
 
 HEALTHY = {
     "msnb": "0.1.0",
@@ -18,6 +19,11 @@ HEALTHY = {
     "ipykernel": "7.4.0",
     "mindinsight": None,
 }
+
+
+# what MindSpore 2.9 declares (Requires-Dist) and ships (protobuf 3's generated modules): HEALTHY's facts, whichever
+# MindSpore this environment holds (tests/test_requirements.py checks the rules for 2.10)
+FACTS_2_9 = StackFacts({"mindspore": {"protobuf": ">=3.13.0", "numpy": "<2.0.0,>=1.20.0"}}, summary_pre4=True)
 
 
 def codes(findings, severity=None):
@@ -33,45 +39,49 @@ def mf_map():
 
 
 def test_healthy_versions_have_no_errors(mf_map):
-    assert codes(doctor.check_versions(HEALTHY, mf_map), doctor.ERROR) == set()
+    assert codes(doctor.check_versions(HEALTHY, mf_map, facts=FACTS_2_9), doctor.ERROR) == set()
 
 
 def test_protobuf_4_with_mindspore_is_blocking_with_fix(mf_map):
-    found = doctor.check_versions({**HEALTHY, "protobuf": "4.25.9"}, mf_map)
+    found = doctor.check_versions({**HEALTHY, "protobuf": "4.25.9"}, mf_map, facts=FACTS_2_9)
     f = next(f for f in found if f.rule == "protobuf-summary-collector")
     assert f.severity == doctor.ERROR
     assert "4.25.9" in f.message and "SummaryCollector" in f.message
     assert f.fix == "pip install protobuf==3.20.3"
     # without MindSpore the protobuf version does not matter to msnb
-    assert "protobuf-summary-collector" not in codes(doctor.check_versions({**HEALTHY, "protobuf": "5.29.0", "mindspore": None, "mindformers": None}))
+    assert "protobuf-summary-collector" not in codes(
+        doctor.check_versions({**HEALTHY, "protobuf": "5.29.0", "mindspore": None, "mindformers": None}, facts=FACTS_2_9)
+    )
 
 
 def test_numpy_2_with_mindspore_is_blocking(mf_map):
-    found = doctor.check_versions({**HEALTHY, "numpy": "2.1.3"}, mf_map)
-    f = next(f for f in found if f.rule == "numpy2-mindspore")
+    found = doctor.check_versions({**HEALTHY, "numpy": "2.1.3"}, mf_map, facts=FACTS_2_9)
+    f = next(f for f in found if f.rule == "numpy-mindspore-requirement")
     assert f.severity == doctor.ERROR and "numpy<2" in f.fix
 
 
 def test_mindinsight_that_does_not_match_mindspore_is_flagged(mf_map):
-    found = doctor.check_versions({**HEALTHY, "mindinsight": "2.3.1"}, mf_map)
+    found = doctor.check_versions({**HEALTHY, "mindinsight": "2.3.1"}, mf_map, facts=FACTS_2_9)
     f = next(f for f in found if f.rule == "mindinsight-mismatch")
     assert f.severity == doctor.WARNING and "2.3.1" in f.message and "2.9.0" in f.message
-    assert "mindinsight-mismatch" not in codes(doctor.check_versions({**HEALTHY, "mindspore": "2.3.1", "mindformers": None, "mindinsight": "2.3.1"}))
+    assert "mindinsight-mismatch" not in codes(
+        doctor.check_versions({**HEALTHY, "mindspore": "2.3.1", "mindformers": None, "mindinsight": "2.3.1"}, facts=FACTS_2_9)
+    )
 
 
 def test_mindformers_pair_outside_its_version_map(mf_map):
     supported = mf_map["mf"]["1.9.0"]["support"]
-    found = doctor.check_versions({**HEALTHY, "mindspore": "2.10.0"}, mf_map)
+    found = doctor.check_versions({**HEALTHY, "mindspore": "2.10.0"}, mf_map, facts=FACTS_2_9)
     f = next(f for f in found if f.rule == "mindformers-mindspore-pair")
     assert f.severity == doctor.ERROR
     assert "2.10.0" in f.message and all(v in f.message for v in supported)
     assert f.fix == f"pip install mindspore=={mf_map['mf']['1.9.0']['prefer']}"
-    unknown = doctor.check_versions({**HEALTHY, "mindformers": "0.0.1"}, mf_map)
+    unknown = doctor.check_versions({**HEALTHY, "mindformers": "0.0.1"}, mf_map, facts=FACTS_2_9)
     assert "mindformers-unknown-version" in codes(unknown, doctor.WARNING)
 
 
 def test_mindformers_without_mindspore():
-    found = doctor.check_versions({**HEALTHY, "mindspore": None})
+    found = doctor.check_versions({**HEALTHY, "mindspore": None}, facts=FACTS_2_9)
     assert "mindformers-without-mindspore" in codes(found, doctor.ERROR)
     assert "mindspore-missing" in codes(found, doctor.WARNING)
 
@@ -138,7 +148,7 @@ def _fake_distribution(site: Path, name: str, version: str) -> None:
 
 
 def test_doctor_exits_1_on_a_blocking_problem(tmp_path, run_msnb):
-    """An environment whose metadata says protobuf 5 (found first on sys.path) is refused."""
+    """An environment whose metadata says protobuf 5 (found first on sys.path) is refused, with the fix its MindSpore accepts."""
     site = tmp_path / "site"
     _fake_distribution(site, "protobuf", "5.29.0")
     env = {"PYTHONPATH": str(site) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -146,9 +156,13 @@ def test_doctor_exits_1_on_a_blocking_problem(tmp_path, run_msnb):
     report = json.loads(proc.stdout)
     assert report["packages"]["protobuf"] == "5.29.0"
     assert report["blocking"] is True
-    assert any(f["rule"] == "protobuf-summary-collector" for f in report["findings"])
     text = run_msnb("doctor", env=env, check=1).stdout
-    assert "fix: pip install protobuf==3.20.3" in text
+    if installed_stack_facts().summary_pre4:  # MindSpore 2.9: its SummaryCollector needs protobuf 3
+        assert any(f["rule"] == "protobuf-summary-collector" for f in report["findings"])
+        assert "fix: pip install protobuf==3.20.3" in text
+    else:  # MindSpore 2.10 requires protobuf >= 7.34.1: 5 breaks its import, and 3.20.3 is never the advice
+        assert any(f["rule"] == "protobuf-mindspore-requirement" for f in report["findings"])
+        assert 'fix: pip install "protobuf>=7.34.1"' in text and "3.20.3" not in text
 
 
 def test_probe_runs_mindspore_on_cpu(run_msnb):

@@ -349,3 +349,26 @@ def test_install_where_jupyter_does_not_look(tmp_path, run_msnb, home):
     proc = run_msnb("install-kernel", "--name", "msnb-hidden", "--prefix", hidden, "--env", f"PYTHONPATH={REPO}", env={"HOME": str(home)}, check=0)
     assert "[kernel-location]" in proc.stdout and "not on Jupyter's search path" in proc.stdout
     assert "Starts      yes" in proc.stdout  # the check still starts it from where it was written
+
+
+def test_a_prefix_the_user_asked_for_is_said_not_warned(jupyter_dirs, run_msnb, home):
+    """``install-kernel --sys-prefix`` (the README's test command) or ``--prefix``: living only there is what was asked."""
+    from msnb.kernel_check import spec_location_finding
+
+    proc = run_msnb(
+        "install-kernel",
+        "--name",
+        "msnb-asked",
+        "--prefix",
+        jupyter_dirs["prefix"],
+        "--env",
+        f"PYTHONPATH={REPO}",
+        "--no-check",
+        env={"HOME": str(home)},
+        check=0,
+    )
+    assert "WARNING" not in proc.stdout and "as asked" in proc.stdout, proc.stdout
+    spec_dir = str(jupyter_dirs["prefix"] / "share" / "jupyter" / "kernels" / "msnb-asked")
+    asked, found_later = spec_location_finding("msnb-asked", spec_dir, prefix_chosen=True), spec_location_finding("msnb-asked", spec_dir)
+    assert (asked.rule, asked.severity, found_later.rule, found_later.severity) == ("kernel-location", "info", "kernel-location", "warning")
+    assert "--user" in asked.fix and "--user" in found_later.fix  # the doctor, later, still warns: there the finding helps

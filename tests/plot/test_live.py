@@ -127,3 +127,35 @@ def test_tail_magic_returns_what_it_read(ms_files):
     lines = out.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"points": 100, "ranks": [0, 1]}
     assert any("following" in line for line in lines) and any("stopped after 1 s" in line for line in lines)
+
+
+def _loss_rows(runs_and_tags):
+    import numpy as np
+
+    from msnb.events import ScalarTable
+
+    rows = [(run, tag, step) for run, tag, steps in runs_and_tags for step in steps]
+    n = len(rows)
+    return ScalarTable(
+        run=np.array([r for r, _, _ in rows], dtype=object),
+        rank=np.zeros(n, dtype=int),
+        tag=np.array([t for _, t, _ in rows], dtype=object),
+        step=np.array([s for _, _, s in rows]),
+        wall_time=np.zeros(n),
+        value=np.ones(n),
+    )
+
+
+def test_one_loss_source_keeps_the_run_that_logs_the_loss_most_often():
+    from msnb.plot.live import one_loss_source
+
+    # a smoke's two writers: msnb's step callback every step, the summary every fifth (with its lr)
+    table = _loss_rows([(".", "loss", range(1, 101)), ("summary", "loss/auto", range(5, 101, 5)), ("summary", "lr", range(5, 101, 5))])
+    kept = one_loss_source(table)
+    assert set(kept.run.tolist()) == {"."} and len(kept) == 100
+    # the summary alone (the step callback's file not read yet): everything kept
+    alone = _loss_rows([("summary", "loss/auto", range(5, 51, 5)), ("summary", "lr", range(5, 51, 5))])
+    assert one_loss_source(alone) is alone
+    # no loss at all, or nothing: unchanged
+    no_loss = _loss_rows([("a", "lr", range(3)), ("b", "lr", range(5))])
+    assert one_loss_source(no_loss) is no_loss and one_loss_source(None) is None

@@ -272,3 +272,20 @@ def test_consecutive_nan_steps_are_one_span_not_a_bar_of_crosses(three_jobs):
     spans = [p for p in ax.patches if p.get_facecolor()[:3] == (1.0, 0.0, 0.0)]
     assert len(spans) == 1
     assert (spans[0].get_x(), spans[0].get_x() + spans[0].get_width()) == (120.0, 122.0)
+
+
+def test_a_crowded_figure_names_each_run_once_whatever_its_loss_is_called(tmp_path):
+    """The report's figure: runs with several ranks (one legend above the panels), one spelling its loss ``lm-loss``.
+    Each run is one entry (not "healthy (lm-loss) (2 ranks)" beside "healthy (2 ranks)"); the title says the spellings."""
+    curves = {"healthy": ("lm-loss", 2), "nan_rank": ("loss", 4), "drifting": ("loss", 4)}
+    for run, (loss_tag, ranks) in curves.items():
+        for rank in range(ranks):
+            _write(tmp_path / run / f"rank_{rank}", {loss_tag: [(s, 3.0 / s + rank * 0.01) for s in range(1, 41)], "lr": [(s, 1e-4) for s in range(1, 41)]})
+    result = read_runs(str(tmp_path))
+    report = plot_read(result, str(tmp_path), tags="loss,lr", ranks=True)
+    (legend,) = report.figure.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    runs = [t for t in texts if t.split(" ")[0] in curves]
+    assert sorted(runs) == ["drifting (4 ranks)", "healthy (2 ranks)", "nan_rank (4 ranks)"], texts
+    titles = [a.get_title() for a in report.figure.axes if a.get_visible()]
+    assert "loss (lm-loss, loss)" in titles, titles

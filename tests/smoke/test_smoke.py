@@ -1,7 +1,9 @@
 """Smoke runs: real CPU trainings in child processes, judged from the files they wrote."""
 
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -9,6 +11,7 @@ import time
 from pathlib import Path
 
 from msnb import kernel
+from msnb.plot.live import LiveView
 from msnb.smoke import run_smoke
 from tests.conftest import kernel_from_spec, msnb_command
 
@@ -31,8 +34,25 @@ def statuses(result):
     return {c.name: c.status for c in result.checks}
 
 
+class RecordingView(LiveView):
+    """The CLI's text view, keeping each status line and the runs of each table it was given to draw."""
+
+    def __init__(self):
+        super().__init__(text=True, stream=io.StringIO(), min_interval=0.0, status=None, tags=["loss"])
+        self.lines, self.runs = [], []
+
+    def update(self, scalars=None, **kwargs):
+        drew = super().update(scalars, **kwargs)
+        if drew:
+            self.lines.append(self.last_status)
+            if scalars is not None and len(scalars):
+                self.runs.append(sorted(set(scalars.run.tolist())))
+        return drew
+
+
 def test_default_smoke_passes_and_cleans_up():
-    result = run_smoke(live=False)
+    view = RecordingView()  # made without a step count, as the notebook's and the CLI's are when --steps is left out
+    result = run_smoke(live=False, view=view)
     assert result.passed, result.format_text()
     got = statuses(result)
     # judged on wall time, a busy machine may make the first two warn; a loss that converged early warns loss_stalled
@@ -55,6 +75,10 @@ def test_default_smoke_passes_and_cleans_up():
     assert not result.kept and not Path(result.workdir).exists()  # removed after a pass
     assert result.figure is not None and [a.get_title() for a in result.figure.axes if a.get_visible()] == ["loss", "lr", "step_time_ms"]
     assert result.first_live_delay_s is not None and result.first_live_delay_s < 5
+    # the live view: the default's 200 steps known, so a percentage and an ETA once the pace is steady; one loss curve
+    assert view.total == 200
+    assert any(re.match(r"step \d+/200 \(\d+%\), ETA \d+ (s|min)", line) for line in view.lines), view.lines[-5:]
+    assert view.runs and all(len(runs) == 1 for runs in view.runs), view.runs[-1]
 
 
 def test_diverging_run_fails_with_the_nan(tmp_path, run_msnb):

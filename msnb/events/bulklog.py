@@ -1,0 +1,404 @@
+"""Whole-buffer parsing of the logs written one line per step (MFLossMonitor, Megatron-LM): patterns over the buffer, numbers by numpy.
+
+A chunk is parsed here when every line that any log reader would look at is either of one layout
+this module knows exactly or, read alone by the line reader, gives nothing (mindformers' other INFO
+lines, a Megatron memory report): those are skipped in bulk.  A line that looks like a loss line
+(it holds one of the reader's markers) but is not of the layout and is not inert sends the chunk to
+:meth:`msnb.events.logs.LogParser.feed`.  Both give the same rows (a property test checks it on
+generated logs), so this is a speed path, never a second meaning.  Patterns are linear: literals
+first, bounded counters, one way to match each number; ``re.findall`` returns one tuple of byte
+strings a line (no match object), and numbers become floats in C (``map(float, ...)``): a capture
+``float`` refuses sends the chunk to the line reader.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from . import logs
+
+# a number as the layouts print it: digits/point/exponent (float() judges it exactly) or NaN/Inf (as logs._NUM takes them);
+# possessive, as the character after a number is never one of its own
+_NUM = rb"[-+]?+(?:[0-9.][0-9.eE+-]{0,62}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
+
+
+def _mf_pattern(keep: tuple) -> re.Pattern:
+    """The MFLossMonitor line, capturing epoch, step, steps per epoch, the loss (bracketed, sink) and the fields kept."""
+    c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
+    return re.compile(
+        rb"\{ ?Epoch:\[ *+(\d{1,9})/ *+\d{1,9}\], step:\[ *+(\d{1,9})/ *+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
+        rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
+        rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
+        rb"global_norm: \[" + c[7] + rb"\](?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
+        re.M,
+    )
+
+
+# the MF groups after the loss, in the order the line parser adds them, and their tags
+_MF_TAGS = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "step_time_ms", "lr", "loss_scale", "global_norm", "model-flops-throughput-per-npu")
+_MF_PATTERNS: dict = {}  # which fields are captured -> the pattern
+# what makes the line reader look at a line (logs.LogParser.feed)
+# ("epoch" stands for "epoch:" and "epoch time", looked for when it is there)
+_MARKERS = (b"Epoch:[", b"iteration", b"{ step:[", b"epoch", b"samples/s/p")
+# line breaks str.splitlines() knows besides \n, as bytes of a UTF-8 file: a chunk holding one is read line by line
+_ASCII_BREAKS = np.array([11, 12, 13, 28, 29, 30], dtype=np.uint8)
+_UNICODE_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+_DIGIT_AT = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)
+_MAX_ODD_LINES = 4096  # marker lines outside the layout tried one by one before the chunk goes to the line reader
+
+
+class _Chunk:
+    """One chunk's bytes, its line ends and where each marker stands."""
+
+    def __init__(self, body: bytes):
+        self.body = body
+        self.arr = np.frombuffer(body, dtype=np.uint8)
+        self._high = None
+        low = np.flatnonzero(self.arr < 32)  # the line ends and any other control byte, in one pass
+        kinds = self.arr[low]
+        other = low[kinds != 10]
+        if (other.size and np.isin(self.arr[other], _ASCII_BREAKS).any()) or (not body.isascii() and any(b in body for b in _UNICODE_BREAKS)):
+            self.nl = None  # a line break besides \n: lines as str.splitlines() cuts them are the line reader's business
+        else:
+            self.nl = low[kinds == 10] if other.size else low
+
+    def positions(self, literal: bytes) -> np.ndarray:
+        """Byte offsets of every occurrence of *literal* (no overlap possible for the markers)."""
+        arr = self.arr
+        n = arr.size - len(literal) + 1
+        if n <= 0:
+            return np.zeros(0, dtype=np.int64)
+        at = np.flatnonzero(arr[:n] == literal[0])
+        for j in range(1, len(literal)):
+            at = at[arr[at + j] == literal[j]]
+        return at
+
+    def line_of(self, positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.nl, positions)
+
+    def starts(self, lines: np.ndarray) -> np.ndarray:
+        return np.where(lines > 0, self.nl[np.maximum(lines - 1, 0)] + 1, 0)
+
+    def ascii_lines(self, lines: np.ndarray) -> bool:
+        """Whether the given lines hold only ASCII (their characters are their bytes)."""
+        if self.body.isascii():
+            return True
+        if self._high is None:
+            self._high = np.flatnonzero(self.arr >= 128)
+        starts, ends = self.starts(lines), self.nl[lines]
+        return bool((np.searchsorted(self._high, ends) == np.searchsorted(self._high, starts)).all())
+
+    def text(self, line: int) -> str:
+        start = int(self.starts(np.array([line]))[0])
+        return self.body[start : int(self.nl[line])].decode("utf-8", errors="replace")
+
+
+def parse(parser, body: bytes, wanted=None):
+    """``(points, lines)`` of *body* (complete lines), or None when it holds a line this module cannot read as the line reader would.
+
+    *wanted* (tags, or None for all): columns of other tags are not converted.
+    """
+    if not body.endswith(b"\n"):
+        body += b"\n"
+    chunk = _Chunk(body)
+    if chunk.nl is None:
+        return None
+    nl = chunk.nl
+    if nl.size and int(np.diff(nl, prepend=-1).max()) > parser.max_line:
+        return None
+    present = [m for m in _MARKERS if m in body]
+    if b"epoch" in present:
+        present.remove(b"epoch")
+        present += [m for m in (b"epoch:", b"epoch time") if m in body]
+    if not present:
+        return [], nl.size
+    marked = {m: chunk.positions(m) for m in present}
+    if b"Epoch:[" in marked:
+        got = _mf(parser, chunk, marked[b"Epoch:["], wanted)
+    elif b"iteration" in marked:
+        got = _megatron(parser, chunk, marked[b"iteration"], wanted)
+    else:
+        got = ([], np.zeros(0, dtype=np.int64))
+    if got is None:
+        return None
+    points, done = got
+    odd = np.setdiff1d(np.unique(np.concatenate([chunk.line_of(p) for p in marked.values()])), done, assume_unique=True)
+    if odd.size > _MAX_ODD_LINES or not all(_inert(chunk.text(i), parser.max_line) for i in odd.tolist()):
+        return None
+    return points, nl.size
+
+
+def _inert(line: str, max_line: int) -> bool:
+    """Whether the line reader takes nothing from *line*, whatever it read before (a loss line seen just before included)."""
+    probe = logs.LogParser(max_line)
+    probe.last_global = (0, 0.0)
+    return not probe.feed([line]) and probe.matched == 0 and not probe.declined and not probe.not_last_stage
+
+
+def _floats(values) -> np.ndarray | None:
+    """The captures as float64 (float() judges each), or None when one is no number."""
+    try:
+        return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
+    except ValueError:
+        return None
+
+
+def _ints(values, width: int) -> np.ndarray:
+    """Captures of 1 to *width* ASCII digits as int64, digit columns at numpy speed (no int object a value)."""
+    digits = np.array(values, dtype=f"S{width}").view(np.uint8).reshape(len(values), width)
+    out = np.zeros(len(values), dtype=np.int64)
+    for j in range(width):
+        c = digits[:, j]
+        if not c.any():
+            break
+        out = np.where(c > 0, out * 10 + (c.astype(np.int64) - 48), out)
+    return out
+
+
+def _column(values, n: int):
+    """(present mask, numbers) of one optional capture column (b"" where absent); None when a capture is no number."""
+    if all(values):
+        numbers = _floats(values)
+        return None if numbers is None else (np.ones(n, dtype=bool), numbers)
+    present = np.fromiter(map(bool, values), dtype=bool, count=n)
+    numbers = _floats([v for v in values if v])
+    return None if numbers is None else (present, numbers)
+
+
+def _line_starts(nl: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(line index, line start) of byte positions."""
+    idx = np.searchsorted(nl, positions)
+    starts = np.where(idx > 0, nl[np.maximum(idx - 1, 0)] + 1, 0)
+    return idx, starts
+
+
+def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """:func:`msnb.events.logs._wall_time` of each line (its first 64 characters), the common layouts at numpy speed.
+
+    Most logs print the time at one column: lines whose first digit is at or before the first line's are read
+    from a window just wide enough (the stamp and a fraction), the others from the whole 64 characters.
+    """
+    if not starts.size:
+        return np.full(0, np.nan)
+    head = arr[starts[0] : min(ends[0], starts[0] + 64)]
+    digits = np.flatnonzero((head >= 48) & (head <= 57))
+    lead = int(digits[0]) if digits.size else 64
+    if lead + 26 >= 64:
+        return _stamps(body, arr, starts, ends, 64, None)[0]
+    out, done = _stamps(body, arr, starts, ends, lead + 26, lead)
+    rest = np.flatnonzero(~done)
+    if rest.size:
+        out[rest] = _stamps(body, arr, starts[rest], ends[rest], 64, None)[0]
+    return out
+
+
+def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int, lead: int | None):
+    """(times, done) from the first *width* characters; with *lead*, lines whose first digit is later, or that are no common stamp, are left undone."""
+    n = starts.size
+    out = np.full(n, np.nan)
+    limit = np.minimum(ends - starts, 64)
+    cols = np.arange(width)
+    window = arr[np.minimum(starts[:, None] + cols, arr.size - 1)]
+    inside = cols[None, :] < limit[:, None]
+    digit = (window >= 48) & (window <= 57) & inside
+    first = np.where(digit.any(axis=1), digit.argmax(axis=1), 64)
+    ok = first + 19 <= limit
+    if lead is not None:
+        ok &= first <= lead
+    k = np.minimum(first, width - 20)
+    rows = np.arange(n)
+
+    def at(j):
+        return window[rows, k + j]
+
+    for j in _DIGIT_AT:
+        ok &= (at(j) >= 48) & (at(j) <= 57)
+    ok &= (at(4) == 45) & (at(7) == 45) & ((at(10) == 32) | (at(10) == 84)) & (at(13) == 58) & (at(16) == 58)
+    if lead is None:
+        for i in np.flatnonzero(~ok).tolist():  # not the common layout: the line parser's own function
+            out[i] = logs._wall_time(body[starts[i] : ends[i]].decode())
+    done = ok if lead is not None else np.ones(n, dtype=bool)
+    good = np.flatnonzero(ok)
+    if not good.size:
+        return out, done
+
+    def number(js):
+        v = np.zeros(good.size, dtype=np.int64)
+        for j in js:
+            v = v * 10 + (window[good, k[good] + j].astype(np.int64) - 48)
+        return v
+
+    year, month, day, hour, minute, second = number((0, 1, 2, 3)), number((5, 6)), number((8, 9)), number((11, 12)), number((14, 15)), number((17, 18))
+    key = (((year * 100 + month) * 100 + day) * 100 + hour) * 100 + minute
+    uniq, inverse = np.unique(key, return_inverse=True)
+    minutes = np.array(
+        [logs._minute(f"{u // 10**8:04d}-{u // 10**6 % 100:02d}-{u // 10**4 % 100:02d} {u // 100 % 100:02d}:{u % 100:02d}") for u in uniq.tolist()]
+    )
+    t = minutes[inverse] + second
+    t[second > 61] = np.nan
+    # the fraction: [,.] then 1-6 digits, inside the first 64 characters
+    sep_at = k[good] + 19
+    within = sep_at < limit[good]
+    sep = window[good, np.minimum(sep_at, width - 1)]
+    has_sep = within & ((sep == 44) | (sep == 46))
+    frac = np.zeros(good.size)
+    digits = np.zeros(good.size, dtype=np.int64)
+    value = np.zeros(good.size, dtype=np.int64)
+    going = has_sep.copy()
+    for j in range(1, 7):
+        pos = sep_at + j
+        c = window[good, np.minimum(pos, width - 1)]
+        d = going & (pos < limit[good]) & (c >= 48) & (c <= 57)
+        value = np.where(d, value * 10 + (c.astype(np.int64) - 48), value)
+        digits += d
+        going = d
+    has = digits > 0
+    frac[has] = value[has] / 10.0 ** digits[has]
+    t = np.where(has, t + frac, t)
+    out[good] = t
+    return out, done
+
+
+def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+    """MFLossMonitor lines: ``(points, their line numbers)``, or None."""
+    keep = tuple(wanted is None or tag in wanted for tag in _MF_TAGS)
+    pattern = _MF_PATTERNS.get(keep) or _MF_PATTERNS.setdefault(keep, _mf_pattern(keep))
+    found, lines = _layout(pattern, chunk, marks, 1)
+    if found is None:
+        return None
+    n = len(found)
+    if not n:
+        return [], lines
+    cols = list(zip(*found))
+    epoch, step, per_epoch = (_ints(cols[i], 9) for i in (0, 1, 2))
+    gstep = (epoch - 1) * per_epoch + step
+    if (gstep < 0).any():
+        return None
+    starts = chunk.starts(lines)
+    wall = wall_times(chunk.body, chunk.arr, starts, chunk.nl[lines])
+    out = []
+    if wanted is None or "loss" in wanted:
+        bracket, sink = cols[3], cols[4]
+        loss = _floats(bracket if all(bracket) else sink if not any(bracket) else [a or b for a, b in zip(bracket, sink)])
+        if loss is None:
+            return None
+        out.append(("loss", np.ones(n, dtype=bool), loss))
+    for tag, values in zip((t for t, k in zip(_MF_TAGS, keep) if k), cols[5:]):
+        if not any(values):
+            continue
+        col = _column(values, n)
+        if col is None:
+            return None
+        out.append((tag, *col))
+    parser.matched += n
+    parser.last_global = (int(gstep[-1]), float(wall[-1]))
+    return _points(out, lines, gstep, wall), lines
+
+
+def _layout(pattern: re.Pattern, chunk: _Chunk, marks: np.ndarray, per_line: int):
+    """``(captures, line of each)`` of *pattern*'s whole-line matches, or ``(None, None)`` when one is not where the line reader looks.
+
+    Every matched line must hold its marker exactly *per_line* times (the pattern's own), so the
+    match starts at the line's first marker, where the line reader starts.
+    """
+    marked = chunk.line_of(marks)
+    found = pattern.findall(chunk.body)
+    if found and len(found) * per_line == marked.size:
+        lines = marked[::per_line]  # every marker line matched, each holding per_line markers
+    else:  # some marker lines are not of the layout: which are, in bulk (they are judged apart)
+        matches = list(pattern.finditer(chunk.body))
+        found = [m.groups(b"") for m in matches]
+        lines = chunk.line_of(np.fromiter((m.start() for m in matches), dtype=np.int64, count=len(matches)))
+    if lines.size:
+        held = np.bincount(marked, minlength=chunk.nl.size)[lines]
+        if (held != per_line).any() or not chunk.ascii_lines(lines):
+            return None, None
+    return found, lines
+
+
+def _points(cols, idx, gstep, wall):
+    """Rows in the line parser's order: by line, then by field."""
+    if not cols:
+        return []
+    tags, lines, order, steps, walls, values = [], [], [], [], [], []
+    for k, (_tag, present, vals) in enumerate(cols):
+        where = np.flatnonzero(present)
+        tags.append(np.full(where.size, k, dtype=np.int32))
+        lines.append(idx[where])
+        order.append(np.full(where.size, k, dtype=np.int32))
+        steps.append(gstep[where])
+        walls.append(wall[where])
+        values.append(vals)
+    line = np.concatenate(lines)
+    sort = np.lexsort((np.concatenate(order), line))
+    names = [c[0] for c in cols]
+    return names, np.concatenate(tags)[sort], np.concatenate(steps)[sort], np.concatenate(walls)[sort], np.concatenate(values)[sort]
+
+
+# logs.MEGATRON_STEP inside one line: its \\s is [ \\t\\x1f] there (the other whitespace breaks lines or is not ASCII)
+_MEGATRON_HEAD = rb"iteration[ \t\x1f]{0,64}(\d{1,18})[ \t\x1f]{0,64}/[ \t\x1f]{0,64}\d{1,19}[ \t\x1f]{0,64}\|"
+
+
+def _megatron_pattern(parts: list, kept: set, tag_of) -> re.Pattern:
+    """The layout of a first iteration line's ``|``-separated parts, capturing the fields whose tag is kept."""
+    pattern = []
+    for part in parts:
+        name, colon, _ = part.partition(":")
+        if not colon:
+            pattern.append(rb"[^|:\n]*+")
+        else:
+            pattern.append(re.escape(name.encode()) + (rb":([^|\n]*+)" if tag_of(name) in kept else rb":[^|\n]*+"))
+    return re.compile(_MEGATRON_HEAD + rb"\|".join(pattern) + rb"$", re.M)
+
+
+def _megatron_numbers(values, n: int):
+    """(present, numbers) of one field as :func:`msnb.events.logs.megatron_number` reads it."""
+    numbers = _floats(values) if max(map(len, values)) <= 96 else None
+    if numbers is not None:
+        return np.ones(n, dtype=bool), numbers
+    got = [logs.megatron_number(v.decode()) for v in values]
+    return np.fromiter((g is not None for g in got), dtype=bool, count=n), np.array([g for g in got if g is not None], dtype=np.float64)
+
+
+def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+    """Megatron-LM iteration lines of the first one's layout: ``(points, their line numbers)``, or None."""
+    body = chunk.body
+    first = re.search(_MEGATRON_HEAD, body)
+    if first is None:
+        return [], np.zeros(0, dtype=np.int64)
+    line_end = body.find(b"\n", first.end())
+    line_start = body.rfind(b"\n", 0, first.start()) + 1
+    parts = body[first.end() : line_end].decode("utf-8", errors="replace").split("|")
+    tag_of = parser.megatron[""].tag
+    fields = [(name, tag_of(name)) for name, colon, _ in (part.partition(":") for part in parts) if colon]
+    tagged = [tag for _, tag in fields if tag is not None]
+    per_line = 1 + sum(name.count("iteration") for name, _ in fields)
+    if not tagged or body[line_start:line_end].count(b"iteration") != per_line:
+        return None  # a layout read with care by the line reader (no field, or "iteration" in a value or before the head)
+    kept = [tag for tag in tagged if wanted is None or tag in wanted]
+    for attempt in (kept, tagged):  # the wanted fields; all of them when some line has none of those readable
+        if not attempt:
+            continue
+        found, lines = _layout(_megatron_pattern(parts, set(attempt), tag_of), chunk, marks, per_line)
+        if found is None:
+            return None
+        if not found:
+            return [], lines
+        n = len(found)
+        groups = list(zip(*found))
+        cols, readable = [], np.zeros(n, dtype=bool)
+        for (_, tag), values in zip([f for f in fields if f[1] in attempt], groups[1:]):
+            present, numbers = _megatron_numbers(values, n)
+            readable |= present
+            if wanted is None or tag in wanted:
+                cols.append((tag, present, numbers))
+        if readable.all():
+            break
+    else:
+        return None  # an iteration line without a readable field: the line reader counts and says it
+    gstep = _ints(groups[0], 18)
+    wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+    parser.matched += n
+    return _points(cols, lines, gstep, wall), lines

@@ -1,0 +1,158 @@
+"""Bulk parsing (msnb.events.bulklog) gives the line reader's rows exactly, on generated MFLossMonitor and Megatron-LM logs.
+
+The oracle is the line-by-line parser (:meth:`msnb.events.logs.LogParser.feed`), the reader every log was read with
+before bulk parsing; it stays the reader of any chunk bulk parsing does not know.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msnb.events import bulklog
+from msnb.events.logs import LogParser
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+value = st.one_of(finite, st.sampled_from([math.nan, math.inf, -math.inf]))
+stamp = st.tuples(
+    st.integers(2000, 2030), st.integers(1, 12), st.integers(1, 28), st.integers(0, 23), st.integers(0, 59), st.integers(0, 61), st.integers(0, 999)
+)
+
+
+def fmt(v: float) -> str:
+    return "nan" if math.isnan(v) else ("inf" if v == math.inf else ("-inf" if v == -math.inf else f"{v:.6g}"))
+
+
+@st.composite
+def mf_lines(draw):
+    n = draw(st.integers(1, 40))
+    sink = draw(st.booleans())
+    separate = draw(st.booleans())
+    lr = draw(st.booleans())
+    tput = draw(st.booleans())
+    prefix = draw(st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", ""]))
+    lines = []
+    for i in range(n):
+        y, mo, d, h, mi, s, ms = draw(stamp)
+        t = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d}"
+        loss = fmt(draw(value))
+        head = f"{{ Epoch:[{1 + i // 10:3d}/{9:3d}], step:[{i % 10 + 1:5d}/{10:5d}], "
+        head += f"loss: {loss}, " if sink else f"loss:[{loss}/{fmt(draw(value))}], "
+        if separate:
+            head += f"lm_loss: {fmt(draw(value))}, mtp_loss: {fmt(draw(value))}, "
+        head += f"per_step_time: {draw(st.integers(0, 99999))}ms, "
+        if lr:
+            head += f"lr: {fmt(draw(value))}, "
+        head += f"overflow cond: {draw(st.sampled_from(['True', 'False']))}, loss_scale: {fmt(draw(value))}, global_norm: [{fmt(draw(value))}]"
+        if tput:
+            head += f", train_throughput_per_npu: {fmt(draw(finite))}T"
+        lines.append(prefix.format(t=t) + head)
+    return lines
+
+
+@st.composite
+def megatron_lines(draw):
+    n = draw(st.integers(1, 40))
+    fields = draw(
+        st.lists(
+            st.sampled_from(["learning rate", "lm loss", "grad norm", "loss scale", "consumed samples", "elapsed time per iteration (ms)"]),
+            min_size=1,
+            max_size=6,
+            unique=True,
+        )
+    )
+    bracket = draw(st.booleans())
+    lines = []
+    for i in range(n):
+        y, mo, d, h, mi, s, _ = draw(stamp)
+        t = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
+        body = " | ".join(f"{name}: {fmt(draw(value))}" for name in fields)
+        lines.append(f" [{t}] iteration {draw(st.integers(1, 10**9)):8d}/ {10**9:8d} | {body} |" if bracket else f"iteration {i + 1}/ 100 | {body} |")
+    return lines
+
+
+# mindformers' and Megatron's other lines, as they sit between the loss lines of an info.log (none gives a point)
+OTHER_LINES = [
+    "2024-06-01 10:00:00,001 - mindformers[mindformers/trainer/base_trainer.py:1050] - INFO - .........Build Network For Train..........",
+    "2024-06-01 10:00:00,002 - mindformers[mindformers/core/callback/callback.py:530] - INFO - Full model flops is 1.0, Shard model flops is 1.0.",
+    "[INFO] 2024-06-01 10:00:00,003 [callback.py:600] training epoch: 1 sink size 1 \u4e2d\u6587",
+    "[Rank 0] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2000.0",
+    "  loss_scale_value: 1024",
+    "",
+    "\t  iteration_count = 7",
+]
+
+
+@st.composite
+def with_other_lines(draw, lines):
+    out = []
+    for line in draw(lines):
+        out.extend(draw(st.lists(st.sampled_from(OTHER_LINES), max_size=2)))
+        out.append(line)
+    return out
+
+
+def oracle(lines: list[str]) -> list:
+    return LogParser().feed(lines)
+
+
+def bulk(lines: list[str], wanted=None) -> list | None:
+    parser = LogParser()
+    got = bulklog.parse(parser, ("\n".join(lines) + "\n").encode(), wanted)
+    if got is None:
+        return None
+    if not got[0]:
+        return []
+    (names, tag, step, wall, value), _ = got
+    return [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
+
+
+def same(a: list, b: list) -> bool:
+    def eq(x, y):
+        return (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) or x == y
+
+    return len(a) == len(b) and all(len(p) == len(q) and all(eq(x, y) for x, y in zip(p, q)) for p, q in zip(a, b))
+
+
+@settings(max_examples=150, deadline=None)
+@given(mf_lines())
+def test_mindformers_lines_read_in_bulk_equal_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[0]
+    assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
+
+
+@settings(max_examples=150, deadline=None)
+@given(megatron_lines())
+def test_megatron_lines_read_in_bulk_equal_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[0]
+    assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines())))
+def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[:3]
+    assert same(got, oracle(lines))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(mf_lines(), megatron_lines()), st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "learning rate", "nothing"])))
+def test_wanted_tags_give_the_line_readers_rows_of_those_tags(lines, wanted):
+    got = bulk(lines, frozenset(wanted))
+    assert got is not None
+    assert same(got, [p for p in oracle(lines) if p[0] in wanted])
+
+
+def test_an_unknown_line_sends_the_chunk_to_the_line_reader():
+    lines = [
+        "epoch: 1 step: 1, loss is 2.5",
+        "{ Epoch:[  1/  1], step:[    1/   10], loss: 2.0, per_step_time: 5ms, overflow cond: False, loss_scale: 1.0, global_norm: [1.0]",
+    ]
+    assert bulk(lines) is None
+    assert np.isclose(oracle(lines)[0][3], 2.5)

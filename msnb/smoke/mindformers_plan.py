@@ -485,7 +485,7 @@ def _read_hf_config(folder: Path) -> dict:
     return data
 
 
-def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> list:
+def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded, shrinking: bool = True) -> list:
     """A finetune config takes its model's sizes from ``pretrained_model_dir``'s config.json.
 
     mindformers merges that file under the YAML's ``model_config`` (the YAML wins).  When the folder is here, the
@@ -501,6 +501,8 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> list:
     pretrained = ed.get(("pretrained_model_dir",))
     folder = Path(pretrained).expanduser() if isinstance(pretrained, str) and pretrained else None
     if folder is not None and (folder / "config.json").is_file():
+        if not shrinking:  # trained at the folder's own sizes: nothing to override
+            return []
         hf = _read_hf_config(folder)
         taken = [k for k in _HF_SIZE_KEYS if k in hf and k not in mc and isinstance(hf[k], int) and not isinstance(hf[k], bool)]
         for key in taken:
@@ -510,7 +512,7 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded) -> list:
             taken.append("seq_length")
         return taken
     if not pretrained and _first(mc, _DIMENSIONS["layers"]) is not None:  # no folder named: the YAML gives the sizes
-        if "seq_length" not in mc:
+        if "seq_length" not in mc and shrinking:
             mc["seq_length"] = MCORE_DEFAULT_SEQ  # what the real run trains at; the shrink overrides it, naming the default
             return ["seq_length"]
         return []
@@ -728,7 +730,7 @@ def plan_mindformers(
         use_config_data = False
     else:
         use_config_data = bool(paths) and all(_dataset_exists(p) for _, p in paths)
-    from_hf = _sizes_from_pretrained_dir(ed, legacy, loaded)
+    from_hf = _sizes_from_pretrained_dir(ed, legacy, loaded, shrinking=do_shrink)
     if do_shrink:
         before, after = _shrink_model(ed, keep_vocab=use_config_data)
         where = f"{ed.get(('pretrained_model_dir',))}/config.json"

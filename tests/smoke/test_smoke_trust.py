@@ -130,11 +130,17 @@ def test_mindformers_itself_leaves_references_literal_and_dies_without_scale_sen
     assert got["crash"] == "KeyError: 'scale_sense'"
 
 
-def test_a_moe_model_without_a_dense_form_is_not_rehearsed_with_json_and_exit_3(tmp_path, run_msnb):
-    proc = run_msnb("smoke", SHIPPED / "qwen3_moe" / "pretrain_qwen3_30b_a3b_4k.yaml", "--json", check=3, cwd=tmp_path, timeout=120)
+def test_a_kernel_msnb_cannot_replace_is_not_rehearsed_with_json_and_exit_3(tmp_path, run_msnb):
+    """Packed-document attention (FlashAttentionScore's TND layout) has no CPU replacement: said before anything starts."""
+    config = tmp_path / "cfg" / "packed.yaml"
+    config.parent.mkdir()
+    config.write_text(f"base_config: {SHIPPED / 'qwen3' / 'pretrain_qwen3_32b_4k.yaml'}\nmodel:\n  model_config:\n    use_eod_attn_mask_compression: True\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_msnb("smoke", config, "--json", check=3, cwd=work, timeout=120)
     verdict = json.loads(proc.stdout)
-    assert verdict["outcome"] == "not_rehearsed" and verdict["exit_code"] == 3 and "MoE" in verdict["reason"] and "Ascend" in verdict["reason"]
-    assert not list(tmp_path.iterdir())
+    assert verdict["outcome"] == "not_rehearsed" and verdict["exit_code"] == 3 and "use_eod_attn_mask_compression" in verdict["reason"]
+    assert "Ascend" in verdict["reason"] and not list(work.iterdir())
 
 
 def test_a_refusal_prints_its_json_too(tmp_path, run_msnb):

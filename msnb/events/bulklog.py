@@ -115,12 +115,13 @@ def parse(parser, body: bytes, wanted=None):
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
-    if b"Epoch:[" in marked:
-        got = _mf(parser, chunk, marked[b"Epoch:["], wanted)
-    elif b"iteration" in marked:
-        got = _megatron(parser, chunk, marked[b"iteration"], wanted)
-    else:
-        got = ([], np.zeros(0, dtype=np.int64))
+    got = ([], np.zeros(0, dtype=np.int64))
+    for marker, layout in ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron)):  # the most telling marker first
+        if marker in marked:
+            got = layout(parser, chunk, marked[marker], wanted)
+            if got is None or got[1].size:
+                break
+            got = ([], np.zeros(0, dtype=np.int64))
     if got is None:
         return None
     points, done = got
@@ -401,4 +402,77 @@ def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
     gstep = _ints(groups[0], 18)
     wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
     parser.matched += n
+    return _points(cols, lines, gstep, wall), lines
+
+
+# mindformers' dynamic-graph trainer (1.9, 2.0, 2.1): "{ step:[%5d/%5d], [consumed_samples: .., global_batch_size: .., ]loss: ..., name: value[unit], ... }"
+_PYNATIVE_HEAD = rb"\{ step:\[ *+(\d{1,18})/ *+\d{1,18}\],"
+_PYNATIVE_FIELD = re.compile(r" ([a-z][a-z0-9_]{0,63}):( *)(" + _NUM.decode() + r")([A-Za-z]{0,8})(,| \}$)")
+_MTP_NAME = re.compile(r"mtp_(\d{1,3})_loss")
+
+
+def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+    """Dynamic-graph trainer lines of the first one's layout (no "loss: N/A" line): ``(points, their line numbers)``, or None."""
+    body = chunk.body
+    first = re.search(_PYNATIVE_HEAD, body)
+    if first is None:
+        return [], np.zeros(0, dtype=np.int64)
+    line_end = body.find(b"\n", first.end())
+    rest = body[first.end() : line_end]
+    if not rest.isascii() or len(rest) > 2048:
+        return None
+    rest = rest.decode()
+    fields, at = [], 0
+    while at < len(rest):
+        m = _PYNATIVE_FIELD.match(rest, at)
+        if m is None:
+            return None  # not a layout of plain "name: number" fields (N/A, a list, a word): the line reader's
+        fields.append((m.group(1), len(m.group(2)), m.group(4)))
+        at = m.end()
+    names = [name for name, _, _ in fields]
+    if names[: names.index("loss") if "loss" in names else 0] not in ([], ["consumed_samples", "global_batch_size"]) or len(set(names)) != len(names):
+        return None
+    if any(spaces > 64 or (name.endswith("_loss") and not spaces) or (i < names.index("loss") and unit) for i, (name, spaces, unit) in enumerate(fields)):
+        return None  # where the line reader stops looking for the value, or where "_loss: " would not be seen
+    loss_at = names.index("loss")
+    generation_2 = parser.generation == 2 or loss_at > 0 or any(name.endswith("_loss") for name in names[loss_at + 1 :])
+    mtp = {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
+    known = {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
+    kept = {name for name in names if name in known and (wanted is None or known[name] in wanted)}
+    pattern, captured = [_PYNATIVE_HEAD], []
+    for i, (name, _, unit) in enumerate(fields):
+        number = rb"\d{1,19}" if i < loss_at else _NUM  # the line reader's counters before the loss are digits only
+        number = rb"(" + number + rb")" if name in kept else number
+        spaces = rb" *+" if name == "loss" else rb" {0,64}+"
+        pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + spaces + number + re.escape(unit.encode()))
+        if name in kept:
+            captured.append(name)
+    pattern.append(rb" \}$")
+    found, lines = _layout(re.compile(b"".join(pattern), re.M), chunk, marks, 1)
+    if found is None:
+        return None
+    n = len(found)
+    if not n:
+        return [], lines
+    groups = list(zip(*found))
+    gstep = _ints(groups[0], 18)
+    wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+    values = {}
+    for name, col in zip(captured, groups[1:]):
+        numbers = _floats(col)
+        if numbers is None:
+            return None
+        values[name] = numbers
+    # the line reader's order: the loss, its named fields in its own order, then the mtp_N_loss fields as printed
+    order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
+    cols = []
+    for name in order:
+        v = values[name]
+        if generation_2 and name == "throughput":
+            v = v / 1000.0
+        cols.append((known[name], np.ones(n, dtype=bool), v))
+    if generation_2:
+        parser.generation = 2
+    parser.matched += n
+    parser.last_global = (int(gstep[-1]), float(wall[-1]))
     return _points(cols, lines, gstep, wall), lines

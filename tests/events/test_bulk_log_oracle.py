@@ -1,4 +1,4 @@
-"""Bulk parsing (msnb.events.bulklog) gives the line reader's rows exactly, on generated MFLossMonitor and Megatron-LM logs.
+"""Bulk parsing (msnb.events.bulklog) gives the line reader's rows exactly, on generated MFLossMonitor, dynamic-graph and Megatron-LM logs.
 
 The oracle is the line-by-line parser (:meth:`msnb.events.logs.LogParser.feed`), the reader every log was read with
 before bulk parsing; it stays the reader of any chunk bulk parsing does not know.
@@ -74,6 +74,29 @@ def megatron_lines(draw):
     return lines
 
 
+@st.composite
+def pynative_lines(draw):
+    """mindformers' dynamic-graph trainer lines as 1.9, 2.0 and 2.1 print them (``loss_callback.py``'s formats)."""
+    n = draw(st.integers(1, 40))
+    counts = draw(st.booleans())
+    extra = draw(st.lists(st.sampled_from(["lm_loss", "load_balancing_loss", "indexer_loss", "mtp_1_loss", "mtp_2_loss", "mtp_loss"]), max_size=4, unique=True))
+    lr = draw(st.booleans())
+    lines = []
+    for i in range(n):
+        y, mo, d, h, mi, s, ms = draw(stamp)
+        head = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d} - mindformers[loss_callback.py] - INFO - "
+        head += f"{{ step:[{i + 1:5d}/{n:5d}], "
+        if counts:
+            head += f"consumed_samples: {64 * (i + 1)}, global_batch_size: 64, "
+        head += f"loss: {fmt(draw(value)):>10}, per_step_time: {draw(st.integers(0, 99999)):6d}ms, "
+        head += "".join(f"{name}: {fmt(draw(value)):>10}, " for name in extra)
+        if lr:
+            head += f"lr: {fmt(draw(value))}, "
+        head += f"grad_norm: {fmt(draw(value)):>10}, throughput: {fmt(draw(finite)):>6}T }}"
+        lines.append(head)
+    return lines
+
+
 # mindformers' and Megatron's other lines, as they sit between the loss lines of an info.log (none gives a point)
 OTHER_LINES = [
     "2024-06-01 10:00:00,001 - mindformers[mindformers/trainer/base_trainer.py:1050] - INFO - .........Build Network For Train..........",
@@ -133,8 +156,16 @@ def test_megatron_lines_read_in_bulk_equal_the_line_reader(lines):
     assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
 
 
+@settings(max_examples=150, deadline=None)
+@given(pynative_lines())
+def test_dynamic_graph_lines_read_in_bulk_equal_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[0]
+    assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines())))
+@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines()), with_other_lines(pynative_lines())))
 def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines):
     got = bulk(lines)
     assert got is not None, lines[:3]
@@ -142,7 +173,10 @@ def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.one_of(mf_lines(), megatron_lines()), st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "learning rate", "nothing"])))
+@given(
+    st.one_of(mf_lines(), megatron_lines(), pynative_lines()),
+    st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "grad_norm", "learning rate", "mtp-1-loss", "nothing"])),
+)
 def test_wanted_tags_give_the_line_readers_rows_of_those_tags(lines, wanted):
     got = bulk(lines, frozenset(wanted))
     assert got is not None

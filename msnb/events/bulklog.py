@@ -139,7 +139,10 @@ def _inert(line: str, max_line: int) -> bool:
 
 
 def _floats(values) -> np.ndarray | None:
-    """The captures as float64 (float() judges each), or None when one is no number."""
+    """The captures as float64 (float() judges each, in C), or None when one is no number.
+
+    (Digit columns by numpy, as :func:`_ints` reads counters, measured 4x slower than this for 6-digit floats.)
+    """
     try:
         return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
     except ValueError:
@@ -350,7 +353,7 @@ def _megatron_pattern(parts: list, kept: set, tag_of) -> re.Pattern:
         if not colon:
             pattern.append(rb"[^|:\n]*+")
         else:
-            pattern.append(re.escape(name.encode()) + (rb":([^|\n]*+)" if tag_of(name) in kept else rb":[^|\n]*+"))
+            pattern.append(re.escape(name.encode()) + (rb":([^|\n\x00]*+)" if tag_of(name) in kept else rb":[^|\n\x00]*+"))
     return re.compile(_MEGATRON_HEAD + rb"\|".join(pattern) + rb"$", re.M)
 
 

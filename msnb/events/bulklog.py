@@ -191,11 +191,57 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     lead = int(digits[0]) if digits.size else 64
     if lead + 26 >= 64:
         return _stamps(body, arr, starts, ends, 64, None)[0]
-    out, done = _stamps(body, arr, starts, ends, lead + 26, lead)
+    out, done = _stamps_at(arr, starts, ends, lead)
     rest = np.flatnonzero(~done)
     if rest.size:
         out[rest] = _stamps(body, arr, starts[rest], ends[rest], 64, None)[0]
     return out
+
+
+def _stamps_at(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, lead: int):
+    """(times, done) of the lines with no digit before column *lead* and a ``YYYY-MM-DD HH:MM:SS[,ffffff]`` stamp at it: fixed columns, no search."""
+    n = starts.size
+    limit = np.minimum(ends - starts, 64)
+    window = arr[np.minimum(starts[:, None] + np.arange(lead + 26), arr.size - 1)]
+    ok = limit >= lead + 19
+    if lead:
+        before = window[:, :lead]
+        ok &= ~((before >= 48) & (before <= 57)).any(axis=1)
+    stamp = window[:, lead : lead + 19]
+    digit = (stamp >= 48) & (stamp <= 57)
+    ok &= digit[:, _DIGIT_AT].all(axis=1)
+    ok &= (stamp[:, 4] == 45) & (stamp[:, 7] == 45) & ((stamp[:, 10] == 32) | (stamp[:, 10] == 84)) & (stamp[:, 13] == 58) & (stamp[:, 16] == 58)
+    v = stamp.astype(np.int64) - 48
+
+    def number(a, b):
+        out = np.zeros(n, dtype=np.int64)
+        for j in range(a, b):
+            out = out * 10 + v[:, j]
+        return out
+
+    second = number(17, 19)
+    key = np.where(ok, (((number(0, 4) * 100 + number(5, 7)) * 100 + number(8, 10)) * 100 + number(11, 13)) * 100 + number(14, 16), 0)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    minutes = np.array(
+        [logs._minute(f"{u // 10**8:04d}-{u // 10**6 % 100:02d}-{u // 10**4 % 100:02d} {u // 100 % 100:02d}:{u % 100:02d}") for u in uniq.tolist()]
+    )
+    t = minutes[inverse] + second
+    t[second > 61] = np.nan
+    # the fraction: [,.] then 1-6 digits, inside the first 64 characters
+    sep = window[:, lead + 19]
+    going = (lead + 19 < limit) & ((sep == 44) | (sep == 46))
+    value = np.zeros(n, dtype=np.int64)
+    digits = np.zeros(n, dtype=np.int64)
+    for j in range(1, 7):
+        c = window[:, lead + 19 + j]
+        d = going & (lead + 19 + j < limit) & (c >= 48) & (c <= 57)
+        value = np.where(d, value * 10 + (c.astype(np.int64) - 48), value)
+        digits += d
+        going = d
+    has = digits > 0
+    t[has] += value[has] / 10.0 ** digits[has]
+    t[~ok] = np.nan
+    return t, ok
 
 
 def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int, lead: int | None):

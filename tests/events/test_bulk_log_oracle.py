@@ -33,9 +33,13 @@ def mf_lines(draw):
     separate = draw(st.booleans())
     lr = draw(st.booleans())
     tput = draw(st.booleans())
-    prefix = draw(st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", ""]))
+    prefixes = st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", "", "[rank 3] {t} ", "{t}.5 "])
+    prefix = draw(prefixes)
+    mixed = draw(st.booleans())  # the time at other columns on some lines
     lines = []
     for i in range(n):
+        if mixed:
+            prefix = draw(prefixes)
         y, mo, d, h, mi, s, ms = draw(stamp)
         t = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d}"
         loss = fmt(draw(value))

@@ -25,13 +25,16 @@ _NUM = rb"[-+]?+(?:[0-9.][0-9.eE+-]{0,62}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
 
 
 def _mf_pattern(keep: tuple) -> re.Pattern:
-    """The MFLossMonitor line, capturing epoch, step, steps per epoch, the loss (bracketed, sink) and the fields kept."""
+    """The MFLossMonitor line, capturing epoch, step, steps per epoch, the loss (bracketed, sink) and the fields kept.
+
+    The global norm is printed as numpy prints it: ``[1.23]`` for a one-element tensor, ``1.23`` for a scalar (two captures).
+    """
     c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
     return re.compile(
         rb"\{ ?Epoch:\[ *+(\d{1,9})/ *+\d{1,9}\], step:\[ *+(\d{1,9})/ *+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
         rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
         rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
-        rb"global_norm: \[" + c[7] + rb"\](?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
+        rb"global_norm: (?:\[" + c[7] + rb"\]|" + c[7] + rb")(?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
         re.M,
     )
 
@@ -115,16 +118,20 @@ def parse(parser, body: bytes, wanted=None):
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
-    got = ([], np.zeros(0, dtype=np.int64))
+    got, own = ([], np.zeros(0, dtype=np.int64)), None
     for marker, layout in ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron)):  # the most telling marker first
         if marker in marked:
-            got = layout(parser, chunk, marked[marker], wanted)
+            got = layout(parser, chunk, marked[marker], wanted, marked.get(b"samples/s/p"))
             if got is None or got[1].size:
+                own = marker
                 break
             got = ([], np.zeros(0, dtype=np.int64))
     if got is None:
         return None
     points, done = got
+    foreign = [chunk.line_of(p) for m, p in marked.items() if m not in (own, b"samples/s/p")]
+    if foreign and np.isin(done, np.concatenate(foreign)).any():
+        return None  # a line of the layout that also holds another marker: which reading wins is the line reader's call
     odd = np.setdiff1d(np.unique(np.concatenate([chunk.line_of(p) for p in marked.values()])), done, assume_unique=True)
     if odd.size > _MAX_ODD_LINES or not all(_inert(chunk.text(i), parser.max_line) for i in odd.tolist()):
         return None
@@ -311,8 +318,13 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     return out, done
 
 
-def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
-    """MFLossMonitor lines: ``(points, their line numbers)``, or None."""
+# MFLossMonitor's progress line (mindformers 1.x): "  5.0% |██   | 13.05672 samples/s/p  0:00:11 }"; the number ends
+# within 64 characters of the literal, as logs._MF_PROGRESS looks for it (so at most 56 characters and 8 spaces)
+_PROGRESS = re.compile(rb"([-+]?+(?:[0-9.][0-9.eE+-]{0,54}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))) {0,8}samples/s/p")
+
+
+def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted, progress=None):
+    """MFLossMonitor lines and their progress lines: ``(points, their line numbers)``, or None."""
     keep = tuple(wanted is None or tag in wanted for tag in _MF_TAGS)
     pattern = _MF_PATTERNS.get(keep) or _MF_PATTERNS.setdefault(keep, _mf_pattern(keep))
     found, lines = _layout(pattern, chunk, marks, 1)
@@ -335,16 +347,57 @@ def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
         if loss is None:
             return None
         out.append(("loss", np.ones(n, dtype=bool), loss))
-    for tag, values in zip((t for t, k in zip(_MF_TAGS, keep) if k), cols[5:]):
+    at = 5
+    for tag in (t for t, k in zip(_MF_TAGS, keep) if k):
+        values = cols[at]
+        at += 1
+        if tag == "global_norm":  # [value] or value
+            plain = cols[at]
+            at += 1
+            values = values if all(values) else plain if not any(values) else [a or b for a, b in zip(values, plain)]
         if not any(values):
             continue
         col = _column(values, n)
         if col is None:
             return None
         out.append((tag, *col))
+    before = parser.last_global
     parser.matched += n
     parser.last_global = (int(gstep[-1]), float(wall[-1]))
-    return _points(out, lines, gstep, wall), lines
+    if progress is None or not progress.size:
+        return _points(out, lines, gstep, wall), lines
+    got = _progress_points(chunk, progress, lines, gstep, wall, before)
+    if got is None:
+        return None
+    plines, pstep, pwall, pvalue = got
+    parser.matched += plines.size
+    m = plines.size
+    out = [(tag, np.concatenate([present, np.zeros(m, dtype=bool)]), values) for tag, present, values in out]
+    if wanted is None or "throughput" in wanted:
+        out.append(("throughput", np.concatenate([np.zeros(n, dtype=bool), np.ones(m, dtype=bool)]), pvalue))
+    every = np.concatenate([lines, plines])
+    return _points(out, every, np.concatenate([gstep, pstep]), np.concatenate([wall, pwall])), np.sort(every)
+
+
+def _progress_points(chunk: _Chunk, progress: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
+    """(line, step, time, samples/s) of the progress lines read as the line reader reads them: the step and time of the loss line before."""
+    marked = chunk.line_of(progress)
+    if np.unique(marked).size != marked.size:
+        return None  # a line with the literal twice: the line reader's business
+    matches = list(_PROGRESS.finditer(chunk.body))
+    at = chunk.line_of(np.fromiter((m.end() for m in matches), dtype=np.int64, count=len(matches)))
+    mine = ~np.isin(at, lines)  # (a loss line holding the literal is read as a loss line)
+    plines = at[mine]
+    values = _floats([m.group(1) for m, ok in zip(matches, mine.tolist()) if ok])
+    if values is None:
+        return None
+    j = np.searchsorted(lines, plines) - 1  # the loss line before each
+    if (j < 0).any() and before is None:
+        keep = j >= 0  # no loss line yet: the line reader gives nothing for it
+        plines, values, j = plines[keep], values[keep], j[keep]
+    step = np.where(j >= 0, gstep[np.maximum(j, 0)], before[0] if before else 0)
+    time = np.where(j >= 0, wall[np.maximum(j, 0)], before[1] if before else np.nan)
+    return plines, step, time, values
 
 
 def _layout(pattern: re.Pattern, chunk: _Chunk, marks: np.ndarray, per_line: int):
@@ -412,7 +465,7 @@ def _megatron_numbers(values, n: int):
     return np.fromiter((g is not None for g in got), dtype=bool, count=n), np.array([g for g in got if g is not None], dtype=np.float64)
 
 
-def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     """Megatron-LM iteration lines of the first one's layout: ``(points, their line numbers)``, or None."""
     body = chunk.body
     first = re.search(_MEGATRON_HEAD, body)
@@ -460,7 +513,7 @@ _PYNATIVE_FIELD = re.compile(r" ([a-z][a-z0-9_]{0,63}):( *)(" + _NUM.decode() + 
 _MTP_NAME = re.compile(r"mtp_(\d{1,3})_loss")
 
 
-def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     """Dynamic-graph trainer lines of the first one's layout (no "loss: N/A" line): ``(points, their line numbers)``, or None."""
     body = chunk.body
     first = re.search(_PYNATIVE_HEAD, body)

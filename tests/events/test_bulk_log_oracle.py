@@ -36,6 +36,8 @@ def mf_lines(draw):
     prefixes = st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", "", "[rank 3] {t} ", "{t}.5 "])
     prefix = draw(prefixes)
     mixed = draw(st.booleans())  # the time at other columns on some lines
+    norm = draw(st.sampled_from(["[{}]", "{}"]))
+    progress = draw(st.booleans())  # numpy's print of a one-element tensor, of a scalar (mindformers 1.9's own writer)
     lines = []
     for i in range(n):
         if mixed:
@@ -50,10 +52,12 @@ def mf_lines(draw):
         head += f"per_step_time: {draw(st.integers(0, 99999))}ms, "
         if lr:
             head += f"lr: {fmt(draw(value))}, "
-        head += f"overflow cond: {draw(st.sampled_from(['True', 'False']))}, loss_scale: {fmt(draw(value))}, global_norm: [{fmt(draw(value))}]"
+        head += f"overflow cond: {draw(st.sampled_from(['True', 'False']))}, loss_scale: {fmt(draw(value))}, global_norm: {norm.format(fmt(draw(value)))}"
         if tput:
             head += f", train_throughput_per_npu: {fmt(draw(finite))}T"
         lines.append(prefix.format(t=t) + head)
+        if progress:  # mindformers 1.x's progress line after each loss line
+            lines.append(prefix.format(t=t) + f"  {i:.1f}% |\u2588\u2588    | {fmt(draw(finite))} samples/s/p  0:00:11 }}")
     return lines
 
 
@@ -194,3 +198,15 @@ def test_an_unknown_line_sends_the_chunk_to_the_line_reader():
     ]
     assert bulk(lines) is None
     assert np.isclose(oracle(lines)[0][3], 2.5)
+
+
+def test_mindformers_own_info_log_is_read_in_bulk_as_the_line_reader_reads_it(mf_files):
+    """The log MFLossMonitor itself wrote (a scalar global norm, a progress line after each loss line)."""
+    body = (mf_files / "output" / "log" / "rank_0" / "info.log").read_bytes()
+    lines = body.decode("utf-8", errors="replace").splitlines()
+    got = bulklog.parse(LogParser(), body)
+    assert got is not None
+    (names, tag, step, wall, value), _ = got
+    rows = [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
+    assert {"loss", "throughput", "global_norm"} <= set(names)
+    assert same(rows, oracle(lines))

@@ -25,13 +25,16 @@ _NUM = rb"[-+]?+(?:[0-9.][0-9.eE+-]{0,62}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
 
 
 def _mf_pattern(keep: tuple) -> re.Pattern:
-    """The MFLossMonitor line, capturing epoch, step, steps per epoch, the loss (bracketed, sink) and the fields kept."""
+    """The MFLossMonitor line, capturing epoch, step, steps per epoch, the loss (bracketed, sink) and the fields kept.
+
+    The global norm is printed as numpy prints it: ``[1.23]`` for a one-element tensor, ``1.23`` for a scalar (two captures).
+    """
     c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
     return re.compile(
         rb"\{ ?Epoch:\[ *+(\d{1,9})/ *+\d{1,9}\], step:\[ *+(\d{1,9})/ *+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
         rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
         rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
-        rb"global_norm: \[" + c[7] + rb"\](?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
+        rb"global_norm: (?:\[" + c[7] + rb"\]|" + c[7] + rb")(?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
         re.M,
     )
 
@@ -115,15 +118,20 @@ def parse(parser, body: bytes, wanted=None):
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
-    if b"Epoch:[" in marked:
-        got = _mf(parser, chunk, marked[b"Epoch:["], wanted)
-    elif b"iteration" in marked:
-        got = _megatron(parser, chunk, marked[b"iteration"], wanted)
-    else:
-        got = ([], np.zeros(0, dtype=np.int64))
+    got, own = ([], np.zeros(0, dtype=np.int64)), None
+    for marker, layout in ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron)):  # the most telling marker first
+        if marker in marked:
+            got = layout(parser, chunk, marked[marker], wanted, marked.get(b"samples/s/p"))
+            if got is None or got[1].size:
+                own = marker
+                break
+            got = ([], np.zeros(0, dtype=np.int64))
     if got is None:
         return None
     points, done = got
+    foreign = [chunk.line_of(p) for m, p in marked.items() if m not in (own, b"samples/s/p")]
+    if foreign and np.isin(done, np.concatenate(foreign)).any():
+        return None  # a line of the layout that also holds another marker: which reading wins is the line reader's call
     odd = np.setdiff1d(np.unique(np.concatenate([chunk.line_of(p) for p in marked.values()])), done, assume_unique=True)
     if odd.size > _MAX_ODD_LINES or not all(_inert(chunk.text(i), parser.max_line) for i in odd.tolist()):
         return None
@@ -138,7 +146,10 @@ def _inert(line: str, max_line: int) -> bool:
 
 
 def _floats(values) -> np.ndarray | None:
-    """The captures as float64 (float() judges each), or None when one is no number."""
+    """The captures as float64 (float() judges each, in C), or None when one is no number.
+
+    (Digit columns by numpy, as :func:`_ints` reads counters, measured 4x slower than this for 6-digit floats.)
+    """
     try:
         return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
     except ValueError:
@@ -187,11 +198,57 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     lead = int(digits[0]) if digits.size else 64
     if lead + 26 >= 64:
         return _stamps(body, arr, starts, ends, 64, None)[0]
-    out, done = _stamps(body, arr, starts, ends, lead + 26, lead)
+    out, done = _stamps_at(arr, starts, ends, lead)
     rest = np.flatnonzero(~done)
     if rest.size:
         out[rest] = _stamps(body, arr, starts[rest], ends[rest], 64, None)[0]
     return out
+
+
+def _stamps_at(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, lead: int):
+    """(times, done) of the lines with no digit before column *lead* and a ``YYYY-MM-DD HH:MM:SS[,ffffff]`` stamp at it: fixed columns, no search."""
+    n = starts.size
+    limit = np.minimum(ends - starts, 64)
+    window = arr[np.minimum(starts[:, None] + np.arange(lead + 26), arr.size - 1)]
+    ok = limit >= lead + 19
+    if lead:
+        before = window[:, :lead]
+        ok &= ~((before >= 48) & (before <= 57)).any(axis=1)
+    stamp = window[:, lead : lead + 19]
+    digit = (stamp >= 48) & (stamp <= 57)
+    ok &= digit[:, _DIGIT_AT].all(axis=1)
+    ok &= (stamp[:, 4] == 45) & (stamp[:, 7] == 45) & ((stamp[:, 10] == 32) | (stamp[:, 10] == 84)) & (stamp[:, 13] == 58) & (stamp[:, 16] == 58)
+    v = stamp.astype(np.int64) - 48
+
+    def number(a, b):
+        out = np.zeros(n, dtype=np.int64)
+        for j in range(a, b):
+            out = out * 10 + v[:, j]
+        return out
+
+    second = number(17, 19)
+    key = np.where(ok, (((number(0, 4) * 100 + number(5, 7)) * 100 + number(8, 10)) * 100 + number(11, 13)) * 100 + number(14, 16), 0)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    minutes = np.array(
+        [logs._minute(f"{u // 10**8:04d}-{u // 10**6 % 100:02d}-{u // 10**4 % 100:02d} {u // 100 % 100:02d}:{u % 100:02d}") for u in uniq.tolist()]
+    )
+    t = minutes[inverse] + second
+    t[second > 61] = np.nan
+    # the fraction: [,.] then 1-6 digits, inside the first 64 characters
+    sep = window[:, lead + 19]
+    going = (lead + 19 < limit) & ((sep == 44) | (sep == 46))
+    value = np.zeros(n, dtype=np.int64)
+    digits = np.zeros(n, dtype=np.int64)
+    for j in range(1, 7):
+        c = window[:, lead + 19 + j]
+        d = going & (lead + 19 + j < limit) & (c >= 48) & (c <= 57)
+        value = np.where(d, value * 10 + (c.astype(np.int64) - 48), value)
+        digits += d
+        going = d
+    has = digits > 0
+    t[has] += value[has] / 10.0 ** digits[has]
+    t[~ok] = np.nan
+    return t, ok
 
 
 def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int, lead: int | None):
@@ -261,8 +318,13 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     return out, done
 
 
-def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
-    """MFLossMonitor lines: ``(points, their line numbers)``, or None."""
+# MFLossMonitor's progress line (mindformers 1.x): "  5.0% |██   | 13.05672 samples/s/p  0:00:11 }"; the number ends
+# within 64 characters of the literal, as logs._MF_PROGRESS looks for it (so at most 56 characters and 8 spaces)
+_PROGRESS = re.compile(rb"([-+]?+(?:[0-9.][0-9.eE+-]{0,54}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))) {0,8}samples/s/p")
+
+
+def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted, progress=None):
+    """MFLossMonitor lines and their progress lines: ``(points, their line numbers)``, or None."""
     keep = tuple(wanted is None or tag in wanted for tag in _MF_TAGS)
     pattern = _MF_PATTERNS.get(keep) or _MF_PATTERNS.setdefault(keep, _mf_pattern(keep))
     found, lines = _layout(pattern, chunk, marks, 1)
@@ -285,16 +347,57 @@ def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted):
         if loss is None:
             return None
         out.append(("loss", np.ones(n, dtype=bool), loss))
-    for tag, values in zip((t for t, k in zip(_MF_TAGS, keep) if k), cols[5:]):
+    at = 5
+    for tag in (t for t, k in zip(_MF_TAGS, keep) if k):
+        values = cols[at]
+        at += 1
+        if tag == "global_norm":  # [value] or value
+            plain = cols[at]
+            at += 1
+            values = values if all(values) else plain if not any(values) else [a or b for a, b in zip(values, plain)]
         if not any(values):
             continue
         col = _column(values, n)
         if col is None:
             return None
         out.append((tag, *col))
+    before = parser.last_global
     parser.matched += n
     parser.last_global = (int(gstep[-1]), float(wall[-1]))
-    return _points(out, lines, gstep, wall), lines
+    if progress is None or not progress.size:
+        return _points(out, lines, gstep, wall), lines
+    got = _progress_points(chunk, progress, lines, gstep, wall, before)
+    if got is None:
+        return None
+    plines, pstep, pwall, pvalue = got
+    parser.matched += plines.size
+    m = plines.size
+    out = [(tag, np.concatenate([present, np.zeros(m, dtype=bool)]), values) for tag, present, values in out]
+    if wanted is None or "throughput" in wanted:
+        out.append(("throughput", np.concatenate([np.zeros(n, dtype=bool), np.ones(m, dtype=bool)]), pvalue))
+    every = np.concatenate([lines, plines])
+    return _points(out, every, np.concatenate([gstep, pstep]), np.concatenate([wall, pwall])), np.sort(every)
+
+
+def _progress_points(chunk: _Chunk, progress: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
+    """(line, step, time, samples/s) of the progress lines read as the line reader reads them: the step and time of the loss line before."""
+    marked = chunk.line_of(progress)
+    if np.unique(marked).size != marked.size:
+        return None  # a line with the literal twice: the line reader's business
+    matches = list(_PROGRESS.finditer(chunk.body))
+    at = chunk.line_of(np.fromiter((m.end() for m in matches), dtype=np.int64, count=len(matches)))
+    mine = ~np.isin(at, lines)  # (a loss line holding the literal is read as a loss line)
+    plines = at[mine]
+    values = _floats([m.group(1) for m, ok in zip(matches, mine.tolist()) if ok])
+    if values is None:
+        return None
+    j = np.searchsorted(lines, plines) - 1  # the loss line before each
+    if (j < 0).any() and before is None:
+        keep = j >= 0  # no loss line yet: the line reader gives nothing for it
+        plines, values, j = plines[keep], values[keep], j[keep]
+    step = np.where(j >= 0, gstep[np.maximum(j, 0)], before[0] if before else 0)
+    time = np.where(j >= 0, wall[np.maximum(j, 0)], before[1] if before else np.nan)
+    return plines, step, time, values
 
 
 def _layout(pattern: re.Pattern, chunk: _Chunk, marks: np.ndarray, per_line: int):
@@ -349,7 +452,7 @@ def _megatron_pattern(parts: list, kept: set, tag_of) -> re.Pattern:
         if not colon:
             pattern.append(rb"[^|:\n]*+")
         else:
-            pattern.append(re.escape(name.encode()) + (rb":([^|\n]*+)" if tag_of(name) in kept else rb":[^|\n]*+"))
+            pattern.append(re.escape(name.encode()) + (rb":([^|\n\x00]*+)" if tag_of(name) in kept else rb":[^|\n\x00]*+"))
     return re.compile(_MEGATRON_HEAD + rb"\|".join(pattern) + rb"$", re.M)
 
 
@@ -362,7 +465,7 @@ def _megatron_numbers(values, n: int):
     return np.fromiter((g is not None for g in got), dtype=bool, count=n), np.array([g for g in got if g is not None], dtype=np.float64)
 
 
-def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
+def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     """Megatron-LM iteration lines of the first one's layout: ``(points, their line numbers)``, or None."""
     body = chunk.body
     first = re.search(_MEGATRON_HEAD, body)
@@ -401,4 +504,77 @@ def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted):
     gstep = _ints(groups[0], 18)
     wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
     parser.matched += n
+    return _points(cols, lines, gstep, wall), lines
+
+
+# mindformers' dynamic-graph trainer (1.9, 2.0, 2.1): "{ step:[%5d/%5d], [consumed_samples: .., global_batch_size: .., ]loss: ..., name: value[unit], ... }"
+_PYNATIVE_HEAD = rb"\{ step:\[ *+(\d{1,18})/ *+\d{1,18}\],"
+_PYNATIVE_FIELD = re.compile(r" ([a-z][a-z0-9_]{0,63}):( *)(" + _NUM.decode() + r")([A-Za-z]{0,8})(,| \}$)")
+_MTP_NAME = re.compile(r"mtp_(\d{1,3})_loss")
+
+
+def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
+    """Dynamic-graph trainer lines of the first one's layout (no "loss: N/A" line): ``(points, their line numbers)``, or None."""
+    body = chunk.body
+    first = re.search(_PYNATIVE_HEAD, body)
+    if first is None:
+        return [], np.zeros(0, dtype=np.int64)
+    line_end = body.find(b"\n", first.end())
+    rest = body[first.end() : line_end]
+    if not rest.isascii() or len(rest) > 2048:
+        return None
+    rest = rest.decode()
+    fields, at = [], 0
+    while at < len(rest):
+        m = _PYNATIVE_FIELD.match(rest, at)
+        if m is None:
+            return None  # not a layout of plain "name: number" fields (N/A, a list, a word): the line reader's
+        fields.append((m.group(1), len(m.group(2)), m.group(4)))
+        at = m.end()
+    names = [name for name, _, _ in fields]
+    if names[: names.index("loss") if "loss" in names else 0] not in ([], ["consumed_samples", "global_batch_size"]) or len(set(names)) != len(names):
+        return None
+    if any(spaces > 64 or (name.endswith("_loss") and not spaces) or (i < names.index("loss") and unit) for i, (name, spaces, unit) in enumerate(fields)):
+        return None  # where the line reader stops looking for the value, or where "_loss: " would not be seen
+    loss_at = names.index("loss")
+    generation_2 = parser.generation == 2 or loss_at > 0 or any(name.endswith("_loss") for name in names[loss_at + 1 :])
+    mtp = {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
+    known = {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
+    kept = {name for name in names if name in known and (wanted is None or known[name] in wanted)}
+    pattern, captured = [_PYNATIVE_HEAD], []
+    for i, (name, _, unit) in enumerate(fields):
+        number = rb"\d{1,19}" if i < loss_at else _NUM  # the line reader's counters before the loss are digits only
+        number = rb"(" + number + rb")" if name in kept else number
+        spaces = rb" *+" if name == "loss" else rb" {0,64}+"
+        pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + spaces + number + re.escape(unit.encode()))
+        if name in kept:
+            captured.append(name)
+    pattern.append(rb" \}$")
+    found, lines = _layout(re.compile(b"".join(pattern), re.M), chunk, marks, 1)
+    if found is None:
+        return None
+    n = len(found)
+    if not n:
+        return [], lines
+    groups = list(zip(*found))
+    gstep = _ints(groups[0], 18)
+    wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+    values = {}
+    for name, col in zip(captured, groups[1:]):
+        numbers = _floats(col)
+        if numbers is None:
+            return None
+        values[name] = numbers
+    # the line reader's order: the loss, its named fields in its own order, then the mtp_N_loss fields as printed
+    order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
+    cols = []
+    for name in order:
+        v = values[name]
+        if generation_2 and name == "throughput":
+            v = v / 1000.0
+        cols.append((known[name], np.ones(n, dtype=bool), v))
+    if generation_2:
+        parser.generation = 2
+    parser.matched += n
+    parser.last_global = (int(gstep[-1]), float(wall[-1]))
     return _points(cols, lines, gstep, wall), lines

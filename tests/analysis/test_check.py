@@ -15,7 +15,8 @@ def corpus(tmp_path_factory):
 
 
 def _shape(doc):
-    assert set(doc) == {"passed", "runs", "flags"} and isinstance(doc["passed"], bool)
+    assert set(doc) == {"passed", "runs", "flags", "counted_once"} and isinstance(doc["passed"], bool)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["counted_once"].items())
     for run in doc["runs"]:
         assert set(run) == {"run", "ranks", "passed", "checks", "flags"}
         assert isinstance(run["run"], str) and all(isinstance(r, int) for r in run["ranks"])

@@ -1,4 +1,4 @@
-"""Bulk parsing (msnb.events.bulklog) gives the line reader's rows exactly, on generated MFLossMonitor and Megatron-LM logs.
+"""Bulk parsing (msnb.events.bulklog) gives the line reader's rows exactly, on generated MFLossMonitor, dynamic-graph and Megatron-LM logs.
 
 The oracle is the line-by-line parser (:meth:`msnb.events.logs.LogParser.feed`), the reader every log was read with
 before bulk parsing; it stays the reader of any chunk bulk parsing does not know.
@@ -33,9 +33,15 @@ def mf_lines(draw):
     separate = draw(st.booleans())
     lr = draw(st.booleans())
     tput = draw(st.booleans())
-    prefix = draw(st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", ""]))
+    prefixes = st.sampled_from(["{t} - mindformers[callback.py:747] - INFO - ", "[INFO] {t} ", "", "[rank 3] {t} ", "{t}.5 "])
+    prefix = draw(prefixes)
+    mixed = draw(st.booleans())  # the time at other columns on some lines
+    norm = draw(st.sampled_from(["[{}]", "{}"]))
+    progress = draw(st.booleans())  # numpy's print of a one-element tensor, of a scalar (mindformers 1.9's own writer)
     lines = []
     for i in range(n):
+        if mixed:
+            prefix = draw(prefixes)
         y, mo, d, h, mi, s, ms = draw(stamp)
         t = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d}"
         loss = fmt(draw(value))
@@ -46,10 +52,12 @@ def mf_lines(draw):
         head += f"per_step_time: {draw(st.integers(0, 99999))}ms, "
         if lr:
             head += f"lr: {fmt(draw(value))}, "
-        head += f"overflow cond: {draw(st.sampled_from(['True', 'False']))}, loss_scale: {fmt(draw(value))}, global_norm: [{fmt(draw(value))}]"
+        head += f"overflow cond: {draw(st.sampled_from(['True', 'False']))}, loss_scale: {fmt(draw(value))}, global_norm: {norm.format(fmt(draw(value)))}"
         if tput:
             head += f", train_throughput_per_npu: {fmt(draw(finite))}T"
         lines.append(prefix.format(t=t) + head)
+        if progress:  # mindformers 1.x's progress line after each loss line
+            lines.append(prefix.format(t=t) + f"  {i:.1f}% |\u2588\u2588    | {fmt(draw(finite))} samples/s/p  0:00:11 }}")
     return lines
 
 
@@ -71,6 +79,29 @@ def megatron_lines(draw):
         t = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}"
         body = " | ".join(f"{name}: {fmt(draw(value))}" for name in fields)
         lines.append(f" [{t}] iteration {draw(st.integers(1, 10**9)):8d}/ {10**9:8d} | {body} |" if bracket else f"iteration {i + 1}/ 100 | {body} |")
+    return lines
+
+
+@st.composite
+def pynative_lines(draw):
+    """mindformers' dynamic-graph trainer lines as 1.9, 2.0 and 2.1 print them (``loss_callback.py``'s formats)."""
+    n = draw(st.integers(1, 40))
+    counts = draw(st.booleans())
+    extra = draw(st.lists(st.sampled_from(["lm_loss", "load_balancing_loss", "indexer_loss", "mtp_1_loss", "mtp_2_loss", "mtp_loss"]), max_size=4, unique=True))
+    lr = draw(st.booleans())
+    lines = []
+    for i in range(n):
+        y, mo, d, h, mi, s, ms = draw(stamp)
+        head = f"{y:04d}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d},{ms:03d} - mindformers[loss_callback.py] - INFO - "
+        head += f"{{ step:[{i + 1:5d}/{n:5d}], "
+        if counts:
+            head += f"consumed_samples: {64 * (i + 1)}, global_batch_size: 64, "
+        head += f"loss: {fmt(draw(value)):>10}, per_step_time: {draw(st.integers(0, 99999)):6d}ms, "
+        head += "".join(f"{name}: {fmt(draw(value)):>10}, " for name in extra)
+        if lr:
+            head += f"lr: {fmt(draw(value))}, "
+        head += f"grad_norm: {fmt(draw(value)):>10}, throughput: {fmt(draw(finite)):>6}T }}"
+        lines.append(head)
     return lines
 
 
@@ -133,8 +164,16 @@ def test_megatron_lines_read_in_bulk_equal_the_line_reader(lines):
     assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
 
 
+@settings(max_examples=150, deadline=None)
+@given(pynative_lines())
+def test_dynamic_graph_lines_read_in_bulk_equal_the_line_reader(lines):
+    got = bulk(lines)
+    assert got is not None, lines[0]
+    assert same(got, oracle(lines)), (got[:4], oracle(lines)[:4])
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines())))
+@given(st.one_of(with_other_lines(mf_lines()), with_other_lines(megatron_lines()), with_other_lines(pynative_lines())))
 def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines):
     got = bulk(lines)
     assert got is not None, lines[:3]
@@ -142,7 +181,10 @@ def test_other_info_lines_are_skipped_in_bulk_not_sent_to_the_line_reader(lines)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.one_of(mf_lines(), megatron_lines()), st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "learning rate", "nothing"])))
+@given(
+    st.one_of(mf_lines(), megatron_lines(), pynative_lines()),
+    st.sets(st.sampled_from(["loss", "lr", "lm loss", "grad norm", "global_norm", "grad_norm", "learning rate", "mtp-1-loss", "nothing"])),
+)
 def test_wanted_tags_give_the_line_readers_rows_of_those_tags(lines, wanted):
     got = bulk(lines, frozenset(wanted))
     assert got is not None
@@ -156,3 +198,15 @@ def test_an_unknown_line_sends_the_chunk_to_the_line_reader():
     ]
     assert bulk(lines) is None
     assert np.isclose(oracle(lines)[0][3], 2.5)
+
+
+def test_mindformers_own_info_log_is_read_in_bulk_as_the_line_reader_reads_it(mf_files):
+    """The log MFLossMonitor itself wrote (a scalar global norm, a progress line after each loss line)."""
+    body = (mf_files / "output" / "log" / "rank_0" / "info.log").read_bytes()
+    lines = body.decode("utf-8", errors="replace").splitlines()
+    got = bulklog.parse(LogParser(), body)
+    assert got is not None
+    (names, tag, step, wall, value), _ = got
+    rows = [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
+    assert {"loss", "throughput", "global_norm"} <= set(names)
+    assert same(rows, oracle(lines))

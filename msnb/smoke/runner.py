@@ -43,6 +43,7 @@ from ..config.lint import lint
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
+from ..events.discovery import walk
 from ..plot.live import LiveView
 from ..plot.render import plain_text
 from ..words import count
@@ -180,9 +181,11 @@ def _check_summary_dir(summary_dir) -> Path:
         raise SmokeError(f"--summary-dir {summary_dir}: cannot create it ({exc.strerror or exc})") from None
     if not os.access(target, os.W_OK | os.X_OK):
         raise SmokeError(f"--summary-dir {summary_dir}: not writable")
-    earlier = [p for p in target.rglob("*") if p.is_file()]
-    if earlier:  # their records would be judged as this run's
-        raise SmokeError(f"--summary-dir {summary_dir}: already holds {count(len(earlier), 'file')}, e.g. {earlier[0].name}; give a new or empty directory")
+    left: list = []
+    earlier = next((d / names[0] for d, names in walk(target, left) if names), None)  # the bounded walk: `/` is not walked whole
+    if earlier is not None or left:  # their records would be judged as this run's
+        what = f"already holds {earlier}" if earlier is not None else f"cannot be looked through ({left[0]})"
+        raise SmokeError(f"--summary-dir {summary_dir}: {what}; give a new or empty directory")
     return target.resolve()
 
 

@@ -18,7 +18,7 @@ from .environment import installed_major
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
-from .outputs import figure_out
+from .outputs import figure_out, save_figure
 from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
 
@@ -137,13 +137,13 @@ def _cmd_plot(args) -> int:
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
-    out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
+    out = figure_out(args.out, args.dpi, inputs=args.paths)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
     result = read_runs(args.paths, verify=not args.no_verify)
     for problem in result.problems:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
-    report.figure.savefig(out, dpi=args.dpi)
+    save_figure(report.figure, out, dpi=args.dpi)
     if args.json:
         print(report.to_json(out=out))
     else:
@@ -178,14 +178,15 @@ def _cmd_smoke(args) -> int:
     matplotlib.use("Agg")
     # deferred: the smoke runner (PyYAML, the config reader, the judge, the figures' code)
     from .plot.live import LiveView
-    from .smoke.runner import run_smoke, save_figure
+    from .smoke.runner import run_smoke
+    from .smoke.runner import save_figure as save_smoke_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
     view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None
     result = run_smoke(options=options, view=view)
-    saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
+    saved = bool(args.out) and result.figure is not None and save_smoke_figure(result, args.out) is None
     if args.json:
-        print(result.to_json(plot=os.path.abspath(args.out) if saved else None))
+        print(result.to_json(plot=result.figure_file if saved else None))
     else:
         print(result.format_text())  # its last line says where the figure went
     return result.exit_code
@@ -334,26 +335,42 @@ def _cmd_report(args) -> int:
 def _cmd_compare(args) -> int:
     from .analysis.compare import compare  # deferred: the judge (msnb.analysis)
 
-    out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
-    result = compare(**compare_kwargs(args))
-    if out:
-        import matplotlib  # deferred: matplotlib
+    kwargs = compare_kwargs(args)
+    # before any reading: a bad --out is one line, not a traceback at the end; the baseline and candidate are never replaced
+    out = figure_out(args.out, inputs=[kwargs.get("baseline"), kwargs.get("candidate"), *(kwargs.get("reruns") or ())]) if args.out else None
+    result = compare(**kwargs)
+    if args.json:
+        drawn = out is not None and _compare_figure(result, out)
+        print(result.to_json(out=out if drawn else None))
+    else:
+        print(result.format_text())  # the verdict first: a figure that cannot be drawn never hides it
+        if out is not None and _compare_figure(result, out):
+            print(f"  figure: wrote {out}")
+    return result.exit_code
 
-        matplotlib.use("Agg")
-        # deferred: the figures' code
-        from .plot.compare import plot_compare
-        from .plot.render import plain_text
 
+def _compare_figure(result, out: str) -> bool:
+    """Draw and save the comparison's figure; a figure that cannot be drawn is a warning, never the verdict's end."""
+    import matplotlib  # deferred: matplotlib
+
+    matplotlib.use("Agg")
+    # deferred: the figures' code
+    from .plot.compare import plot_compare
+    from .plot.render import plain_text
+
+    try:
         figure = plot_compare(result)
         plain_text(figure)  # tag names from files are no TeX
-        figure.savefig(out, dpi=100)
-    if args.json:
-        print(result.to_json(out=os.path.abspath(out) if out else None))
-    else:
-        print(result.format_text())
-        if out:
-            print(f"  figure: wrote {os.path.abspath(out)}")
-    return result.exit_code
+        save_figure(figure, out)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - matplotlib's errors on extreme values (OverflowError, ValueError...): the verdict stands
+        print(
+            f"msnb compare: warning: the figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {out} was not written",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from IPython.utils.process import arg_split
 from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
-from .outputs import figure_out
+from .outputs import figure_out, save_figure
 from .smoke.options import SmokeOptions, smoke_magic_arguments
 
 
@@ -227,13 +227,14 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke.runner import run_smoke, save_figure  # deferred: numpy, PyYAML and the judge
+        from .smoke.runner import run_smoke  # deferred: numpy, PyYAML and the judge
+        from .smoke.runner import save_figure as save_smoke_figure
 
         args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
         result = run_smoke(options=options)
         if options.out:
-            save_figure(result, options.out)
+            save_smoke_figure(result, options.out)
         result.show()
         return result
 
@@ -284,12 +285,13 @@ class MsnbMagics(Magics):
         from .plot.render import show_figure
 
         args = parse_line(self.mfmon_compare, line)
-        out = figure_out(args.out) if args.out else None
-        result = compare(**compare_kwargs(args))
+        kwargs = compare_kwargs(args)
+        out = figure_out(args.out, inputs=[kwargs["baseline"], kwargs["candidate"], *kwargs["reruns"]]) if args.out else None
+        result = compare(**kwargs)
         figure = plot_compare(result)
         show_figure(figure)
         if out:
-            figure.savefig(out, dpi=100)
+            save_figure(figure, out)
         return result
 
 

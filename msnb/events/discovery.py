@@ -57,11 +57,11 @@ class WalkBounds:
         max_entries: directory entries looked at in all.
     """
 
-    def __init__(self, root, max_depth: int = MAX_WALK_DEPTH, max_entries: int = MAX_WALK_ENTRIES):
+    def __init__(self, root, max_depth: int | None = None, max_entries: int | None = None):
         self.root = Path(root)
         self.real_root = os.path.realpath(root)
-        self.max_depth = max_depth
-        self.max_entries = max_entries
+        self.max_depth = MAX_WALK_DEPTH if max_depth is None else max_depth  # the module's bounds, read when a walk starts
+        self.max_entries = MAX_WALK_ENTRIES if max_entries is None else max_entries
         self.entries = 0
         self.cut = False
         self._filesystems: dict = {}  # st_dev -> pseudo-filesystem name or None, looked up once per device

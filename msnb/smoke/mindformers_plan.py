@@ -26,6 +26,7 @@ from pathlib import Path
 from ..config.monitor_schema import MINDFORMERS_MONITOR_KEYS
 from ..config.run_config import is_mindformers_run
 from ..errors import SmokeError
+from .memory_estimate import estimate
 
 # The mindformers release msnb's CPU rehearsal and shrinking were written against (the pin msnb installs).
 PINNED_MINDFORMERS = "1.9"
@@ -325,7 +326,7 @@ def plan_mindformers(
     legacy = _is_legacy(cfg)
     changes: list = []
     mc = cfg["model"]["model_config"]
-    big = _estimated_bytes(mc)
+    big = estimate(mc, batch=1, seq=1).total  # weights, gradients and Adam's moments: the floor of its training memory
     do_shrink = shrink == "always" or (shrink == "auto" and (device != "Ascend" or big > 24e9))
     train = cfg.get("train_dataset") if isinstance(cfg.get("train_dataset"), dict) else {}
     paths = _dataset_paths(train)
@@ -497,19 +498,6 @@ def plan_mindformers(
         lr=use_lr,
         workers=workers,
     )
-
-
-def _estimated_bytes(mc: dict) -> float:
-    """Training memory of the config's model, roughly: 16 bytes a parameter (weights, gradients, Adam's two moments)."""
-    try:
-        layers = int(mc.get(_first(mc, _DIMENSIONS["layers"]) or "", 0) or 0)
-        hidden = int(mc.get("hidden_size") or 0)
-        ffn = int(mc.get(_first(mc, _DIMENSIONS["ffn"]) or "", 0) or 4 * hidden)
-        vocab = int(mc.get(_first(mc, _DIMENSIONS["vocab"]) or "", 0) or 0)
-    except (TypeError, ValueError):
-        return float("inf")
-    params = layers * (4 * hidden * hidden + 3 * hidden * ffn) + 2 * vocab * hidden
-    return 16.0 * params
 
 
 def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> dict:

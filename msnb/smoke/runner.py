@@ -44,6 +44,8 @@ from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
 from ..events.discovery import walk
+from ..outputs import figure_out
+from ..outputs import save_figure as write_figure
 from ..plot.live import LiveView
 from ..plot.render import plain_text
 from ..words import count
@@ -51,6 +53,7 @@ from .device import device_status
 from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
+from .memory_estimate import refuse_unless_it_fits
 from .mindformers_judging import judge_mindformers_smoke, log_scalars
 from .mindformers_plan import PINNED_MINDFORMERS, ModelPlan, child_config, installed_mindformers, is_mindformers_run, plan_mindformers, summary_root
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
@@ -207,6 +210,12 @@ class Prepared:
     plan: ModelPlan | None = None  # a mindformers config's own model, when the YAML is a mindformers run config
 
 
+def _inputs(options: SmokeOptions) -> list:
+    """The files a smoke reads, which its figure may never replace."""
+    module = options.module if options.module and os.path.splitext(str(options.module))[1] == ".py" else None
+    return [p for p in (options.config, module) if p is not None]
+
+
 def prepare(options: SmokeOptions) -> Prepared:
     """Check everything a run needs before anything is created: options, device, config, module, msrun, paths.
 
@@ -221,6 +230,8 @@ def prepare(options: SmokeOptions) -> Prepared:
         ConfigError: a config that cannot be loaded.
     """
     options.validate()
+    if options.out:  # the figure's file, by the one output rule, before anything starts: never the config, a link or a device
+        figure_out(options.out, inputs=_inputs(options))
     loaded_first = load_config(options.config) if options.config is not None else None
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
@@ -253,6 +264,12 @@ def _mindformers_mode(loaded, options: SmokeOptions) -> str:
         return options.mode
     mode = loaded.get("context.mode", 0)
     return "pynative" if str(mode).strip().lower() in ("1", "pynative", "pynative_mode") else "graph"
+
+
+def _recomputes(config: dict) -> bool:
+    """Whether the run recomputes its layers in the backward pass (mindformers' ``recompute_config.recompute``)."""
+    rc = config.get("recompute_config")
+    return isinstance(rc, dict) and rc.get("recompute") not in (None, False, 0)
 
 
 def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
@@ -300,6 +317,9 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         workers=options.workers,
     )
     options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
+    refuse_unless_it_fits(
+        plan.config["model"]["model_config"], batch=options.batch_size, seq=None, recompute=_recomputes(plan.config), workers=options.workers, where=str(where)
+    )
     monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
     findings = lint(loaded, steps=options.steps, protobuf_major=installed_major("protobuf"))  # the real run's settings, distributed or not
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
@@ -399,6 +419,8 @@ def launch(prepared: Prepared) -> Launched:
         marker = uuid.uuid4().hex
         env["MSNB_SMOKE_ID"] = marker  # marks every process of this run, whatever session it is in
         env["PYTHONUNBUFFERED"] = "1"
+        (workdir / "tmp").mkdir(mode=0o700)  # the child's temporary files (mindformers' parallel_speed_up_*.json) go with the scratch folder
+        env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(workdir / "tmp")
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
         if prepared.plan is not None and o.workers == 1:
@@ -590,9 +612,10 @@ def save_figure(result: SmokeResult, out) -> Check | None:
     if result.figure is None:
         return None
     try:
+        path = figure_out(out, inputs=result.inputs)  # checked before the run too (prepare); again here, where it is written
         plain_text(result.figure)  # names from files are no TeX
-        result.figure.savefig(out, dpi=100)
-        result.figure_file = os.path.abspath(out)
+        write_figure(result.figure, path)
+        result.figure_file = path
         result.figure_note = "in the current directory; --out FILE to write elsewhere" if str(out) == DEFAULT_OUT else ""
         return None
     except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands
@@ -790,6 +813,7 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         try:
             watched = watch(launched, view, poll_interval=poll_interval, signals=signals)
             result = judge(launched, watched)
+            result.inputs = _inputs(options)
         except BaseException:
             if launched.proc.poll() is None:
                 _kill_run(launched.proc, launched.marker)

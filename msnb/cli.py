@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
@@ -359,9 +360,11 @@ def _compare_figure(result, out: str) -> bool:
     from .plot.render import plain_text
 
     try:
-        figure = plot_compare(result)
-        plain_text(figure)  # tag names from files are no TeX
-        save_figure(figure, out)
+        with warnings.catch_warnings():  # numpy's overflow warnings on +-1e308: the warning below says what matters
+            warnings.simplefilter("ignore")
+            figure = plot_compare(result)
+            plain_text(figure)  # tag names from files are no TeX
+            save_figure(figure, out)
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - matplotlib's errors on extreme values (OverflowError, ValueError...): the verdict stands

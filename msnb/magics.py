@@ -11,6 +11,7 @@ import argparse
 import functools
 import os
 import shlex
+import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
@@ -288,10 +289,15 @@ class MsnbMagics(Magics):
         kwargs = compare_kwargs(args)
         out = figure_out(args.out, inputs=[kwargs["baseline"], kwargs["candidate"], *kwargs["reruns"]]) if args.out else None
         result = compare(**kwargs)
-        figure = plot_compare(result)
-        show_figure(figure)
-        if out:
-            save_figure(figure, out)
+        try:
+            figure = plot_compare(result)
+            show_figure(figure)
+            if out:
+                save_figure(figure, out)
+        except MsnbError:  # a file that cannot be written: the user's to fix, one line
+            raise
+        except Exception as exc:  # noqa: BLE001 - matplotlib on extreme values: the verdict (the cell's result) stands
+            print(f"msnb compare: warning: the figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})", file=sys.stderr)
         return result
 
 

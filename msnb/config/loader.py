@@ -186,7 +186,9 @@ def _shape_pass(text: str, path: Path, loader_cls) -> bool:
             elif isinstance(event, yaml.ScalarEvent):
                 stack[-1][0] += 1
                 if len(event.value) > MAX_INT_DIGITS and loader.resolve(yaml.ScalarNode, event.value, event.implicit) == "tag:yaml.org,2002:int":
-                    raise ConfigError(f"an integer of {len(event.value):,} characters; msnb refuses numbers over {MAX_INT_DIGITS:,} digits", file=path, line=line)
+                    raise ConfigError(
+                        f"an integer of {len(event.value):,} characters; msnb refuses numbers over {MAX_INT_DIGITS:,} digits", file=path, line=line
+                    )
                 if event.anchor is not None:
                     sizes[event.anchor] = (1, 0)
             elif isinstance(event, yaml.AliasEvent):

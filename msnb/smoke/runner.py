@@ -40,6 +40,7 @@ import yaml
 
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
+from ..config.run_types import check_run_types
 from ..environment import installed_major
 from ..errors import SmokeError
 from ..events import Follower, read
@@ -233,6 +234,8 @@ def prepare(options: SmokeOptions) -> Prepared:
     if options.out:  # the figure's file, by the one output rule, before anything starts: never the config, a link or a device
         figure_out(options.out, inputs=_inputs(options))
     loaded_first = load_config(options.config) if options.config is not None else None
+    if loaded_first is not None:
+        check_run_types(loaded_first)  # runner_config: 5, callbacks: 5, ...: one line naming the key, before the plan reads them
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")

@@ -34,6 +34,7 @@ from .model import BoardData, light
 from .render import RANK_MODES, View, render
 
 DEBOUNCE_S = 0.15
+STOP_WAIT_S = 10.0  # Stop waits at most this long for the step in progress (each reads a bounded slice: well under a second unloaded)
 LIGHTS = {PASS: (COLORS[PASS], "passed"), WARN: (COLORS[WARN], "passed with warnings"), FAIL: (COLORS[FAIL], "failed")}
 HOW_TO = "interactive controls need a notebook front end with ipywidgets (JupyterLab, Notebook 7, VS Code); shown here: the figure as drawn"
 DPI = 90
@@ -405,7 +406,7 @@ class Board:
             The keys of the runs that changed.
         """
         with self._lock:
-            changed = self.data.poll()
+            changed = self.data.poll(bounded=True)  # one step reads a bounded slice of each file
             if changed:
                 self._data_changed()
             self._status()
@@ -495,13 +496,18 @@ class Board:
             self._timer.cancel()
             self._timer = None
         thread, self._thread = self._thread, None
+        busy = False
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=60)
+            thread.join(timeout=STOP_WAIT_S)
+            busy = thread.is_alive()  # in a step still: it ends after it, and the step it reads is bounded
         if self.following:
             self.following = False
-            with self._lock:
-                if self.data.poll(final=True):
-                    self._data_changed()
+            if not busy and self._lock.acquire(timeout=STOP_WAIT_S):
+                try:
+                    if self.data.poll(final=True, bounded=True):
+                        self._data_changed()
+                finally:
+                    self._lock.release()
         self.controls["stop"].disabled = True
         self._status()
 

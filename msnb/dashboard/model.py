@@ -212,6 +212,10 @@ class BoardData:
             self.labels = {key: label(key) for key in self.runs}
         return changed
 
+    def behind(self) -> bool:
+        """Whether the last bounded poll left bytes unread (a file growing faster than the follow reads it)."""
+        return any(state.cut for follower in self._followers for state in follower._states.values())
+
     def color(self, key: str) -> str:
         """The run's colour (fixed from the moment it appeared)."""
         return COLORS[self.order.index(key) % len(COLORS)] if key in self.order else "#7f7f7f"

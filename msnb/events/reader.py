@@ -149,6 +149,7 @@ class FileState:
     """How far one file has been read, and what it yielded."""
 
     budget: int | None = None  # the most bytes one poll reads (a follow's step; set by the Follower), None: all there is
+    cut: bool = False  # the last poll stopped at the budget: more is there to read
 
     def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False, wanted: frozenset | None = None):
         self.source = source
@@ -231,7 +232,8 @@ class FileState:
                 self._final_checks(out, st.st_size)
             return out
         size = st.st_size
-        if self.budget is not None and size - self.pos > self.budget:  # a follow step reads a bounded slice; the rest at the next step
+        self.cut = self.budget is not None and size - self.pos > self.budget
+        if self.cut:  # a follow step reads a bounded slice; the rest at the next step
             size, final, self.last_key = self.pos + self.budget, False, None
         try:
             self.reads += 1

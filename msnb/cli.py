@@ -19,7 +19,8 @@ from .environment import installed_major
 from .errors import MsnbError, NothingReadable, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
-from .outputs import figure_out, save_figure
+from .outputs import figure_out
+from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
 
@@ -144,7 +145,7 @@ def _cmd_plot(args) -> int:
         print(f"msnb plot: {problem.severity}: {problem}", file=sys.stderr)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
-    save_figure(report.figure, out, dpi=args.dpi)
+    write_figure(report.figure, out, dpi=args.dpi)
     if args.json:
         print(report.to_json(out=out))
     else:
@@ -179,13 +180,12 @@ def _cmd_smoke(args) -> int:
     matplotlib.use("Agg")
     # deferred: the smoke runner (PyYAML, the config reader, the judge, the figures' code)
     from .plot.live import LiveView
-    from .smoke.runner import run_smoke
-    from .smoke.runner import save_figure as save_smoke_figure
+    from .smoke.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
     view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None
     result = run_smoke(options=options, view=view)
-    saved = bool(args.out) and result.figure is not None and save_smoke_figure(result, args.out) is None
+    saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
         print(result.to_json(plot=result.figure_file if saved else None))
     else:
@@ -364,7 +364,7 @@ def _compare_figure(result, out: str) -> bool:
             warnings.simplefilter("ignore")
             figure = plot_compare(result)
             plain_text(figure)  # tag names from files are no TeX
-            save_figure(figure, out)
+            write_figure(figure, out)
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001 - matplotlib's errors on extreme values (OverflowError, ValueError...): the verdict stands

@@ -21,7 +21,8 @@ from IPython.utils.process import arg_split
 from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
-from .outputs import figure_out, save_figure
+from .outputs import figure_out
+from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, smoke_magic_arguments
 
 
@@ -228,14 +229,13 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke.runner import run_smoke  # deferred: numpy, PyYAML and the judge
-        from .smoke.runner import save_figure as save_smoke_figure
+        from .smoke.runner import run_smoke, save_figure  # deferred: numpy, PyYAML and the judge
 
         args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))
         result = run_smoke(options=options)
         if options.out:
-            save_smoke_figure(result, options.out)
+            save_figure(result, options.out)
         result.show()
         return result
 
@@ -293,7 +293,7 @@ class MsnbMagics(Magics):
             figure = plot_compare(result)
             show_figure(figure)
             if out:
-                save_figure(figure, out)
+                write_figure(figure, out)
         except MsnbError:  # a file that cannot be written: the user's to fix, one line
             raise
         except Exception as exc:  # noqa: BLE001 - matplotlib on extreme values: the verdict (the cell's result) stands

@@ -410,7 +410,9 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                 continue
             bounds.count(seen, stopped)
             kept = []
-            for name in subdirs:
+            # real folders last, so popped first: a folder reached both directly and by a link inside the walk
+            # is read under its own name, and the link is the one reported as a second way in
+            for name in sorted(subdirs, key=lambda n: (not os.path.islink(d / n), n)):
                 why = bounds.refuse(d / name, depth + 1, st.st_dev)
                 if why is None:
                     kept.append(name)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -30,22 +29,35 @@ from tests.test_robust_commands import msnb, one_line_error, tbx_run
 CSV = "step,loss\n1,2.0\n2,1.9\n3,1.8\n4,1.7\n"
 
 
+PEAK_WRAPPER = """
+import atexit, sys
+def _peak():
+    with open("/proc/self/status") as f:
+        peak = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(sys.argv[1], "w") as out:
+        out.write(peak)
+atexit.register(_peak)
+from msnb.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def measured(*args, timeout=240, cwd=None, env=None) -> tuple[subprocess.CompletedProcess, int]:
-    """Run ``msnb ARGS`` and return its result and its own peak RSS in MB (wait4 on that one child)."""
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # files, not pipes: wait4 reaps the child itself
+    """Run ``msnb ARGS`` and return its result and its own peak RSS in MB.
+
+    VmHWM, read by the command itself as it exits: ru_maxrss is not its own (Linux keeps it across exec,
+    so a child of a large pytest process would start at the parent's size).
+    """
+    peak_file = tempfile.NamedTemporaryFile(delete=False)
+    peak_file.close()
     full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "msnb.cli", *map(str, args)], stdout=out, stderr=err, env=full, cwd=cwd)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
+    cmd = [sys.executable, "-c", PEAK_WRAPPER, peak_file.name, *map(str, args)]
     try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout)
+        peak_kb = int(Path(peak_file.name).read_text() or 0)
     finally:
-        timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    out.seek(0)
-    err.seek(0)
-    done = subprocess.CompletedProcess(args, proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
-    return done, usage.ru_maxrss // 1024
+        os.unlink(peak_file.name)
+    return done, peak_kb // 1024
 
 
 def snapshot(root: Path) -> dict:

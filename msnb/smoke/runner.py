@@ -42,7 +42,7 @@ from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..config.run_types import check_run_types
 from ..environment import installed_major
-from ..errors import SmokeError
+from ..errors import SmokeError, UsageError
 from ..events import Follower, read
 from ..events.discovery import walk
 from ..outputs import figure_out
@@ -232,7 +232,12 @@ def prepare(options: SmokeOptions) -> Prepared:
     """
     options.validate()
     if options.out:  # the figure's file, by the one output rule, before anything starts: never the config, a link or a device
-        figure_out(options.out, inputs=_inputs(options))
+        try:
+            figure_out(options.out, inputs=_inputs(options))
+        except UsageError as exc:
+            if str(options.out) != DEFAULT_OUT or not str(exc).endswith("is not writable"):
+                raise
+            # the default figure in a folder that cannot be written: not asked for, so the run goes on and the verdict warns
     loaded_first = load_config(options.config) if options.config is not None else None
     if loaded_first is not None:
         check_run_types(loaded_first)  # runner_config: 5, callbacks: 5, ...: one line naming the key, before the plan reads them

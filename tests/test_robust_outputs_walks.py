@@ -284,6 +284,7 @@ def test_the_smoke_child_leaves_no_temporary_file_behind(tmp_path, outcome):
         env=env,
         cwd=work,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a pytest started in the background ignores SIGINT, and so would the child
     )
     if outcome in ("pass", "fail"):
         out, err = proc.communicate(timeout=300)

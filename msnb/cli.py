@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
@@ -19,6 +20,7 @@ from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
 from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
+from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, add_smoke_arguments
 from .words import count
 
@@ -146,12 +148,12 @@ def _cmd_plot(args) -> int:
     from .plot.render import plain_text
     from .plot.scalars import plot_read
 
-    out = figure_out(args.out, args.dpi)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
+    out = figure_out(args.out, args.dpi, inputs=args.paths)  # before any reading: a bad --out or --dpi is one line, not a traceback at the end
     result = read_runs(args.paths, verify=not args.no_verify)
     _say("plot", result.problems)
     report = plot_read(result, args.paths, tags=args.tags, smooth=args.smooth, x=args.x, ranks=args.ranks, log=args.log, bands=args.bands)
     plain_text(report.figure)  # tag and run names from files are no TeX
-    report.figure.savefig(out, dpi=args.dpi)
+    write_figure(report.figure, out, dpi=args.dpi)
     if args.json:
         print(report.to_json(out=out))
     else:
@@ -198,7 +200,7 @@ def _cmd_smoke(args) -> int:
         raise
     saved = bool(args.out) and result.figure is not None and save_figure(result, args.out) is None
     if args.json:
-        print(result.to_json(plot=os.path.abspath(args.out) if saved else None))
+        print(result.to_json(plot=result.figure_file if saved else None))
     else:
         print(result.format_text())  # its last line says where the figure went
     return result.exit_code
@@ -344,26 +346,44 @@ def _cmd_report(args) -> int:
 def _cmd_compare(args) -> int:
     from .analysis.compare import compare  # deferred: the judge (msnb.analysis)
 
-    out = figure_out(args.out) if args.out else None  # before any reading: a bad --out is one line, not a traceback at the end
-    result = compare(**compare_kwargs(args))
-    if out:
-        import matplotlib  # deferred: matplotlib
-
-        matplotlib.use("Agg")
-        # deferred: the figures' code
-        from .plot.compare import plot_compare
-        from .plot.render import plain_text
-
-        figure = plot_compare(result)
-        plain_text(figure)  # tag names from files are no TeX
-        figure.savefig(out, dpi=100)
+    kwargs = compare_kwargs(args)
+    # before any reading: a bad --out is one line, not a traceback at the end; the baseline and candidate are never replaced
+    out = figure_out(args.out, inputs=[kwargs.get("baseline"), kwargs.get("candidate"), *(kwargs.get("reruns") or ())]) if args.out else None
+    result = compare(**kwargs)
     if args.json:
-        print(result.to_json(out=os.path.abspath(out) if out else None))
+        drawn = out is not None and _compare_figure(result, out)
+        print(result.to_json(out=out if drawn else None))
     else:
-        print(result.format_text())
-        if out:
-            print(f"  figure: wrote {os.path.abspath(out)}")
+        print(result.format_text())  # the verdict first: a figure that cannot be drawn never hides it
+        if out is not None and _compare_figure(result, out):
+            print(f"  figure: wrote {out}")
     return result.exit_code
+
+
+def _compare_figure(result, out: str) -> bool:
+    """Draw and save the comparison's figure; a figure that cannot be drawn is a warning, never the verdict's end."""
+    import matplotlib  # deferred: matplotlib
+
+    matplotlib.use("Agg")
+    # deferred: the figures' code
+    from .plot.compare import plot_compare
+    from .plot.render import plain_text
+
+    try:
+        with warnings.catch_warnings():  # numpy's overflow warnings on +-1e308: the warning below says what matters
+            warnings.simplefilter("ignore")
+            figure = plot_compare(result)
+            plain_text(figure)  # tag names from files are no TeX
+            write_figure(figure, out)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - matplotlib's errors on extreme values (OverflowError, ValueError...): the verdict stands
+        print(
+            f"msnb compare: warning: the figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {out} was not written",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

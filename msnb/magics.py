@@ -11,6 +11,7 @@ import argparse
 import functools
 import os
 import shlex
+import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
@@ -21,6 +22,7 @@ from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
 from .outputs import figure_out
+from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, smoke_magic_arguments
 
 
@@ -284,12 +286,18 @@ class MsnbMagics(Magics):
         from .plot.render import show_figure
 
         args = parse_line(self.mfmon_compare, line)
-        out = figure_out(args.out) if args.out else None
-        result = compare(**compare_kwargs(args))
-        figure = plot_compare(result)
-        show_figure(figure)
-        if out:
-            figure.savefig(out, dpi=100)
+        kwargs = compare_kwargs(args)
+        out = figure_out(args.out, inputs=[kwargs["baseline"], kwargs["candidate"], *kwargs["reruns"]]) if args.out else None
+        result = compare(**kwargs)
+        try:
+            figure = plot_compare(result)
+            show_figure(figure)
+            if out:
+                write_figure(figure, out)
+        except MsnbError:  # a file that cannot be written: the user's to fix, one line
+            raise
+        except Exception as exc:  # noqa: BLE001 - matplotlib on extreme values: the verdict (the cell's result) stands
+            print(f"msnb compare: warning: the figure could not be drawn ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})", file=sys.stderr)
         return result
 
 

@@ -34,6 +34,7 @@ import yaml
 
 from .config.loader import check_shape, read_bytes
 from .errors import MsnbError, RegistrationError, UsageError
+from .events.discovery import walk
 
 
 @dataclass
@@ -394,7 +395,6 @@ class ModelTypeUse:
 
 
 MAX_SCAN_BYTES = 4 * 1024 * 1024  # a model's source file is well under 1 MB; larger ones are generated, and skipped
-_SKIPPED_DIRS = ("site-packages", "__pycache__", "node_modules")
 _SUFFIXES = (".py", ".yaml", ".yml")
 
 
@@ -495,18 +495,15 @@ def _scan_yaml(path: Path) -> list:
 
 
 def _project_files(root: Path, problems: list) -> list[Path]:
-    """The .py/.yaml files under *root*; hidden folders, site-packages, caches and symlinked folders are not entered.
+    """The .py/.yaml files under *root* by the bounded walk; hidden folders, site-packages and caches are not entered.
     A folder that cannot be listed is added to *problems*."""
     if root.is_file():
         return [root]
-    out = []
-
-    def unlisted(exc: OSError) -> None:
-        problems.append({"file": str(exc.filename), "problem": f"cannot list: {exc.strerror or exc}"})
-
-    for folder, dirs, names in os.walk(root, onerror=unlisted):  # followlinks=False: a link back up cannot loop the walk
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
-        out.extend(Path(folder) / n for n in sorted(names) if n.endswith(_SUFFIXES) and not n.startswith("."))
+    left: list = []
+    out = [
+        folder / n for folder, names in walk(root, left) for n in names if n.endswith(_SUFFIXES) and not n.startswith(".")
+    ]  # hidden, cache and package folders: not walked
+    problems.extend({"file": p.path, "problem": p.message} for p in left)  # the bounded walk: inside root, no /proc, capped
     return out
 
 

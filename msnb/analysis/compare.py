@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 
 import numpy as np
 
@@ -49,21 +50,36 @@ def parse_steps(steps) -> tuple[int, int]:
         lo_text, colon, hi_text = steps.partition(":")
         if not colon:
             raise UsageError(f"--steps takes A:B, A: or :B (got {steps!r})")
-        try:
-            lo = int(lo_text) if lo_text.strip() else -_BIG
-            hi = int(hi_text) if hi_text.strip() else _BIG
-        except ValueError:
-            raise UsageError(f"--steps takes whole numbers, A:B (got {steps!r})") from None
+        lo, hi = (lo_text.strip() or None), (hi_text.strip() or None)
     else:
         try:
             lo, hi = steps
-            lo = -_BIG if lo is None else int(lo)
-            hi = _BIG if hi is None else int(hi)
         except (TypeError, ValueError):
             raise UsageError(f"steps must be 'A:B' or a pair (A, B), got {steps!r}") from None
+    lo, hi = _step_bound(lo, -_BIG, steps), _step_bound(hi, _BIG, steps)
     if lo > hi:
         raise UsageError(f"--steps {steps}: the first step is after the last")
     return lo, hi
+
+
+def _step_bound(value, open_end: int, steps) -> int:
+    """One end of a step range: None or an infinity is open; a whole number is clamped to int64 (a 30-digit step is past every step)."""
+    if value is None:
+        return open_end
+    if isinstance(value, float) and math.isinf(value):
+        return -_BIG if value < 0 else _BIG
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(value) if isinstance(value, str) else value
+        if isinstance(number, float) and number.is_integer():
+            number = int(number)
+        number = int(number) if isinstance(number, (int, np.integer)) else None
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None:
+        raise UsageError(f"--steps takes whole numbers, A:B (got {reprlib.repr(steps)})")
+    return max(-_BIG, min(_BIG, number))
 
 
 def parse_tag(tag) -> tuple[tuple, tuple]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import NothingReadable, UsageError
 from ..events import baselines, read
+from ..events.discovery import WalkBounds
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
 from ..events.tags import resolve as msnb_resolve
@@ -74,6 +75,9 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
     path = Path(os.fspath(source))
     if not path.exists():
         raise NothingReadable(f"{path}: no such file or directory")
+    refused = WalkBounds(path).refuse_root() if path.is_dir() else None
+    if refused:  # /proc: its files are the machine's processes, and reading one can block
+        raise NothingReadable(f"{path}: {refused}")
     result = read(path, verify=verify, tags=tags)
     if not len(result.scalars):
         why = f" ({result.problems[0]})" if result.problems else ""

@@ -28,7 +28,8 @@ import numpy as np
 from ..errors import UnsafeFile, UsageError
 from ..events.discovery import Source, discover
 from ..events.reader import FileState, ReadResult
-from ..safe_files import loads_json, pseudo_filesystem, read_small
+from ..outputs import check_out_dir
+from ..safe_files import loads_json, read_small
 
 KINDS = ReadResult.TABLES  # scalars, histograms, tensors, images, texts, lineage, markers
 VERSION = 1
@@ -183,22 +184,12 @@ def prepare_destination(src, dst, *, what: str) -> Path:
     Raises:
         UsageError: as above.
     """
-    dst_path = Path(os.path.abspath(dst))
-    fs = pseudo_filesystem(dst_path)
-    if fs is not None:
-        raise UsageError(f"{what} {dst} is on the kernel's {fs} filesystem; give a directory on disk")
-    src_real, dst_real = Path(os.path.realpath(src)) if src is not None else None, Path(os.path.realpath(dst_path))
-    if src_real is not None and dst_real == src_real:
-        raise UsageError(f"{what} {dst} is the source directory; give another directory")
-    if src_real is not None and dst_real in src_real.parents:
-        raise UsageError(f"{what} {dst} holds the source {src}: the output would land among the files it reads; give a directory outside {dst_real}")
-    if os.path.lexists(dst_path) and not os.path.isdir(dst_path):
-        raise UsageError(f"{what} {dst} exists and is not a directory")
+    dst_path = Path(check_out_dir(dst, what=what, inputs=[src]))  # the one output rule, for a folder
     try:
         dst_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"{what} {dst} cannot be created: {exc.strerror or exc}") from None
-    return dst_real
+    return Path(os.path.realpath(dst_path))
 
 
 def _drop_written(new: ReadResult, seen: dict, done: dict) -> ReadResult:

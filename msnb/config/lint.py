@@ -15,7 +15,6 @@ import math
 import os
 import re
 
-from ..errors import ConfigError
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..requirements import dataset_graph_breaks
 from ..words import count
@@ -23,6 +22,7 @@ from .loader import LoadedConfig
 from .mindformers_rules import startup_findings
 from .monitor_schema import MonitorSettings, monitor_settings
 from .run_config import is_mindformers_run
+from .run_types import check_run_types
 
 __all__ = ["Finding", "lint", "is_distributed", "sink_size"]
 
@@ -30,40 +30,6 @@ _EVERYTHING = {"", ".*", "^.*$", ".+", ".", "^.*", ".*$"}
 _PRINTERS = {"LossMonitor", "MFLossMonitor", "TimeMonitor"}
 _MINDFORMERS_SECTIONS = {"trainer", "model", "run_mode"}  # keys only a mindformers run config has
 _PARALLEL_DEGREES = ("data_parallel", "model_parallel", "pipeline_stage", "context_parallel")
-
-# Keys outside monitor_config that rules read, and what they must be (YAML's null is always accepted: "not set").
-_OUTSIDE_TYPES = {
-    "use_parallel": (bool,),
-    "parallel": (dict,),
-    "parallel_config": (dict,),
-    "callbacks": (list,),
-    "runner_config": (dict,),
-    "runner_config.sink_mode": (bool,),
-    "runner_config.sink_size": (int,),
-}
-_TYPE_WORDS = {bool: "true/false", dict: "a mapping", list: "a list", int: "an integer"}
-
-
-def _check_outside_types(loaded: LoadedConfig) -> None:
-    """Raise :class:`ConfigError` (file, key, line) for a key a rule reads that holds the wrong type."""
-    for dotted, expected in _OUTSIDE_TYPES.items():
-        parent, _, _ = dotted.rpartition(".")
-        if parent and not isinstance(loaded.get(parent), dict):
-            continue
-        value = loaded.get(dotted)
-        if value is None:
-            continue
-        ok = isinstance(value, expected) and (bool in expected or not isinstance(value, bool))
-        if not ok:
-            words = " or ".join(_TYPE_WORDS[t] for t in expected)
-            text = repr(value)
-            text = text if len(text) <= 60 else text[:57] + "..."
-            raise ConfigError(f"expected {words}, got {text}", **loaded.locate(dotted))
-    for i, callback in enumerate(loaded.get("callbacks") or []):
-        if isinstance(callback, dict) and callback.get("type") is not None and not isinstance(callback.get("type"), str):
-            raise ConfigError(
-                f"a callback's type must be a class name, got {callback.get('type')!r}", **loaded.locate("callbacks") | {"key": f"callbacks[{i}].type"}
-            )
 
 
 def is_distributed(data: dict) -> bool:
@@ -145,7 +111,7 @@ def lint(
     """
     loaded = config if isinstance(config, LoadedConfig) else LoadedConfig(data=config, path="<dict>")
     data = loaded.data
-    _check_outside_types(loaded)
+    check_run_types(loaded)  # the one type check of the run YAML's sections (the smoke's prepare calls it too)
     s = settings or monitor_settings(loaded)
     out: list[Finding] = []
     mc = "monitor_config"

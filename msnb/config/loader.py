@@ -71,6 +71,7 @@ MAX_DEPTH = 64  # nesting levels, counted through aliases
 MAX_BASE_CHAIN = 32  # files in one base_config chain
 MAX_FILES = 256  # distinct files one load may read
 MAX_RESOLVED_BYTES = 4 * 1024 * 1024  # characters all values hold once every ${} reference is replaced
+MAX_INT_DIGITS = 4000  # Python refuses to parse an integer of over 4,300 digits (a ValueError deep in PyYAML); no setting needs 19
 MAX_REFERENCE_STEPS = 200_000  # ${} lookups OmegaConf makes (it re-resolves a reference each time it is used)
 
 
@@ -185,6 +186,10 @@ def _shape_pass(text: str, path: Path, loader_cls) -> bool:
                     sizes[anchor] = (values, depth)
             elif isinstance(event, yaml.ScalarEvent):
                 stack[-1][0] += 1
+                if len(event.value) > MAX_INT_DIGITS and loader.resolve(yaml.ScalarNode, event.value, event.implicit) == "tag:yaml.org,2002:int":
+                    raise ConfigError(
+                        f"an integer of {len(event.value):,} characters; msnb refuses numbers over {MAX_INT_DIGITS:,} digits", file=path, line=line
+                    )
                 if event.anchor is not None:
                     sizes[event.anchor] = (1, 0)
             elif isinstance(event, yaml.AliasEvent):

@@ -138,6 +138,10 @@ class RunData:
         return out
 
 
+FOLLOW_STEP_BYTES = 8 * 1024 * 1024
+"""The most bytes one follow step reads from one file: a step, and so Stop, takes a fraction of a second."""
+
+
 class BoardData:
     """The runs under one or several paths, in memory.
 
@@ -169,11 +173,13 @@ class BoardData:
     def _run_key(self, path: str, run: str) -> str:
         return run if len(self.paths) == 1 else _key(_root(path), run)
 
-    def poll(self, *, final: bool = False) -> list[str]:
+    def poll(self, *, final: bool = False, bounded: bool = False) -> list[str]:
         """Read what was added since the last poll; split out and judge again the runs that changed.
 
         Args:
             final: report a partial last record as truncated (a one-shot read) rather than wait for it.
+            bounded: read at most :data:`FOLLOW_STEP_BYTES` of each file (a follow's step: a file growing at
+                60 MB/s is caught up over several steps, and Stop never waits for a read of everything).
 
         Returns:
             The keys of the runs that are new or changed.
@@ -182,6 +188,7 @@ class BoardData:
         changed: list[str] = []
         problems: list = []
         for path, follower in zip(self.paths, self._followers):
+            follower.step_bytes = FOLLOW_STEP_BYTES if bounded else None
             news = follower.poll_files(final)
             result = follower.result
             problems.extend(result.problems)
@@ -204,6 +211,10 @@ class BoardData:
             label = run_labeller(self.paths, sorted(self.runs))
             self.labels = {key: label(key) for key in self.runs}
         return changed
+
+    def behind(self) -> bool:
+        """Whether the last bounded poll left bytes unread (a file growing faster than the follow reads it)."""
+        return any(state.cut for follower in self._followers for state in follower._states.values())
 
     def color(self, key: str) -> str:
         """The run's colour (fixed from the moment it appeared)."""

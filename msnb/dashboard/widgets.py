@@ -35,6 +35,7 @@ from .model import BoardData, light
 from .render import RANK_MODES, View, render
 
 DEBOUNCE_S = 0.15
+STOP_WAIT_S = 1.0  # Stop waits at most this long for the step in progress; the thread ends after it and never polls again
 LIGHTS = {PASS: (COLORS[PASS], "passed"), WARN: (COLORS[WARN], "passed with warnings"), FAIL: (COLORS[FAIL], "failed")}
 HOW_TO = "interactive controls need a notebook front end with ipywidgets (JupyterLab, Notebook 7, VS Code); shown here: the figure as drawn"
 DPI = 90
@@ -417,7 +418,7 @@ class Board:
             The keys of the runs that changed.
         """
         with self._lock:
-            changed = self.data.poll()
+            changed = self.data.poll(bounded=True)  # one step reads a bounded slice of each file
             if changed:
                 self._data_changed()
             self._status()
@@ -507,13 +508,20 @@ class Board:
             self._timer.cancel()
             self._timer = None
         thread, self._thread = self._thread, None
+        busy = False
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=60)
+            thread.join(timeout=STOP_WAIT_S)
+            busy = thread.is_alive()  # in a step still: it ends after it (its read is bounded), and never polls again
         if self.following:
             self.following = False
-            with self._lock:
-                if self.data.poll(final=True):
-                    self._data_changed()
+            # the last read, partial records reported: only when it is short (a file still growing past the follow's
+            # bounded step would be read and judged whole again, which took 23 s at 60 MB/s)
+            if not busy and not self.data.behind() and self._lock.acquire(timeout=STOP_WAIT_S):
+                try:
+                    if self.data.poll(final=True, bounded=True):
+                        self._data_changed()
+                finally:
+                    self._lock.release()
         self.controls["stop"].disabled = True
         self._status()
 

@@ -12,6 +12,14 @@ little (``stdout.txt``, ``metrics.csv``), by the first bytes of the file
 (:data:`FORMATS`; one :func:`register` call adds a format).  Text logs of every
 kind (MindSpore, mindformers, Megatron-LM) are one kind, :data:`LOG`: one
 reader finds each kind's lines wherever they are in the file.
+
+Every walk of a folder, whichever command asks, is bounded the same way
+(:class:`WalkBounds`): it stays inside the folder given (a symlink whose target
+lies outside is reported, not followed: a link to ``/`` would walk the
+machine), a folder on a kernel pseudo-filesystem (``/proc``, ``/sys``) is not
+entered, and at most :data:`MAX_WALK_DEPTH` levels and :data:`MAX_WALK_ENTRIES`
+directory entries are looked at; what lies beyond is reported, never silently
+dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..safe_files import inside, pseudo_filesystem
 from . import msprobe
 from .problems import Problem, ProblemKind
 from .records import HEADER, scan
@@ -39,6 +48,77 @@ _TF_NAME = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
 _RANK_NAME = re.compile(r"(?:rank|device|worker)[_-]?(\d+)(?:\.log)?", re.IGNORECASE)
 _INT64_MAX = (1 << 63) - 1
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
+
+
+MAX_WALK_DEPTH = 32
+"""Directory levels below the folder given that a walk looks into (runs sit a few levels down: ``exp/a/run/rank_0``)."""
+
+MAX_WALK_ENTRIES = 200_000
+"""Directory entries (files and folders) one walk looks at; past it the walk stops and says so."""
+
+
+class WalkBounds:
+    """The one rule for what a walk of *root* may enter: inside *root*, no pseudo-filesystem, bounded depth and entries.
+
+    Args:
+        root: the folder given (a symlink given as the root itself is followed: the user named it).
+        max_depth: levels below *root* walked.
+        max_entries: directory entries looked at in all.
+    """
+
+    def __init__(self, root, max_depth: int | None = None, max_entries: int | None = None):
+        self.root = Path(root)
+        self.real_root = os.path.realpath(root)
+        self.max_depth = MAX_WALK_DEPTH if max_depth is None else max_depth  # the module's bounds, read when a walk starts
+        self.max_entries = MAX_WALK_ENTRIES if max_entries is None else max_entries
+        self.entries = 0
+        self.cut = False
+        self._filesystems: dict = {}  # st_dev -> pseudo-filesystem name or None, looked up once per device
+
+    def refuse_root(self) -> str | None:
+        """Why *root* itself is not walked (it lies on a kernel pseudo-filesystem), or None."""
+        fs = pseudo_filesystem(self.root)
+        return None if fs is None else f"on the kernel's {fs} filesystem, which holds no runs: not walked"
+
+    def refuse(self, sub: Path, depth: int, parent_dev: int | None = None) -> str | None:
+        """Why the folder *sub*, *depth* levels below *root*, is not entered, or None when it may be."""
+        if not inside(sub, self.real_root):
+            return f"a symlink to {os.path.realpath(sub)}, outside {self.root}: not followed"
+        if depth > self.max_depth:
+            return f"more than {self.max_depth} levels below {self.root}: not walked"
+        try:
+            dev = sub.stat().st_dev
+        except OSError:
+            return None  # the walk reports a folder it cannot look into
+        if dev != parent_dev:
+            if dev not in self._filesystems:
+                self._filesystems[dev] = pseudo_filesystem(sub)
+            if self._filesystems[dev] is not None:
+                return f"on the kernel's {self._filesystems[dev]} filesystem, which holds no runs: not walked"
+        return None
+
+    def left(self) -> int:
+        """Entries the walk may still look at."""
+        return max(0, self.max_entries - self.entries)
+
+    def count(self, entries: int, stopped: bool) -> None:
+        """Record a listing of *entries* entries, *stopped* when the bound cut it short."""
+        self.entries += entries
+        self.cut = self.cut or stopped or self.entries >= self.max_entries
+
+    def cut_problem(self) -> Problem:
+        return Problem(
+            str(self.root),
+            None,
+            ProblemKind.UNREADABLE,
+            f"more than {self.max_entries:,} directory entries under {self.root}: the walk stopped there and runs beyond may be missing",
+            "warning",
+        )
+
+
+def left_out(path, message: str) -> Problem:
+    """The problem a walk reports for a folder it did not enter."""
+    return Problem(str(path), None, ProblemKind.UNREADABLE, message, "warning")
 
 
 HEAD_FOLDER = re.compile(r"(?:^|/)head_\d+$")
@@ -332,6 +412,63 @@ def list_dir(d: Path, problems: list | None = None, limit: int | None = None) ->
     return files, subdirs, entries, False
 
 
+def walk(root, problems: list | None = None, max_depth: int = MAX_WALK_DEPTH):
+    """Each folder under *root* with the files in it, bounded by :class:`WalkBounds`, hidden and package folders left out.
+
+    For the commands that look for one file by name (``abnormal_global_norm.json``)
+    or ask whether a folder is empty: the same bounds as :func:`discover`.
+
+    Args:
+        root: the folder.
+        problems: where what was left out is reported.
+        max_depth: levels below *root* walked (at most :data:`MAX_WALK_DEPTH`).
+
+    Yields:
+        ``(folder, names)``: a :class:`~pathlib.Path` and the names of what is directly in it, folders aside.
+    """
+    bounds = WalkBounds(root, max_depth=min(max_depth, MAX_WALK_DEPTH))
+    refused = bounds.refuse_root()
+    if refused:
+        if problems is not None:
+            problems.append(left_out(root, refused))
+        return
+    todo = [(Path(root), 0)]
+    seen: set = set()
+    while todo and not bounds.cut:
+        d, depth = todo.pop()
+        try:
+            st = d.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            names, subdirs = [], []
+            with os.scandir(d) as it:
+                for entry in it:
+                    bounds.count(1, False)
+                    try:
+                        if entry.is_dir(follow_symlinks=True):
+                            if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+                                subdirs.append(entry.name)
+                        else:
+                            names.append(entry.name)  # a FIFO too: the caller opens what it reads safely, or reports it
+                    except OSError:
+                        continue
+                    if bounds.cut:
+                        break
+        except OSError as exc:
+            _cannot_list(problems, d, exc)
+            continue
+        yield d, sorted(names)
+        for name in sorted(subdirs, reverse=True):
+            why = bounds.refuse(d / name, depth + 1, st.st_dev)
+            if why is None:
+                todo.append((d / name, depth + 1))
+            elif problems is not None and (depth + 1 <= max_depth or max_depth >= MAX_WALK_DEPTH):  # a shallower look asked for is no loss
+                problems.append(left_out(d / name, why))
+    if bounds.cut and problems is not None:
+        problems.append(bounds.cut_problem())
+
+
 def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: list | None = None) -> list[Source]:
     """Every readable file under *root* (or *root* itself), in reading order.
 
@@ -353,11 +490,17 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
     if root_path.exists() and not root_path.is_dir():
         _not_regular(problems, root_path)
         return []
+    bounds = WalkBounds(root_path)
+    refused = bounds.refuse_root()
+    if refused:
+        if problems is not None:
+            problems.append(left_out(root_path, refused))
+        return []
     sources = []
-    stack = [root_path]
+    stack = [(root_path, 0)]
     visited: dict = {}  # (st_dev, st_ino) of each real directory walked -> the path it was walked by
     while stack:
-        d = stack.pop()
+        d, depth = stack.pop()
         try:
             st = d.stat()
         except FileNotFoundError:
@@ -380,18 +523,35 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         if cached and cached[0] == mtime:
             files, subdirs = cached[1], cached[2]
         else:
+            if bounds.cut:
+                if dir_cache is not None:
+                    dir_cache[str(d)] = (mtime, [], [])  # not listed at the next poll either: the bound holds across polls
+                continue
             try:
-                files, subdirs, _seen, _cut = list_dir(d, problems)
+                files, subdirs, seen, stopped = list_dir(d, problems, bounds.left())
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 _cannot_list(problems, d, exc)
                 continue
-            if dir_cache is not None:
+            bounds.count(seen, stopped)
+            kept = []
+            # real folders last, so popped first: a folder reached both directly and by a link inside the walk
+            # is read under its own name, and the link is the one reported as a second way in
+            for name in sorted(subdirs, key=lambda n: (not os.path.islink(d / n), n)):
+                why = bounds.refuse(d / name, depth + 1, st.st_dev)
+                if why is None:
+                    kept.append(name)
+                elif problems is not None:
+                    problems.append(left_out(d / name, why))
+            subdirs = kept
+            if dir_cache is not None and not stopped:
                 dir_cache[str(d)] = (mtime, files, subdirs)
         for name, kind in files:
             sources.append(describe(d / name, root_path, kind))
-        stack.extend(d / s for s in subdirs)
+        stack.extend((d / s, depth + 1) for s in subdirs)
+    if bounds.cut and problems is not None:
+        problems.append(bounds.cut_problem())
     sources.sort(key=lambda s: (s.run, s.rank, s.kind, s.order))
     return sources
 

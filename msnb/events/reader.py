@@ -149,6 +149,9 @@ def _full(n: int, value) -> np.ndarray:
 class FileState:
     """How far one file has been read, and what it yielded."""
 
+    budget: int | None = None  # the most bytes one poll reads (a follow's step; set by the Follower), None: all there is
+    cut: bool = False  # the last poll stopped at the budget: more is there to read
+
     def __init__(self, source: Source, *, verify: bool = True, explicit: bool = False, wanted: frozenset | None = None):
         self.source = source
         self.verify = verify
@@ -237,6 +240,10 @@ class FileState:
                 self.reported_final = True
             self.results = [out]
             return out
+        size = st.st_size
+        self.cut = self.budget is not None and size - self.pos > self.budget
+        if self.cut:  # a follow step reads a bounded slice; the rest at the next step
+            size, final, self.last_key = self.pos + self.budget, False, None
         try:
             self.reads += 1
             with open(path, "rb", opener=_open_nonblocking) as f:
@@ -249,11 +256,11 @@ class FileState:
                 if replaced:
                     out.problems.append(self._replaced_problem())
                 if self.source.kind == LOG:
-                    self._read_log(f, st.st_size, final, out)
+                    self._read_log(f, size, final, out)
                 elif self.source.kind in msprobe.KINDS:
-                    self._read_msprobe(f, st.st_size, final, out)
+                    self._read_msprobe(f, size, final, out)
                 else:
-                    self._read_events(f, st.st_size, final, out)
+                    self._read_events(f, size, final, out)
                 self._remember(f)
         except OSError as exc:
             out.problems.append(Problem(path, self.pos, ProblemKind.UNREADABLE, f"read failed: {exc.strerror or exc}", "error"))
@@ -647,6 +654,7 @@ class Follower:
         self._problems: list = []
         self._cached: ReadResult | None = None
         self._walk = SaidOnce()  # what walking the tree found (loops, folders it cannot list), said once
+        self.step_bytes: int | None = None  # the most bytes a poll reads from one file (a follow's bounded step); None: all
 
     def poll(self, *, final: bool = False) -> ReadResult:
         return ReadResult.merge(self.poll_files(final))
@@ -677,6 +685,7 @@ class Follower:
         for src in sources:
             if src.path not in self._states:
                 self._states[src.path] = FileState(src, verify=self.verify, explicit=explicit, wanted=self._wanted)
+            self._states[src.path].budget = self.step_bytes
         self._order = [s.path for s in sources] + [p for p in self._order if p not in {s.path for s in sources}]
         news = self._poll_states(final)
         for new in news:

@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from ..safe_files import load_json
+from .discovery import walk
 from .problems import Problem
 from .tables import ScalarTable
 
@@ -174,14 +175,7 @@ def find_global_norm_records(root, *, max_depth: int = 6):
     if os.path.isfile(root):
         candidates = [root] if os.path.basename(root) == RECORD_NAME else []
     else:
-        candidates = []
-        base = root.rstrip(os.sep).count(os.sep)
-        for d, dirs, files in os.walk(root):
-            dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x not in ("__pycache__", "site-packages"))
-            if d.count(os.sep) - base >= max_depth:
-                dirs[:] = []
-            if RECORD_NAME in files:
-                candidates.append(os.path.join(d, RECORD_NAME))
+        candidates = [os.path.join(d, RECORD_NAME) for d, names in walk(root, max_depth=max_depth) if RECORD_NAME in names]
     problems = []
     for path in candidates:
         try:

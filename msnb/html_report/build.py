@@ -11,8 +11,6 @@ with JavaScript off, and prints.
 from __future__ import annotations
 
 import os
-import stat
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -24,7 +22,7 @@ from ..config.monitor_schema import monitor_settings
 from ..environment import installed_major
 from ..errors import MsnbError, NothingReadable, UsageError
 from ..events.reader import ReadResult
-from ..outputs import check_out
+from ..outputs import check_out, write_file
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
 from ..words import count
 from . import page, sections
@@ -101,50 +99,10 @@ def _refuse_input(out: str, target: str, files: list) -> None:
 
 
 def _write(out: str, text: str) -> int:
-    """Write *text* to *out* through a temporary file in the same directory, so a reader never sees half a report.
-
-    The report names paths and hyper-parameters, so its mode is the user's
-    choice: a file replaced keeps its mode (a 0600 report stays private), a
-    new one gets what the umask allows, as a file created by ``>`` would.
-
-    Raises:
-        UsageError: the directory or the file cannot be written (read-only, full, ...).
-    """
+    """Write *text* to *out* by the one output rule (a temporary file renamed over it), so a reader never sees half a report."""
     data = text.encode("utf-8")
-    try:
-        mode = stat.S_IMODE(os.stat(out).st_mode)
-    except OSError:
-        mode = 0o666 & ~_umask()
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".msnb-report-", suffix=".html", dir=os.path.dirname(os.path.abspath(out)))
-    except OSError as exc:
-        raise UsageError(f"--out {out}: cannot write in {os.path.dirname(os.path.abspath(out))}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, out)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise UsageError(f"--out {out}: cannot write it: {exc.strerror or exc}") from None
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_file(out, lambda f: f.write(data))
     return len(data)
-
-
-def _umask() -> int:
-    """The process's umask (read by setting it and putting it back at once)."""
-    mask = os.umask(0o077)
-    os.umask(mask)
-    return mask
-
-
-def _check_writable(out: str, target: str) -> None:
-    """Refuse, before anything is read, an *out* whose directory this process cannot write (the temporary file goes there)."""
-    parent = os.path.dirname(target)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: the directory {parent} is not writable")
 
 
 def _collect_freq(checked_config) -> int | None:
@@ -196,8 +154,8 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ConfigError: *config* cannot be loaded.
         NothingReadable: nothing could be read from *source*, or no run has the *tag* named (other than the default).
     """
-    out, target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)")
-    _check_writable(out, target)
+    read_paths = [] if isinstance(source, ReadResult) else ([source] if isinstance(source, (str, os.PathLike)) else list(source))
+    target = check_out(out, what="the HTML file", hint="out='report.html' (--out FILE)", inputs=[*read_paths, config, baseline])
     checked_config = None
     if config is not None:
         checked_config = check_config(config, protobuf_major=installed_major("protobuf"))

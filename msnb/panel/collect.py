@@ -6,33 +6,22 @@ names) folded into it, at any depth (``exp/a/run``).  Discovery walks each
 real directory once, so a symlink loop is reported, not followed; a directory
 that cannot be listed is reported too, since it may hide runs.
 
-The walk stays inside BASE and is bounded (:func:`walk_base`): a symlink whose
-target lies outside BASE is reported and not followed (a link to ``/`` would
-otherwise walk the machine), a base on a kernel pseudo-filesystem (``/proc``,
-``/sys``) is refused, and at most :data:`MAX_WALK_DEPTH` levels and
-:data:`MAX_WALK_ENTRIES` directory entries are looked at; what lies beyond is
-reported, never silently dropped.
+The walk stays inside BASE and is bounded, as every walk msnb makes is
+(:class:`msnb.events.discovery.WalkBounds`): a symlink out of BASE is reported
+and not followed, a base on a kernel pseudo-filesystem (``/proc``, ``/sys``) is
+refused, and the depth and entries looked at are capped.
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..events.discovery import discover, head_owner, list_dir
-from ..events.problems import ProblemKind
+from ..events.discovery import discover, head_owner
 from ..events.reader import Follower
-from ..events.records import Problem
-from ..safe_files import inside, pseudo_filesystem
-
-MAX_WALK_DEPTH = 32
-"""Directory levels below BASE looked into (runs sit a few levels down: ``exp/a/run/rank_0``)."""
-
-MAX_WALK_ENTRIES = 200_000
-"""Directory entries (files and folders) looked at in one walk of BASE; past it the walk stops and says so."""
+from ..safe_files import pseudo_filesystem
 
 
 @dataclass(frozen=True)
@@ -80,91 +69,9 @@ def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problem
     """
     root = Path(base)
     dir_cache = {} if dir_cache is None else dir_cache
-    walk_base(root, dir_cache, problems)
     found = {s.run for s in discover(root, dir_cache, problems)}
     names = sorted(n for n in found if head_owner(n, found) is None)  # add_scalars' head folders are their run's
     return [RunDir(name, root if name == "." else root / name, dir_cache) for name in names]
-
-
-def walk_base(root: Path, dir_cache: dict, problems: list | None = None) -> None:
-    """List the directories under *root* into discovery's *dir_cache*, bounded and never leaving *root*.
-
-    Discovery (and each run's reader) then walks the cached listings: a
-    directory listed here is not listed again while its mtime is unchanged, so
-    what this walk leaves out (a symlink out of *root*, a level past
-    :data:`MAX_WALK_DEPTH`, everything past :data:`MAX_WALK_ENTRIES`) is cached
-    as an empty directory and never walked.
-
-    Args:
-        root: the base directory.
-        dir_cache: discovery's cache (directory -> ``(mtime_ns, files, subdirs)``), filled here.
-        problems: where a symlink not followed, a level not walked or a walk cut short is reported.
-    """
-    real_root = os.path.realpath(root)
-    todo = deque([(root, 0)])
-    seen: set = set()
-    entries = 0
-    cut = False
-    filesystems: dict = {}  # st_dev -> pseudo-filesystem name or None, looked up once per device
-
-    def report(path, message, severity="warning"):
-        if problems is not None:
-            problems.append(Problem(str(path), None, ProblemKind.UNREADABLE, message, severity))
-
-    def leave_out(path: Path, message: str) -> None:
-        report(path, message)
-        try:
-            dir_cache[str(path)] = (path.stat().st_mtime_ns, [], [])
-        except OSError:
-            pass
-
-    while todo:
-        d, depth = todo.popleft()
-        try:
-            st = d.stat()
-        except OSError:
-            continue  # discovery reports a directory it cannot stat or list
-        if (st.st_dev, st.st_ino) in seen:
-            continue  # discovery reports the loop
-        seen.add((st.st_dev, st.st_ino))
-        if entries >= MAX_WALK_ENTRIES:
-            dir_cache[str(d)] = (st.st_mtime_ns, [], [])
-            cut = True
-            continue
-        try:
-            files, subdirs, seen_here, stopped = list_dir(d, problems, MAX_WALK_ENTRIES - entries)
-        except OSError:
-            continue  # not cached: discovery lists it itself and reports why it cannot
-        entries += seen_here
-        cut = cut or stopped
-        kept = []
-        for name in sorted(subdirs):
-            sub = d / name
-            if not inside(sub, real_root):
-                leave_out(sub, f"a symlink to {os.path.realpath(sub)}, outside {root}: not followed")
-            elif _pseudo(sub, st.st_dev, filesystems) is not None:
-                leave_out(sub, f"on the kernel's {_pseudo(sub, st.st_dev, filesystems)} filesystem, which holds no runs: not walked")
-            elif depth + 1 > MAX_WALK_DEPTH:
-                leave_out(sub, f"more than {MAX_WALK_DEPTH} levels below {root}: not walked")
-            else:
-                kept.append(name)
-                todo.append((sub, depth + 1))
-        dir_cache[str(d)] = (st.st_mtime_ns, files, kept)
-    if cut:
-        report(root, f"more than {MAX_WALK_ENTRIES:,} directory entries under {root}: the walk stopped there and runs beyond may be missing")
-
-
-def _pseudo(sub: Path, parent_dev: int, filesystems: dict) -> str | None:
-    """The pseudo-filesystem *sub* is on, or None; looked up only where a mount is crossed."""
-    try:
-        dev = sub.stat().st_dev
-    except OSError:
-        return None
-    if dev == parent_dev:
-        return None
-    if dev not in filesystems:
-        filesystems[dev] = pseudo_filesystem(sub)
-    return filesystems[dev]
 
 
 def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True, last: bool = False):

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from ..config.run_config import is_mindformers_run
 from ..errors import NotRehearsed, SmokeError
+from .memory_estimate import estimate
 
 # The mindformers release msnb's CPU rehearsal and shrinking were written against (the pin msnb installs).
 PINNED_MINDFORMERS = "1.9"
@@ -713,7 +714,7 @@ def plan_mindformers(
         )
     family = _model_family(cfg)
     mc = ed.node(MC)
-    big = _estimated_bytes(mc)
+    big = estimate(mc, batch=1, seq=1).total  # weights, gradients and Adam's moments: the floor of its training memory
     do_shrink = shrink == "always" or (shrink == "auto" and (device != "Ascend" or big > 24e9))
     train = ed.node(("train_dataset",)) or {}
     paths = _dataset_paths(train)
@@ -830,19 +831,6 @@ def _mirror_dataset_task(ed: _Edits, loaded) -> None:
                 ed.delete(c.kind, target, c.why)
             else:
                 ed.set(c.kind, target, copy.deepcopy(c.after), c.why)
-
-
-def _estimated_bytes(mc: dict) -> float:
-    """Training memory of the config's model, roughly: 16 bytes a parameter (weights, gradients, Adam's two moments)."""
-    try:
-        layers = int(mc.get(_first(mc, _DIMENSIONS["layers"]) or "", 0) or 0)
-        hidden = int(mc.get("hidden_size") or 0)
-        ffn = int(mc.get(_first(mc, _DIMENSIONS["ffn"]) or "", 0) or 4 * hidden)
-        vocab = int(mc.get(_first(mc, _DIMENSIONS["vocab"]) or "", 0) or 0)
-    except (TypeError, ValueError):
-        return float("inf")
-    params = layers * (4 * hidden * hidden + 3 * hidden * ffn) + 2 * vocab * hidden
-    return 16.0 * params
 
 
 def child_config(plan: ModelPlan, workdir: Path, summary: Path) -> tuple[dict, list]:

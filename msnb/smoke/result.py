@@ -63,6 +63,7 @@ class SmokeResult(ResultView):
     flags: list = field(default_factory=list)  # the judge's flags on the loss (rank, tag, step, reason): msnb check's on the same files
     not_rehearsed: str | None = None  # why msnb could not rehearse this run here (its limit, never the config's fault); then passed is False
     traceback: str = field(default="", init=False)  # the whole last traceback of the training's logs, when it failed
+    inputs: list = field(default_factory=list, init=False, repr=False)  # the files the run read, which its figure may never replace
     figure_file: str = field(default="", init=False)  # where the figure was saved (msnb.smoke.runner.save_figure), said last
     figure_note: str = field(default="", init=False)  # e.g. "in the current directory; --out FILE to write elsewhere"
     _shown_in: object = field(default=None, init=False, repr=False, compare=False)

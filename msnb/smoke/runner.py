@@ -39,9 +39,13 @@ import yaml
 
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
+from ..config.run_types import check_run_types
 from ..environment import installed_major
-from ..errors import SmokeError
+from ..errors import SmokeError, UsageError
 from ..events import Follower, read
+from ..events.discovery import walk
+from ..outputs import figure_out
+from ..outputs import save_figure as write_figure
 from ..plot.live import LiveView, one_loss_source
 from ..plot.render import plain_text
 from ..words import count
@@ -50,6 +54,7 @@ from .figures import smoke_figures
 from .guard import marked_processes, sweep
 from .judging import judge_smoke
 from .kept import scratch_directory
+from .memory_estimate import refuse_unless_it_fits
 from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
 from .mindformers_plan import (
     DELETE,
@@ -192,9 +197,11 @@ def _check_summary_dir(summary_dir) -> Path:
         raise SmokeError(f"--summary-dir {summary_dir}: cannot create it ({exc.strerror or exc})") from None
     if not os.access(target, os.W_OK | os.X_OK):
         raise SmokeError(f"--summary-dir {summary_dir}: not writable")
-    earlier = [p for p in target.rglob("*") if p.is_file()]
-    if earlier:  # their records would be judged as this run's
-        raise SmokeError(f"--summary-dir {summary_dir}: already holds {count(len(earlier), 'file')}, e.g. {earlier[0].name}; give a new or empty directory")
+    left: list = []
+    earlier = next((d / names[0] for d, names in walk(target, left) if names), None)  # the bounded walk: `/` is not walked whole
+    if earlier is not None or left:  # their records would be judged as this run's
+        what = f"already holds {earlier}" if earlier is not None else f"cannot be looked through ({left[0]})"
+        raise SmokeError(f"--summary-dir {summary_dir}: {what}; give a new or empty directory")
     return target.resolve()
 
 
@@ -216,6 +223,12 @@ class Prepared:
     plan: ModelPlan | None = None  # a mindformers config's own model, when the YAML is a mindformers run config
 
 
+def _inputs(options: SmokeOptions) -> list:
+    """The files a smoke reads, which its figure may never replace."""
+    module = options.module if options.module and os.path.splitext(str(options.module))[1] == ".py" else None
+    return [p for p in (options.config, module) if p is not None]
+
+
 def prepare(options: SmokeOptions) -> Prepared:
     """Check everything a run needs before anything is created: options, device, config, module, msrun, paths.
 
@@ -231,8 +244,17 @@ def prepare(options: SmokeOptions) -> Prepared:
     """
     options = with_shipped_config(options)  # configs/qwen3/... not here: the installed mindformers' own copy, said on stderr
     options.validate()
+    if options.out:  # the figure's file, by the one output rule, before anything starts: never the config, a link or a device
+        try:
+            figure_out(options.out, inputs=_inputs(options))
+        except UsageError as exc:
+            if str(options.out) != DEFAULT_OUT or not str(exc).endswith("is not writable"):
+                raise
+            # the default figure in a folder that cannot be written: not asked for, so the run goes on and the verdict warns
     loaded_first = load_config(options.config) if options.config is not None else None
     screen_config(loaded_first, builtin=options.code is None and options.module is None)  # NotRehearsed: never the built-in model in its place
+    if loaded_first is not None:
+        check_run_types(loaded_first)  # runner_config: 5, callbacks: 5, ...: one line naming the key, before the plan reads them
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
@@ -264,6 +286,12 @@ def _mindformers_mode(loaded, options: SmokeOptions) -> str:
         return options.mode
     mode = loaded.get("context.mode", 0)
     return "pynative" if str(mode).strip().lower() in ("1", "pynative", "pynative_mode") else "graph"
+
+
+def _recomputes(config: dict) -> bool:
+    """Whether the run recomputes its layers in the backward pass (mindformers' ``recompute_config.recompute``)."""
+    rc = config.get("recompute_config")
+    return isinstance(rc, dict) and rc.get("recompute") not in (None, False, 0)
 
 
 def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
@@ -307,6 +335,9 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         workers=options.workers,
     )
     options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
+    refuse_unless_it_fits(
+        plan.config["model"]["model_config"], batch=options.batch_size, seq=None, recompute=_recomputes(plan.config), workers=options.workers, where=str(where)
+    )
     monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
     findings = lint(loaded, steps=options.steps, protobuf_major=installed_major("protobuf"))  # the real run's settings, distributed or not
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
@@ -427,6 +458,8 @@ def launch(prepared: Prepared) -> Launched:
         marker = uuid.uuid4().hex
         env["MSNB_SMOKE_ID"] = marker  # marks every process of this run, whatever session it is in
         env["PYTHONUNBUFFERED"] = "1"
+        (workdir / "tmp").mkdir(mode=0o700)  # the child's temporary files (mindformers' parallel_speed_up_*.json) go with the scratch folder
+        env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(workdir / "tmp")
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
         if prepared.plan is not None and o.workers == 1:
@@ -618,9 +651,10 @@ def save_figure(result: SmokeResult, out) -> Check | None:
     if result.figure is None:
         return None
     try:
+        path = figure_out(out, inputs=result.inputs)  # checked before the run too (prepare); again here, where it is written
         plain_text(result.figure)  # names from files are no TeX
-        result.figure.savefig(out, dpi=100)
-        result.figure_file = os.path.abspath(out)
+        write_figure(result.figure, path)
+        result.figure_file = path
         result.figure_note = "in the current directory; --out FILE to write elsewhere" if str(out) == DEFAULT_OUT else ""
         return None
     except Exception as exc:  # a missing directory, a read-only place, an unknown extension: the verdict stands
@@ -835,6 +869,7 @@ def run_smoke(config=None, *, view=None, poll_interval: float = 0.25, options: S
         try:
             watched = watch(launched, view, poll_interval=poll_interval, signals=signals)
             result = judge(launched, watched)
+            result.inputs = _inputs(options)
         except BaseException:
             if launched.proc.poll() is None:
                 _kill_run(launched.proc, launched.marker)

@@ -262,7 +262,7 @@ def test_following_picks_up_a_new_run_and_stop_ends_it(tmp_path):
     assert b.data.color("second") != b.data.color("first")
     b.controls["stop"].click()
     assert not b.following and b.controls["stop"].disabled
-    assert not [t for t in threading.enumerate() if t.name == "msnb-board-follow"]
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name == "msnb-board-follow"], "the follow thread gone")  # Stop never waits long for it
     polls = b.data.polls
     time.sleep(0.3)
     assert b.data.polls == polls

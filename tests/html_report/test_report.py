@@ -206,15 +206,16 @@ def test_out_never_replaces_an_input_a_symlink_or_dev_stdout(runs, tmp_path):
     with pytest.raises(UsageError, match="one of the files read"):
         msnb.report(run, out=event)
     assert event.read_bytes() == before
-    # a symlink is written through: the link stays, its target holds the report
+    # a symlink is never written through (one rule for every written file): the link and its target stay as they were
     (tmp_path / "elsewhere").mkdir()
     target = tmp_path / "elsewhere" / "latest.html"
     target.write_text("old")
     (tmp_path / "link.html").symlink_to(target)
-    msnb.report(run, out=tmp_path / "link.html")
-    assert (tmp_path / "link.html").is_symlink() and Page(target.read_text()).run_headings
+    with pytest.raises(UsageError, match="symbolic link"):
+        msnb.report(run, out=tmp_path / "link.html")
+    assert (tmp_path / "link.html").is_symlink() and target.read_text() == "old"
     # /dev/stdout is a symlink too: replacing it (as root) would turn it into a plain file for every process
-    with pytest.raises(UsageError, match="device"):
+    with pytest.raises(UsageError, match="symbolic link|device"):
         msnb.report(run, out="/dev/stdout")
     assert os.path.islink("/dev/stdout") or not os.path.lexists("/dev/stdout")
 

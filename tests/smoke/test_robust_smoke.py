@@ -172,15 +172,12 @@ def test_lr_nan_still_delivers_the_verdict_and_the_json(tmp_path, run_msnb):
     assert verdict["kept"] and Path(verdict["summary_dir"]).exists()  # kept for a post-mortem, inside the test's TMPDIR
 
 
-def test_out_in_a_missing_directory_keeps_the_verdict_and_warns(tmp_path, run_msnb):
+def test_out_in_a_missing_directory_is_refused_before_the_run(tmp_path, run_msnb):
+    """The one output rule: a figure that could not be written is refused before anything trains, as plot and compare do."""
     out = tmp_path / "no" / "such" / "dir" / "fig.png"
-    proc = run_msnb("smoke", "--steps", "12", "--json", "--out", out, cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
-    assert proc.returncode in (0, 1), proc.stderr
-    verdict = json.loads(proc.stdout)
-    saved = next(c for c in verdict["checks"] if c["name"] == "figure_file")
-    assert saved["status"] == "warn" and str(out) in saved["detail"] and "No such file or directory" in saved["detail"]
-    assert verdict["plot"] is None and not out.exists()
-    assert proc.returncode == (0 if verdict["passed"] else 1)
+    proc = run_msnb("smoke", "--steps", "12", "--json", "--out", out, cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, check=2)
+    assert "does not exist" in proc.stderr and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing started: no scratch folder
 
 
 def test_a_timeout_fails_the_process_only_and_says_the_run_was_stopped(tmp_path, run_msnb):

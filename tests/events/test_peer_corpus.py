@@ -220,7 +220,9 @@ LOGS = {
         "step_time_ms": [13570, 710],
         "lr": [1e-05, 1e-05],
         "grad_norm": [13.831877, 19.926786],
-        "model-flops-throughput-per-npu": [1.36, 25.92],
+        # load_balancing_loss marks mindformers 2.x's dynamic-graph trainer (1.9's _print_log has no such field), whose
+        # "T" is FLOPs / 1e9: read as TFLOPS like 1.9's
+        "model-flops-throughput-per-npu": [0.00136, 0.02592],
         "load_balancing_loss": [1.093977, 1.106543],
     },
 }
@@ -245,7 +247,7 @@ def _check_log(rel: str, result) -> None:
     for tag in expected_tags:
         steps, values = sc.series(tag)
         want_steps, want_values = want[tag] if isinstance(want[tag], tuple) else (want["steps"], want[tag])
-        assert steps.tolist() == want_steps and values.tolist() == [float(v) for v in want_values], tag
+        assert steps.tolist() == want_steps and values.tolist() == pytest.approx([float(v) for v in want_values], rel=1e-12), tag
     declined = [p for p in result.problems if p.kind == "not_read"]
     if "declined" in want:
         assert len(declined) == 1 and repr(want["declined"]) in declined[0].message and "[1 31049]" in declined[0].message

@@ -737,8 +737,8 @@ def plan_mindformers(
         where = f"{ed.get(('pretrained_model_dir',))}/config.json"
         for i, c in enumerate(ed.changes):  # say where the values overridden came from (seq_length: mindformers' default)
             if c.path[:2] == MC and len(c.path) == 3 and c.path[2] in from_hf:
-                source = "mindformers' default, given by neither file" if c.path[2] == "seq_length" and c.before == MCORE_DEFAULT_SEQ else where
-                ed.changes[i] = dataclasses.replace(c, why=f"{c.why}; the value in {source}")
+                origin = "mindformers' default, given by neither file" if c.path[2] == "seq_length" and c.before == MCORE_DEFAULT_SEQ else where
+                ed.changes[i] = dataclasses.replace(c, why=f"{c.why}; the value in {origin}")
     else:
         before = {d: mc.get(_first(mc, names)) for d, names in _DIMENSIONS.items() if _first(mc, names)}
         after = dict(before)

@@ -61,6 +61,7 @@ def test_a_present_pretrained_model_dir_is_shrunk_from_its_config_json_and_liste
     changes = "; ".join(plan.change_lines())
     assert "model.model_config: num_hidden_layers 64 -> 2, hidden_size 5120 -> 64" in changes
     assert f"the value in {folder}/config.json)" in changes and "seq_length 4096 -> 32" in changes
+    assert plan.source == "ft.yaml" and " from ft.yaml, shrunk from 64 layers" in plan.describe()  # the YAML named, not config.json
 
 
 def test_a_pretrained_config_json_that_is_no_json_object_is_refused_naming_the_file(tmp_path):

@@ -286,14 +286,19 @@ def test_the_smoke_child_leaves_no_temporary_file_behind(tmp_path, outcome):
         start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a pytest started in the background ignores SIGINT, and so would the child
     )
-    if outcome in ("pass", "fail"):
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == (0 if outcome == "pass" else 1), out + err
-    else:
-        wait_for_steps(tmp, proc)
-        proc.send_signal(getattr(signal, outcome))
-        proc.communicate(timeout=300)  # the verdict after a stop reads and judges what was written: slow on a loaded machine
-        assert wait_until_gone(tmp) == []
+    try:
+        if outcome in ("pass", "fail"):
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == (0 if outcome == "pass" else 1), out + err
+        else:
+            wait_for_steps(tmp, proc)
+            proc.send_signal(getattr(signal, outcome))
+            proc.communicate(timeout=300)  # the verdict after a stop reads and judges what was written: slow on a loaded machine
+            assert wait_until_gone(tmp) == []
+    finally:  # a failed wait or assert must not leave a 100,000-step training running: the guard ends the child with it
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
     deadline = time.monotonic() + GONE_S
     while time.monotonic() < deadline and outcome != "fail" and list(tmp.iterdir()):
         time.sleep(0.3)  # after SIGKILL the guard removes the scratch folder

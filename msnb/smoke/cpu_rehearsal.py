@@ -20,6 +20,7 @@ any other before starting anything.
 from __future__ import annotations
 
 import importlib
+import sys
 
 from .mindformers_plan import CPU_WRAPPER
 
@@ -228,8 +229,6 @@ def _glm2_norm() -> str | None:
 
 def _replace_class(module, name: str, replacement) -> list:
     """Swap ``module.name`` and every already imported mindformers module's own reference to the same class."""
-    import sys
-
     original = getattr(module, name)
     setattr(module, name, replacement)
     holders = [module.__name__]
@@ -255,7 +254,8 @@ def _dropout() -> str | None:
         return None
     for name in _DROPOUT_USERS:
         _module(name)
-    from mindspore import nn  # deferred: MindSpore (the mindspore extra)
+    # deferred: MindSpore (the mindspore extra)
+    from mindspore import nn
     from mindspore.ops import operations as P
 
     class Dropout(nn.Cell):

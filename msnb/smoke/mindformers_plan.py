@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -470,8 +471,6 @@ def registered_model_type(name: str) -> str | None:
 
 def _read_hf_config(folder: Path) -> dict:
     """The folder's config.json as a dict, refusing anything that is not a small JSON object, naming the file."""
-    import json
-
     path = folder / "config.json"
     try:
         with open(path, "rb") as f:

@@ -243,11 +243,11 @@ def test_a_huge_tag_name_is_drawn_cut_short(tmp_path):
     "out, dpi, message",
     [
         ("{tmp}/missing/curves.png", "100", "the directory {tmp}/missing does not exist"),
-        ("/proc/curves.png", "100", "names a device or a process's open file"),
+        ("/proc/curves.png", "100", "lies under /proc, a kernel folder of devices and processes"),
         ("{tmp}/curves.bogus", "100", "matplotlib cannot write '.bogus' figures"),
         ("{tmp}/curves.png", "0", "--dpi must be a whole number from 1 to 1200, not 0"),
         ("{tmp}/curves.png", "100000", "--dpi must be a whole number from 1 to 1200, not 100000"),
-        ("{tmp}", "100", "is a directory; name the figure file to write"),
+        ("{tmp}", "100", "is a directory; name the file to write in it"),
     ],
 )
 def test_a_bad_out_or_dpi_is_one_line_before_any_reading(tmp_path, run_msnb, out, dpi, message):

@@ -58,7 +58,7 @@ def test_a_run_without_the_tag_is_named(loss_two_spellings):
     assert len(_data_lines(lr_ax)) == 1
     assert "no lr in smoke" in lr_ax.get_title()
     assert report.as_dict()["missing"] == [{"panel": "lr", "run": result.runs[0], "label": "smoke"}]
-    assert report.notes() == ["no lr in run smoke (none of: lr, learning-rate, learning_rate)"]
+    assert report.notes() == ["no lr in run smoke (none of: lr, learning-rate, learning_rate, learning rate)"]
 
 
 def test_cli_json_draws_both_spellings(loss_two_spellings, tmp_path, run_msnb):

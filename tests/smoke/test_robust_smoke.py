@@ -122,7 +122,9 @@ def test_usage_errors_are_one_line_exit_2_before_mindspore_starts_and_leave_no_s
     proc = run_msnb("smoke", *make_args(tmp_path), "--json", env={"TMPDIR": str(tmp_path)}, cwd=tmp_path, check=2)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("msnb smoke: error: ") and message in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    verdict = json.loads(proc.stdout)  # --json: every outcome has its JSON, a refusal too
+    assert verdict["outcome"] == "refused" and verdict["exit_code"] == 2 and message in verdict["reason"]
     assert scratch_dirs(tmp_path) == [] and smoke_processes(tmp_path) == []
     assert not (tmp_path / "msnb_smoke.png").exists()
 

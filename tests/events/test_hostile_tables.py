@@ -72,7 +72,7 @@ if how == "compare":
     r, _ = read_side(path, tags=wanted_tags("loss"))
 else:
     r = msnb.read(path)
-print(len(r.scalars), sum(p.kind in ("line", "foreign") for p in r.problems), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+print(len(r.scalars), sum(p.kind in ("line", "foreign") for p in r.problems), int(next(x.split()[1] for x in open("/proc/self/status") if x.startswith("VmHWM:"))) // 1024)  # this process's own peak (ru_maxrss is kept across exec)
 """
 
 

@@ -96,7 +96,9 @@ def test_final_loss_is_the_richest_source_named_in_the_legend(passing_run):
     first = ms[0]
     if first > COMPILE_RATIO * np.median(ms[1:]):
         assert (
-            len(marks) == 1 and st.get_ylim()[1] < first and (f"{first / 1000:.1f} s" if first >= 1000 else f"{first:.0f} ms") in marks[0].get_label()
+            len(marks) == 1
+            and (st.get_ylim()[1] < first or ms[1:].max() >= first)  # fitted to the steady state, unless a later step is as slow (a loaded machine)
+            and (f"{first / 1000:.1f} s" if first >= 1000 else f"{first:.0f} ms") in marks[0].get_label()
         )  # step_time_ms read as time
     else:
         assert marks == [] and st.get_ylim()[1] >= first

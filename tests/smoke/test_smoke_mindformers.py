@@ -225,7 +225,8 @@ def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
     assert "MFLossMonitor" in listed["output/log/rank_0/info.log"] and result.as_dict()["kept_files"][0]["path"] == "summary"
     verdict = msnb.check(result.workdir)  # what `msnb check DIR` reads: every writer's copy of the same 20 steps
     by_run = {r.run: r for r in verdict.runs}
-    assert {"log", "summary", "tensorboard"} <= set(by_run) and verdict.passed, verdict.format_text()
+    assert {"summary", "tensorboard"} <= set(by_run) and verdict.passed, verdict.format_text()
+    assert verdict.counted_once.get("log") == "tensorboard"  # info.log's losses are TensorBoard's: one job, counted once
     assert all(r.tag for r in verdict.runs)  # each judged on a loss
 
 

@@ -220,9 +220,16 @@ class Format:
     head: int = 0  # bytes the sniff sees (0: :data:`HEAD_BYTES`)
 
 
+# the smoke's own step timer (msnb.smoke.step_callbacks): its bookkeeping, which the smoke reads itself as step_time_ms;
+# in a kept smoke folder it is no metric table of the run's (its ms/collected/wall columns would read as tags)
+STEP_TIMER_HEADER = b"step,ms,collected,wall"
+
+
 def _csv_header(head: bytes) -> bool:
-    """A first row naming a ``step`` column."""
+    """A first row naming a ``step`` column (and not the smoke's step-timer file)."""
     first = head.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].lower()
+    if first.rstrip(b"\r") == STEP_TIMER_HEADER:
+        return False
     return b"step" in [c.strip().strip(b'"') for c in first.split(b",")]
 
 

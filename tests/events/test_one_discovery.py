@@ -86,3 +86,13 @@ def test_a_format_registers_in_one_line(tmp_path):
         assert [(Path(s.path).name, s.kind) for s in discover(tmp_path)] == [("x.demo", "demo-kind")]
     finally:
         discovery.FORMATS.remove(fmt)
+
+
+def test_the_smokes_own_step_timer_is_no_metric_table(tmp_path):
+    """A kept smoke folder holds the step timer's step_times.csv (step, ms, collected, wall): bookkeeping, not the run's tags."""
+    import msnb
+
+    (tmp_path / "step_times.csv").write_text("step,ms,collected,wall\n1,12.5,0,1700000000.0\n2,11.0,1,1700000001.0\n")
+    (tmp_path / "metrics.csv").write_text("step,loss\n1,2.0\n2,1.5\n")
+    tags = set(msnb.read(tmp_path).scalars.tags())
+    assert "loss" in tags and not tags & {"ms", "collected", "wall"}

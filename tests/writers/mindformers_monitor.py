@@ -18,6 +18,10 @@ out = os.path.abspath(sys.argv[1])
 os.makedirs(out, exist_ok=True)
 os.chdir(out)
 
+from msnb.smoke.import_guards import guard_deepseek_v4_import  # noqa: E402
+
+guard_deepseek_v4_import()  # mindformers 2.0 without hyper_parallel: imported as the smoke's child imports it
+
 import mindspore as ms  # noqa: E402
 from mindformers.core.callback import MFLossMonitor  # noqa: E402
 from mindformers.utils.tensorboard import _set_tensorboard_writer, _unset_tensorboard_writer  # noqa: E402

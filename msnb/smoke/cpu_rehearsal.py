@@ -134,7 +134,7 @@ def _flash_attention() -> str | None:
             return self
 
     fa.FlashAttentionScore = SoftmaxAttention
-    return "FlashAttentionScore -> softmax attention (the training layer spec uses it even with use_flash_attention off; a compressed mask is rebuilt)"
+    return "FlashAttentionScore -> softmax attention (the training layer spec uses it even with use_flash_attention off, and rebuilds a compressed mask)"
 
 
 def _compressed_mask() -> str | None:

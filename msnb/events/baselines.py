@@ -43,6 +43,7 @@ import numpy as np
 
 from ..words import count
 from .discovery import LOG, Source, explicit_kind, reader_of
+from .logs import megatron_number as number_in  # a field's number, a unit after it allowed: one parser for logs and tables
 from .problems import Problem, ProblemKind
 from .reader import FileState, ReadResult
 from .tables import NO_RANK, ScalarTable
@@ -80,21 +81,6 @@ def resolve(name: str, available) -> str | None:
         return name
     m = meaning(name)
     return None if m is None else next((t for t in MEANINGS[m] if t in have), None)
-
-
-def _number(text: str) -> float | None:
-    """The number a field prints (``1.043863E+01``, ``nan``, ``INF``...), or None when it is not one number."""
-    if len(text) > 96:
-        return None
-    try:
-        return float(text)  # surrounding spaces allowed
-    except ValueError:
-        pass
-    words = text.split()
-    try:
-        return float(words[0]) if words else None  # a unit after the number
-    except ValueError:
-        return None
 
 
 class _Points:
@@ -269,7 +255,7 @@ def _table_number(text, where: str, problems: _Problems, offset) -> float | None
     if isinstance(text, (int, float)):
         return _finite_or_said(text, where, problems, offset)
     if isinstance(text, str):
-        v = _number(text)
+        v = number_in(text)
         if v is not None:
             return v
         if text.strip().lower() in ("", "null", "none"):

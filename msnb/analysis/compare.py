@@ -110,9 +110,12 @@ def _rank(rank):
 
 def _pairs(base: Series, other: Series, lo: int, hi: int):
     """Steps both logged within [lo, hi], with each side's value there."""
-    common = np.intersect1d(base.steps, other.steps, assume_unique=True)
-    common = common[(common >= lo) & (common <= hi)]
-    return common, base.values[np.searchsorted(base.steps, common)], other.values[np.searchsorted(other.steps, common)]
+    steps = base.steps[np.searchsorted(base.steps, lo) : np.searchsorted(base.steps, hi, side="right")]
+    at = np.searchsorted(other.steps, steps)  # both sides' steps are ascending and unique: a search each, no sort
+    found = at < other.steps.size
+    found[found] = other.steps[at[found]] == steps[found]
+    common = steps[found]
+    return common, base.values[np.searchsorted(base.steps, common)], other.values[at[found]]
 
 
 def _abs_rel(b: np.ndarray, o: np.ndarray):

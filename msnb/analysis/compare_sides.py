@@ -106,11 +106,11 @@ def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:
     return real
 
 
-def _first_nonfinite(scalars, tag: str, run: str, ranks) -> tuple | None:
-    mask = (scalars.tag == tag) & (scalars.run == run)
+def _first_nonfinite(scalars, rows: np.ndarray, run: str, ranks) -> tuple | None:
+    """(step, value) of the earliest NaN/Inf among *rows* (one tag's) of *run* and *ranks*, superseded records included."""
+    idx = rows[scalars.run[rows] == run]
     if ranks is not None:
-        mask &= np.isin(scalars.rank, ranks)
-    idx = np.flatnonzero(mask)
+        idx = idx[np.isin(scalars.rank[idx], ranks)]
     bad = idx[~np.isfinite(scalars.value[idx])]
     if not bad.size:
         return None
@@ -141,7 +141,8 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
     loss_tag = _pick_tag(loss_name, available, loss_explicit, label)
     if loss_tag is None:
         raise NothingReadable(f"{label} has no loss (tags: {', '.join(sorted(available)[:20])}); name it with --tag")
-    loss_curves = curves(scalars, loss_tag)
+    rows = {loss_tag: np.flatnonzero(scalars.tag == loss_tag)}  # each tag's rows, found once
+    loss_curves = curves(scalars, loss_tag, rows=rows[loss_tag])
     by_run: dict = {}
     for c in loss_curves:
         by_run.setdefault(c.run, []).append(c)
@@ -165,7 +166,9 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
         real = loss_tag if meaning == "loss" else _pick_tag(name, available, explicit, label)
         if real is None:
             continue
-        cs = [c for c in (loss_curves if meaning == "loss" else curves(scalars, real, run=run)) if c.run == run and c.rank in chosen]
+        if real not in rows:
+            rows[real] = np.flatnonzero(scalars.tag == real)
+        cs = [c for c in (loss_curves if meaning == "loss" else curves(scalars, real, run=run, rows=rows[real])) if c.run == run and c.rank in chosen]
         if not cs:
             continue
         if len(cs) == 1:
@@ -174,7 +177,7 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
             steps, matrix = align(cs)
             values = nan_median(np.ascontiguousarray(matrix.T), axis=1) if steps.size else np.zeros(0)
         restarts = sorted({s for c in cs for s in c.restarts})
-        bad = _first_nonfinite(scalars, real, run, None if chosen == ranks_here else chosen)
+        bad = _first_nonfinite(scalars, rows[real], run, None if chosen == ranks_here else chosen)
         if bad is not None:
             bad = (bad[0] + offset, bad[1])
         series[meaning] = Series(real, steps + offset, np.asarray(values, dtype=np.float64), restarts, bad)

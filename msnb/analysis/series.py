@@ -70,18 +70,19 @@ def resolve_restarts(steps, values):
     return s[last], v[last], restarts, int((~keep).sum())
 
 
-def curves(scalars, tag: str, run=None) -> list[Curve]:
+def curves(scalars, tag: str, run=None, rows=None) -> list[Curve]:
     """Every (run, rank) curve of *tag* in a ScalarTable, restarts resolved.
 
     Args:
         scalars: a :class:`~msnb.events.tables.ScalarTable`.
         tag: the real tag (resolve aliases first).
         run: only this run (default: all).
+        rows: the table's rows of *tag* in read order, where the caller found them already (each search is a pass over every row).
 
     Returns:
         Curves sorted by run then rank.
     """
-    idx = np.flatnonzero(scalars.tag == tag)
+    idx = np.flatnonzero(scalars.tag == tag) if rows is None else rows
     if run is not None:
         idx = idx[scalars.run[idx] == run]
     out = []

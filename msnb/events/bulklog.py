@@ -31,7 +31,7 @@ def _mf_pattern(keep: tuple) -> re.Pattern:
     """
     c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
     return re.compile(
-        rb"\{ ?Epoch:\[ *+(\d{1,9})/ *+\d{1,9}\], step:\[ *+(\d{1,9})/ *+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
+        rb"\{ ?Epoch:\[ {0,64}+(\d{1,9})/ {0,64}+\d{1,9}\], step:\[ {0,64}+(\d{1,9})/ {0,64}+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
         rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
         rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
         rb"global_norm: (?:\[" + c[7] + rb"\]|" + c[7] + rb")(?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
@@ -42,14 +42,26 @@ def _mf_pattern(keep: tuple) -> re.Pattern:
 # the MF groups after the loss, in the order the line parser adds them, and their tags
 _MF_TAGS = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "step_time_ms", "lr", "loss_scale", "global_norm", "model-flops-throughput-per-npu")
 _MF_PATTERNS: dict = {}  # which fields are captured -> the pattern
+_MF_LONGEST = 4096  # characters an MFLossMonitor match can have: 4 counters and 14 numbers, each bounded, and the names
 # what makes the line reader look at a line (logs.LogParser.feed)
 # ("epoch" stands for "epoch:" and "epoch time", looked for when it is there)
-_MARKERS = (b"Epoch:[", b"iteration", b"{ step:[", b"epoch", b"samples/s/p")
+_MARKERS = (b"Epoch:[", b"iteration", b"{ step:[", b"epoch", b"samples/s/p")  # the last: mindformers 1.x's progress line
 # line breaks str.splitlines() knows besides \n, as bytes of a UTF-8 file: a chunk holding one is read line by line
 _ASCII_BREAKS = np.array([11, 12, 13, 28, 29, 30], dtype=np.uint8)
 _UNICODE_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 _DIGIT_AT = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)
 _MAX_ODD_LINES = 4096  # marker lines outside the layout tried one by one before the chunk goes to the line reader
+
+
+def _positions(arr: np.ndarray, literal: bytes) -> np.ndarray:
+    """Byte offsets of every occurrence of *literal* in *arr* (no overlap possible for the markers)."""
+    n = arr.size - len(literal) + 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    at = np.flatnonzero(arr[:n] == literal[0])
+    for j in range(1, len(literal)):
+        at = at[arr[at + j] == literal[j]]
+    return at
 
 
 class _Chunk:
@@ -68,15 +80,7 @@ class _Chunk:
             self.nl = low[kinds == 10] if other.size else low
 
     def positions(self, literal: bytes) -> np.ndarray:
-        """Byte offsets of every occurrence of *literal* (no overlap possible for the markers)."""
-        arr = self.arr
-        n = arr.size - len(literal) + 1
-        if n <= 0:
-            return np.zeros(0, dtype=np.int64)
-        at = np.flatnonzero(arr[:n] == literal[0])
-        for j in range(1, len(literal)):
-            at = at[arr[at + j] == literal[j]]
-        return at
+        return _positions(self.arr, literal)
 
     def line_of(self, positions: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.nl, positions)
@@ -105,6 +109,9 @@ def parse(parser, body: bytes, wanted=None):
     """
     if not body.endswith(b"\n"):
         body += b"\n"
+    quick = _quick(parser, body, wanted)
+    if quick is not None:
+        return quick
     chunk = _Chunk(body)
     if chunk.nl is None:
         return None
@@ -119,9 +126,9 @@ def parse(parser, body: bytes, wanted=None):
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
     got, own = ([], np.zeros(0, dtype=np.int64)), None
-    for marker, layout in ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron)):  # the most telling marker first
+    for marker, layout in _LAYOUTS:
         if marker in marked:
-            got = layout(parser, chunk, marked[marker], wanted, marked.get(b"samples/s/p"))
+            got = layout(parser, _Marked(chunk, marked[marker], marked.get(b"samples/s/p")), wanted)
             if got is None or got[1].size:
                 own = marker
                 break
@@ -145,12 +152,143 @@ def _inert(line: str, max_line: int) -> bool:
     return not probe.feed([line]) and probe.matched == 0 and not probe.declined and not probe.not_last_stage
 
 
+class _Marked:
+    """The careful way to a layout's lines: every marker placed in the chunk, each marker line matched or judged apart (:func:`parse`)."""
+
+    def __init__(self, chunk: _Chunk, marks: np.ndarray, progress: np.ndarray | None):
+        self.chunk, self.marks, self.body = chunk, marks, chunk.body
+        self.progress = progress  # where mindformers 1.x's "samples/s/p" stands (None: nowhere)
+
+    def lines_of(self, pattern: re.Pattern, marker: bytes, per_line: int, longest: int, free: bool = False, progress: bool = False):
+        """``(capture columns, line of each match)``, or None; the arguments after *per_line* are :class:`_Split`'s."""
+        found, lines = _layout(pattern, self.chunk, self.marks, per_line)
+        if found is None:
+            return None
+        return (list(zip(*found)) if found else []), lines
+
+    def wall(self, lines: np.ndarray) -> np.ndarray:
+        chunk = self.chunk
+        return wall_times(chunk.body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+
+    def progress_lines(self):
+        """``(text, line_of, positions of "samples/s/p")`` for :func:`_progress_points`, or None when there is none."""
+        if self.progress is None or not self.progress.size:
+            return None
+        return self.body, self.chunk.line_of, self.progress
+
+
+# where a chunk is split whole: its head shows first whether lines outside the layout hold a marker
+_HEAD = 1 << 16
+_QUICK_MISSES = 1  # chunks of a log split whole in vain before its later chunks go straight to the careful way
+
+
+class _Split:
+    """The quick way: the layout's pattern splits the chunk, and the text between its matches holds no marker.
+
+    Then no line outside the layout is one a log reader looks at (mindformers 1.x's progress lines, read with
+    the loss line before them, excepted), so no marker needs placing: a match's line is the number of line
+    ends before it in that text, and its line's start (for the time) is there too.  The pattern itself must leave
+    no room inside a match for a marker the line reader looks for first (Megatron's values may hold "iteration": the
+    line reader reads from the first one, the match's own, as the text before a match holds none).
+    """
+
+    def __init__(self, parser, body: bytes):
+        self.parser, self.body = parser, body
+        self.free = False
+        self.progress = None
+
+    def lines_of(self, pattern: re.Pattern, marker: bytes, per_line: int, longest: int, free: bool = False, progress: bool = False):
+        """``(capture columns, line of each match)``, or None where the chunk is not one layout's lines and inert text.
+
+        Args:
+            pattern: the layout's whole-line pattern (``re.M``, no line end inside a match, ASCII unless *free*).
+            marker: the layout's own marker, held *per_line* times by each of its lines (the careful way's check).
+            longest: the most bytes a match can have (lines must stay within the line reader's ``max_line``).
+            free: a match's values are free text (Megatron's, though never holding "Epoch:["): a time could sit in one.
+            progress: progress lines may stand between the matches (MFLossMonitor's).
+        """
+        if free and not self.body.isascii():
+            return None  # a value's characters are not its bytes: the careful way looks at each such line
+        k = pattern.groups
+        head = self.body[: self.body.rfind(b"\n", 0, _HEAD) + 1]
+        if len(head) < len(self.body) and not self._inert_between(pattern.split(head)[:: k + 1], progress):
+            return None
+        parts = pattern.split(self.body)
+        between = parts[:: k + 1]
+        n = len(between) - 1
+        if not self._inert_between(between, progress):
+            self.parser.bulk_misses += 1
+            return None
+        nl = self.nl
+        if int(np.diff(nl, prepend=-1).max()) - 1 + longest > self.parser.max_line:
+            return None  # a line the line reader would cut: it counts and says them
+        self.ends = np.cumsum(np.fromiter(map(len, between[:-1]), dtype=np.int64, count=n))  # where each match stood in the text
+        lines = np.searchsorted(nl, self.ends)
+        self.starts = np.where(lines > 0, nl[np.maximum(lines - 1, 0)] + 1, 0)
+        if not self.text.isascii():  # the text before a match is read for its time by characters: it must be its bytes
+            high = np.flatnonzero(self.arr >= 128)
+            if (np.searchsorted(high, self.ends) != np.searchsorted(high, self.starts)).any():
+                self.parser.bulk_misses += 1
+                return None
+        self.free = free
+        return [parts[1 + j :: k + 1] for j in range(k)], lines
+
+    def _inert_between(self, between: list, progress: bool) -> bool:
+        """Whether the text between the matches holds no marker and no line break but \\n (then kept for :meth:`wall`)."""
+        text = b"".join(between)
+        if any(m in text for m in (_MARKERS[:-1] if progress else _MARKERS)):
+            return False
+        if not text.isascii() and any(b in text for b in _UNICODE_BREAKS):
+            return False
+        arr = np.frombuffer(text, dtype=np.uint8)
+        low = np.flatnonzero(arr < 32)
+        kinds = arr[low]
+        if np.isin(kinds, _ASCII_BREAKS).any():
+            return False
+        self.text, self.arr, self.nl = text, arr, low[kinds == 10]
+        self.progress = progress and _MARKERS[-1] in text
+        return True
+
+    def wall(self, lines: np.ndarray) -> np.ndarray | None:
+        """Each match's line time, read from the text before the match (no stamp can begin or end inside one).
+
+        Where values are free text a line with no stamp before its values is left to the careful way (None):
+        the line reader would look for one in the values too.
+        """
+        out = wall_times(self.text, self.arr, self.starts, self.ends)
+        return None if self.free and np.isnan(out).any() else out
+
+    def progress_lines(self):
+        """``(text, line_of, positions of "samples/s/p")`` in the text between the matches, or None when there is none."""
+        if not self.progress:
+            return None
+        at = _positions(self.arr, _MARKERS[-1])
+        return self.text, lambda positions: np.searchsorted(self.nl, positions), at
+
+
+def _quick(parser, body: bytes, wanted):
+    """``(points, lines)`` of a chunk that is one layout's lines and inert text, read by :class:`_Split`; else None."""
+    if parser.bulk_misses >= _QUICK_MISSES:
+        return None
+    head = body[:_HEAD]
+    first = [(at, layout) for marker, layout in _LAYOUTS if (at := head.find(marker)) >= 0]
+    if not first:
+        return None
+    where = _Split(parser, body)
+    got = min(first, key=lambda f: f[0])[1](parser, where, wanted)
+    if got is None or not got[1].size:
+        return None
+    return got[0], where.nl.size
+
+
 def _floats(values) -> np.ndarray | None:
     """The captures as float64 (float() judges each, in C), or None when one is no number.
 
     (Digit columns by numpy, as :func:`_ints` reads counters, measured 4x slower than this for 6-digit floats.)
     """
     try:
+        if values and values.count(values[0]) == len(values):  # a column that never changes (a counter of skipped steps, a loss scale)
+            return np.full(len(values), float(values[0]))
         return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
     except ValueError:
         return None
@@ -158,6 +296,8 @@ def _floats(values) -> np.ndarray | None:
 
 def _ints(values, width: int) -> np.ndarray:
     """Captures of 1 to *width* ASCII digits as int64, digit columns at numpy speed (no int object a value)."""
+    if values and values.count(values[0]) == len(values):  # an epoch, a count of steps per epoch
+        return np.full(len(values), int(values[0]), dtype=np.int64)
     digits = np.array(values, dtype=f"S{width}").view(np.uint8).reshape(len(values), width)
     out = np.zeros(len(values), dtype=np.int64)
     for j in range(width):
@@ -205,48 +345,40 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     return out
 
 
+_MINUTE_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15])  # YYYY MM DD HH MM: a minute's key, digit by digit
+_MINUTE_WEIGHTS = 10 ** np.arange(11, -1, -1, dtype=np.int64)
+_FRACTION_WEIGHTS = 10 ** np.arange(5, -1, -1, dtype=np.int64)
+
+
 def _stamps_at(arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, lead: int):
     """(times, done) of the lines with no digit before column *lead* and a ``YYYY-MM-DD HH:MM:SS[,ffffff]`` stamp at it: fixed columns, no search."""
-    n = starts.size
     limit = np.minimum(ends - starts, 64)
     window = arr[np.minimum(starts[:, None] + np.arange(lead + 26), arr.size - 1)]
     ok = limit >= lead + 19
     if lead:
-        before = window[:, :lead]
-        ok &= ~((before >= 48) & (before <= 57)).any(axis=1)
-    stamp = window[:, lead : lead + 19]
-    digit = (stamp >= 48) & (stamp <= 57)
-    ok &= digit[:, _DIGIT_AT].all(axis=1)
+        ok &= ((window[:, :lead] - 48) > 9).all(axis=1)  # (uint8: a byte below "0" wraps above 9)
+    stamp = window[:, lead : lead + 26]
+    v = stamp - np.uint8(48)  # each column's digit; above 9 where it is no digit
+    ok &= (v[:, _DIGIT_AT] <= 9).all(axis=1)
     ok &= (stamp[:, 4] == 45) & (stamp[:, 7] == 45) & ((stamp[:, 10] == 32) | (stamp[:, 10] == 84)) & (stamp[:, 13] == 58) & (stamp[:, 16] == 58)
-    v = stamp.astype(np.int64) - 48
-
-    def number(a, b):
-        out = np.zeros(n, dtype=np.int64)
-        for j in range(a, b):
-            out = out * 10 + v[:, j]
-        return out
-
-    second = number(17, 19)
-    key = np.where(ok, (((number(0, 4) * 100 + number(5, 7)) * 100 + number(8, 10)) * 100 + number(11, 13)) * 100 + number(14, 16), 0)
-    uniq, inverse = np.unique(key, return_inverse=True)
-    minutes = np.array(
-        [logs._minute(f"{u // 10**8:04d}-{u // 10**6 % 100:02d}-{u // 10**4 % 100:02d} {u // 100 % 100:02d}:{u % 100:02d}") for u in uniq.tolist()]
-    )
+    key = np.where(ok, v[:, _MINUTE_DIGITS].astype(np.int64) @ _MINUTE_WEIGHTS, 0)
+    second = v[:, 17].astype(np.int64) * 10 + v[:, 18]
+    if key.size and (key[1:] >= key[:-1]).all():  # a log's lines in time order: its minutes without a sort
+        first = np.concatenate(([True], key[1:] != key[:-1]))
+        uniq, inverse = key[first], np.cumsum(first) - 1
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
+    minutes = np.array([logs.minute(u) for u in uniq.tolist()])
     t = minutes[inverse] + second
     t[second > 61] = np.nan
-    # the fraction: [,.] then 1-6 digits, inside the first 64 characters
-    sep = window[:, lead + 19]
+    # the fraction: [,.] then 1-6 digits, inside the first 64 characters; 0.123 as 123000 / 10**6 (the same double as 123 / 10**3)
+    sep = stamp[:, 19]
     going = (lead + 19 < limit) & ((sep == 44) | (sep == 46))
-    value = np.zeros(n, dtype=np.int64)
-    digits = np.zeros(n, dtype=np.int64)
-    for j in range(1, 7):
-        c = window[:, lead + 19 + j]
-        d = going & (lead + 19 + j < limit) & (c >= 48) & (c <= 57)
-        value = np.where(d, value * 10 + (c.astype(np.int64) - 48), value)
-        digits += d
-        going = d
-    has = digits > 0
-    t[has] += value[has] / 10.0 ** digits[has]
+    inside = lead + 20 + np.arange(6) < limit[:, None]
+    run = np.cumprod((v[:, 20:26] <= 9) & inside & going[:, None], axis=1, dtype=np.int64)  # 1 while the digits go on
+    value = (v[:, 20:26] * run) @ _FRACTION_WEIGHTS
+    has = run[:, 0] > 0
+    t[has] += value[has] / 1e6
     t[~ok] = np.nan
     return t, ok
 
@@ -290,9 +422,7 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     year, month, day, hour, minute, second = number((0, 1, 2, 3)), number((5, 6)), number((8, 9)), number((11, 12)), number((14, 15)), number((17, 18))
     key = (((year * 100 + month) * 100 + day) * 100 + hour) * 100 + minute
     uniq, inverse = np.unique(key, return_inverse=True)
-    minutes = np.array(
-        [logs._minute(f"{u // 10**8:04d}-{u // 10**6 % 100:02d}-{u // 10**4 % 100:02d} {u // 100 % 100:02d}:{u % 100:02d}") for u in uniq.tolist()]
-    )
+    minutes = np.array([logs.minute(u) for u in uniq.tolist()])
     t = minutes[inverse] + second
     t[second > 61] = np.nan
     # the fraction: [,.] then 1-6 digits, inside the first 64 characters
@@ -323,23 +453,22 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
 _PROGRESS = re.compile(rb"([-+]?+(?:[0-9.][0-9.eE+-]{0,54}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))) {0,8}samples/s/p")
 
 
-def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted, progress=None):
+def _mf(parser, where, wanted):
     """MFLossMonitor lines and their progress lines: ``(points, their line numbers)``, or None."""
     keep = tuple(wanted is None or tag in wanted for tag in _MF_TAGS)
     pattern = _MF_PATTERNS.get(keep) or _MF_PATTERNS.setdefault(keep, _mf_pattern(keep))
-    found, lines = _layout(pattern, chunk, marks, 1)
-    if found is None:
+    got = where.lines_of(pattern, b"Epoch:[", 1, _MF_LONGEST, progress=True)
+    if got is None:
         return None
-    n = len(found)
+    cols, lines = got
+    n = lines.size
     if not n:
         return [], lines
-    cols = list(zip(*found))
     epoch, step, per_epoch = (_ints(cols[i], 9) for i in (0, 1, 2))
     gstep = (epoch - 1) * per_epoch + step
     if (gstep < 0).any():
         return None
-    starts = chunk.starts(lines)
-    wall = wall_times(chunk.body, chunk.arr, starts, chunk.nl[lines])
+    wall = where.wall(lines)
     out = []
     if wanted is None or "loss" in wanted:
         bracket, sink = cols[3], cols[4]
@@ -364,9 +493,10 @@ def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted, progress=None):
     before = parser.last_global
     parser.matched += n
     parser.last_global = (int(gstep[-1]), float(wall[-1]))
-    if progress is None or not progress.size:
+    progress = where.progress_lines()
+    if progress is None:
         return _points(out, lines, gstep, wall), lines
-    got = _progress_points(chunk, progress, lines, gstep, wall, before)
+    got = _progress_points(*progress, lines, gstep, wall, before)
     if got is None:
         return None
     plines, pstep, pwall, pvalue = got
@@ -379,13 +509,16 @@ def _mf(parser, chunk: _Chunk, marks: np.ndarray, wanted, progress=None):
     return _points(out, every, np.concatenate([gstep, pstep]), np.concatenate([wall, pwall])), np.sort(every)
 
 
-def _progress_points(chunk: _Chunk, progress: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
-    """(line, step, time, samples/s) of the progress lines read as the line reader reads them: the step and time of the loss line before."""
-    marked = chunk.line_of(progress)
+def _progress_points(text: bytes, line_of, progress: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
+    """(line, step, time, samples/s) of the progress lines read as the line reader reads them: the step and time of the loss line before.
+
+    *text* holds every progress line whole, *line_of* gives the chunk's line of a position in it, *progress* the literal's positions.
+    """
+    marked = line_of(progress)
     if np.unique(marked).size != marked.size:
         return None  # a line with the literal twice: the line reader's business
-    matches = list(_PROGRESS.finditer(chunk.body))
-    at = chunk.line_of(np.fromiter((m.end() for m in matches), dtype=np.int64, count=len(matches)))
+    matches = list(_PROGRESS.finditer(text))
+    at = line_of(np.fromiter((m.end() for m in matches), dtype=np.int64, count=len(matches)))
     mine = ~np.isin(at, lines)  # (a loss line holding the literal is read as a loss line)
     plines = at[mine]
     values = _floats([m.group(1) for m, ok in zip(matches, mine.tolist()) if ok])
@@ -444,30 +577,40 @@ def _points(cols, idx, gstep, wall):
 _MEGATRON_HEAD = rb"iteration[ \t\x1f]{0,64}(\d{1,18})[ \t\x1f]{0,64}/[ \t\x1f]{0,64}\d{1,19}[ \t\x1f]{0,64}\|"
 
 
-def _megatron_pattern(parts: list, kept: set, tag_of) -> re.Pattern:
-    """The layout of a first iteration line's ``|``-separated parts, capturing the fields whose tag is kept."""
-    pattern = []
+_MEGATRON_VALUE = 4096  # characters of a field's value in a line read in bulk (a longer one: the line reader's)
+# a value's characters: no field separator, no line break str.splitlines() knows, and no colon, so no "Epoch:[" (which the
+# line reader looks for before Megatron's fields); a value holding one is no number, and its line is the line reader's
+_MEGATRON_TEXT = rb"[^|:\n\x00\r\x0b\x0c\x1c-\x1e"
+
+
+def _megatron_pattern(parts: list, kept: set, tag_of) -> tuple[re.Pattern, int]:
+    """The layout of a first iteration line's ``|``-separated parts, capturing the fields whose tag is kept; and its longest match."""
+    pattern, longest = [], 9 + 4 * 64 + 18 + 19 + 2  # the head, its spaces bounded
+    value = rb"]{0,%d}+" % _MEGATRON_VALUE
     for part in parts:
         name, colon, _ = part.partition(":")
         if not colon:
-            pattern.append(rb"[^|:\n]*+")
+            pattern.append(_MEGATRON_TEXT + value)
         else:
-            pattern.append(re.escape(name.encode()) + (rb":([^|\n\x00]*+)" if tag_of(name) in kept else rb":[^|\n\x00]*+"))
-    return re.compile(_MEGATRON_HEAD + rb"\|".join(pattern) + rb"$", re.M)
+            kept_text = _MEGATRON_TEXT + rb"]{0,96}+"  # megatron_number reads no longer value: a line with one is the line reader's
+            text = _MEGATRON_TEXT + value
+            pattern.append(re.escape(name.encode()) + (rb":(" + kept_text + rb")" if tag_of(name) in kept else rb":" + text))
+        longest += len(name.encode()) + 2 + _MEGATRON_VALUE
+    return re.compile(_MEGATRON_HEAD + rb"\|".join(pattern) + rb"$", re.M), longest
 
 
 def _megatron_numbers(values, n: int):
     """(present, numbers) of one field as :func:`msnb.events.logs.megatron_number` reads it."""
-    numbers = _floats(values) if max(map(len, values)) <= 96 else None
+    numbers = _floats(values)  # (a kept value is at most 96 characters, as megatron_number reads: the pattern says so)
     if numbers is not None:
         return np.ones(n, dtype=bool), numbers
     got = [logs.megatron_number(v.decode()) for v in values]
     return np.fromiter((g is not None for g in got), dtype=bool, count=n), np.array([g for g in got if g is not None], dtype=np.float64)
 
 
-def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
+def _megatron(parser, where, wanted):
     """Megatron-LM iteration lines of the first one's layout: ``(points, their line numbers)``, or None."""
-    body = chunk.body
+    body = where.body
     first = re.search(_MEGATRON_HEAD, body)
     if first is None:
         return [], np.zeros(0, dtype=np.int64)
@@ -484,13 +627,14 @@ def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     for attempt in (kept, tagged):  # the wanted fields; all of them when some line has none of those readable
         if not attempt:
             continue
-        found, lines = _layout(_megatron_pattern(parts, set(attempt), tag_of), chunk, marks, per_line)
-        if found is None:
+        pattern, longest = _megatron_pattern(parts, set(attempt), tag_of)
+        got = where.lines_of(pattern, b"iteration", per_line, longest, free=True)
+        if got is None:
             return None
-        if not found:
+        groups, lines = got
+        n = lines.size
+        if not n:
             return [], lines
-        n = len(found)
-        groups = list(zip(*found))
         cols, readable = [], np.zeros(n, dtype=bool)
         for (_, tag), values in zip([f for f in fields if f[1] in attempt], groups[1:]):
             present, numbers = _megatron_numbers(values, n)
@@ -502,20 +646,22 @@ def _megatron(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     else:
         return None  # an iteration line without a readable field: the line reader counts and says it
     gstep = _ints(groups[0], 18)
-    wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+    wall = where.wall(lines)
+    if wall is None:
+        return None
     parser.matched += n
     return _points(cols, lines, gstep, wall), lines
 
 
 # mindformers' dynamic-graph trainer (1.9, 2.0, 2.1): "{ step:[%5d/%5d], [consumed_samples: .., global_batch_size: .., ]loss: ..., name: value[unit], ... }"
-_PYNATIVE_HEAD = rb"\{ step:\[ *+(\d{1,18})/ *+\d{1,18}\],"
+_PYNATIVE_HEAD = rb"\{ step:\[ {0,64}+(\d{1,18})/ {0,64}+\d{1,18}\],"
 _PYNATIVE_FIELD = re.compile(r" ([a-z][a-z0-9_]{0,63}):( *)(" + _NUM.decode() + r")([A-Za-z]{0,8})(,| \}$)")
 _MTP_NAME = re.compile(r"mtp_(\d{1,3})_loss")
 
 
-def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
+def _pynative(parser, where, wanted):
     """Dynamic-graph trainer lines of the first one's layout (no "loss: N/A" line): ``(points, their line numbers)``, or None."""
-    body = chunk.body
+    body = where.body
     first = re.search(_PYNATIVE_HEAD, body)
     if first is None:
         return [], np.zeros(0, dtype=np.int64)
@@ -532,6 +678,8 @@ def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
         fields.append((m.group(1), len(m.group(2)), m.group(4)))
         at = m.end()
     names = [name for name, _, _ in fields]
+    if "loss" not in names or any("iteration" in name for name in names):
+        return None  # no loss (the line reader's to judge), or a line it could take for Megatron's
     if names[: names.index("loss") if "loss" in names else 0] not in ([], ["consumed_samples", "global_batch_size"]) or len(set(names)) != len(names):
         return None
     if any(spaces > 64 or (name.endswith("_loss") and not spaces) or (i < names.index("loss") and unit) for i, (name, spaces, unit) in enumerate(fields)):
@@ -541,24 +689,24 @@ def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     mtp = {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
     known = {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
     kept = {name for name in names if name in known and (wanted is None or known[name] in wanted)}
-    pattern, captured = [_PYNATIVE_HEAD], []
+    pattern, captured, longest = [_PYNATIVE_HEAD], [], 9 + 2 * 64 + 2 * 18 + 3
     for i, (name, _, unit) in enumerate(fields):
         number = rb"\d{1,19}" if i < loss_at else _NUM  # the line reader's counters before the loss are digits only
         number = rb"(" + number + rb")" if name in kept else number
-        spaces = rb" *+" if name == "loss" else rb" {0,64}+"
-        pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + spaces + number + re.escape(unit.encode()))
+        pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + rb" {0,64}+" + number + re.escape(unit.encode()))
+        longest += len(name) + len(unit) + 3 + 64 + 64
         if name in kept:
             captured.append(name)
     pattern.append(rb" \}$")
-    found, lines = _layout(re.compile(b"".join(pattern), re.M), chunk, marks, 1)
-    if found is None:
+    got = where.lines_of(re.compile(b"".join(pattern), re.M), b"{ step:[", 1, longest + 2)
+    if got is None:
         return None
-    n = len(found)
+    groups, lines = got
+    n = lines.size
     if not n:
         return [], lines
-    groups = list(zip(*found))
     gstep = _ints(groups[0], 18)
-    wall = wall_times(body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
+    wall = where.wall(lines)
     values = {}
     for name, col in zip(captured, groups[1:]):
         numbers = _floats(col)
@@ -578,3 +726,7 @@ def _pynative(parser, chunk: _Chunk, marks: np.ndarray, wanted, _progress=None):
     parser.matched += n
     parser.last_global = (int(gstep[-1]), float(wall[-1]))
     return _points(cols, lines, gstep, wall), lines
+
+
+# each layout by its marker, the most telling first (:func:`parse`)
+_LAYOUTS = ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron))

@@ -41,6 +41,7 @@ Counters wider than int64 (a corrupted step) are ignored, never an overflow.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import time
@@ -193,21 +194,28 @@ def _float(text: str) -> float:
         return math.nan
 
 
-_MINUTES: dict = {}  # "YYYY-MM-DD HH:MM" -> its local time in seconds (NaN: not a date)
+_MINUTES: dict = {}  # YYYYMMDDHHMM as one integer -> its local time in seconds (NaN: not a date)
 _MINUTES_KEPT = 4096
 
 
-def _minute(prefix: str) -> float:
-    """Local epoch seconds of a minute, parsed once: a log has thousands of lines a minute, and strptime is most of a line's cost."""
-    t = _MINUTES.get(prefix)
+def minute(key: int) -> float:
+    """Local epoch seconds of the minute ``YYYYMMDDHHMM`` (an integer), NaN where that is no date.
+
+    Judged as ``time.strptime(..., "%Y-%m-%d %H:%M")`` judges it (a test checks them against each other) and
+    converted by ``time.mktime`` (daylight saving as the machine's zone has it), once a minute: a log has thousands
+    of lines a minute, and strptime alone costs more than a line's other work.
+    """
+    t = _MINUTES.get(key)
     if t is None:
         if len(_MINUTES) >= _MINUTES_KEPT:
             _MINUTES.clear()
+        year, month, day, hour, mins = key // 10**8, key // 10**6 % 100, key // 10**4 % 100, key // 100 % 100, key % 100
         try:
-            t = time.mktime(time.strptime(prefix, "%Y-%m-%d %H:%M"))
+            datetime.datetime(year, month, day, hour, mins)  # what strptime refuses (a 30th of February, hour 24, year 0)
+            t = time.mktime((year, month, day, hour, mins, 0, 0, 0, -1))
         except (ValueError, OverflowError):
             t = math.nan
-        _MINUTES[prefix] = t
+        _MINUTES[key] = t
     return t
 
 
@@ -219,7 +227,7 @@ def _wall_time(line: str) -> float:
     seconds = int(stamp[17:19])
     if seconds > 61:  # what strptime's %S accepts (leap seconds included)
         return math.nan
-    t = _minute(stamp[:10] + " " + stamp[11:16]) + seconds
+    t = minute(int(stamp[0:4] + stamp[5:7] + stamp[8:10] + stamp[11:13] + stamp[14:16])) + seconds
     if m.group(2):
         t += int(m.group(2)) / 10 ** len(m.group(2))
     return t
@@ -243,6 +251,7 @@ class LogParser:
         self.generation = None  # 2 once a line only mindformers 2.x writes was seen (its throughput is printed x1000)
         self.megatron = {"": MegatronNames(""), "validation ": MegatronNames("validation ")}
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
+        self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
 
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:

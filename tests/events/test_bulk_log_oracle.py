@@ -210,3 +210,79 @@ def test_mindformers_own_info_log_is_read_in_bulk_as_the_line_reader_reads_it(mf
     rows = [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
     assert {"loss", "throughput", "global_norm"} <= set(names)
     assert same(rows, oracle(lines))
+
+
+# text a line could hold where a layout's values or prefix are free: markers of other layouts, a stamp, line breaks
+HOSTILE = [
+    "Epoch:[ 1/ 1]",
+    "epoch: 3",
+    "epoch time: 5 ms",
+    "12.5 samples/s/p",
+    "{ step:[ 1/ 2],",
+    "iteration 7/ 9 |",
+    "2024-06-01 10:00:00,5",
+    "\r",
+    "\x0b",
+    " " * 80,
+    "nan",
+    "\u2028",
+    "\u4e2d\u6587 2024-06-01 10:00:00",
+    "\u2588\u2588",
+]
+
+
+@st.composite
+def hostile_lines(draw):
+    """A generated log with hostile text put into one line's free part (a Megatron value or text before a loss line)."""
+    lines = draw(st.one_of(mf_lines(), megatron_lines(), pynative_lines()))
+    i = draw(st.integers(0, len(lines) - 1))
+    text = draw(st.sampled_from(HOSTILE))
+    line = lines[i]
+    if "iteration" in line and " | " in line and draw(st.booleans()):
+        head, sep, rest = line.partition(": ")
+        lines[i] = head + sep + text + rest  # inside the first value
+    elif draw(st.booleans()):
+        lines[i] = text + line
+    else:
+        lines.insert(i, text)
+    return lines
+
+
+def quick(lines: list[str], wanted=None, max_line: int | None = None):
+    """The quick way's rows alone (None where it gives up); the careful way is not tried."""
+    parser = LogParser() if max_line is None else LogParser(max_line)
+    got = bulklog._quick(parser, ("\n".join(lines) + "\n").encode(), wanted)
+    if got is None:
+        return None
+    (names, tag, step, wall, value), _ = got
+    return [(names[t], s, w, v) for t, s, w, v in zip(tag.tolist(), step.tolist(), wall.tolist(), value.tolist())]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile_lines())
+def test_hostile_text_in_a_free_part_never_changes_what_bulk_reading_gives(lines):
+    """Both bulk ways (split whole, or every marker placed) give the line reader's rows, or give the chunk up."""
+    expected = oracle(lines)
+    for got in (quick(lines), bulk(lines)):
+        assert got is None or same(got, expected), (lines[:3], got[:3], expected[:3])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(mf_lines(), megatron_lines(), pynative_lines()))
+def test_the_quick_way_reads_a_plain_log_whole(lines):
+    """A chunk of one layout's lines is split whole (no marker placed), and gives the line reader's rows."""
+    text = "\n".join(lines)
+    if "iteration" in text and not text.lstrip().startswith("["):
+        return  # Megatron lines without a stamp before the values: the line reader looks for one in them, the careful way's
+    got = quick(lines)
+    assert got is not None, lines[0]
+    assert same(got, oracle(lines))
+
+
+def test_a_line_longer_than_the_line_reader_reads_is_left_to_it():
+    line = " [2024-06-01 10:00:00] iteration 1/ 10 | lm loss: 2.5 | grad norm: 1.0 |"
+    lines = [line, "x" * 5000, line.replace(" 1/", " 2/")]
+    assert quick(lines, max_line=4096) is None
+    parser = LogParser(4096)
+    bulklog.parse(parser, ("\n".join(lines) + "\n").encode())
+    assert parser.long_lines == 1 or bulklog.parse(LogParser(4096), ("\n".join(lines) + "\n").encode()) is None

@@ -1,14 +1,18 @@
-"""Whole-buffer parsing of the logs written one line per step (MFLossMonitor, Megatron-LM): patterns over the buffer, numbers by numpy.
+"""Whole-buffer parsing of the logs written one line per step (MFLossMonitor, dynamic-graph trainer, Megatron-LM).
 
-A chunk is parsed here when every line that any log reader would look at is either of one layout
-this module knows exactly or, read alone by the line reader, gives nothing (mindformers' other INFO
-lines, a Megatron memory report): those are skipped in bulk.  A line that looks like a loss line
-(it holds one of the reader's markers) but is not of the layout and is not inert sends the chunk to
-:meth:`msnb.events.logs.LogParser.feed`.  Both give the same rows (a property test checks it on
-generated logs), so this is a speed path, never a second meaning.  Patterns are linear: literals
-first, bounded counters, one way to match each number; ``re.findall`` returns one tuple of byte
-strings a line (no match object), and numbers become floats in C (``map(float, ...)``): a capture
-``float`` refuses sends the chunk to the line reader.
+A chunk is read by one layout's pattern over the buffer, in one of two ways that give the line reader's rows
+(:meth:`msnb.events.logs.LogParser.feed`) exactly; property tests check both on generated and hostile logs, so this
+is a speed path, never a second meaning:
+
+- split whole (:class:`_Split`): ``re.split`` gives the captured fields as columns and the text between the matches;
+  when that text holds none of the reader's markers, no other line is one a reader looks at, and the matches' lines
+  and line starts come from its line ends;
+- careful (:class:`_Marked`): every marker is placed; a marker line outside the layout, read alone by the line
+  reader, must give nothing (mindformers' other INFO lines, a Megatron memory report), else the chunk goes to the
+  line reader.
+
+Patterns are linear: literals first, bounded counters, one way to match each number; numbers become floats in C
+(``map(float, ...)``), and a capture ``float`` refuses sends the chunk to the line reader.
 """
 
 from __future__ import annotations

@@ -129,6 +129,7 @@ def parse(parser, body: bytes, wanted=None):
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
+    state = parser.bulk_state()
     got, own = ([], np.zeros(0, dtype=np.int64)), None
     for marker, layout in _LAYOUTS:
         if marker in marked:
@@ -137,6 +138,20 @@ def parse(parser, body: bytes, wanted=None):
                 own = marker
                 break
             got = ([], np.zeros(0, dtype=np.int64))
+    points = _careful(parser, chunk, marked, own, got)
+    if points is None:
+        parser.restore_bulk_state(state)  # the line reader reads the chunk from the state it was given
+        return None
+    return points[:5] if points else [], nl.size
+
+
+def _careful(parser, chunk: _Chunk, marked: dict, own, got):
+    """The layout's points with those of the chunk's other marker lines, or None where the line reader must read the chunk.
+
+    Other marker lines must give nothing read alone, except beside Megatron's iteration lines: those set nothing
+    another line's reading depends on, so the other lines (validation lines, above all) are read by the line reader
+    itself, in order, and their rows merged by line.
+    """
     if got is None:
         return None
     points, done = got
@@ -144,9 +159,43 @@ def parse(parser, body: bytes, wanted=None):
     if foreign and np.isin(done, np.concatenate(foreign)).any():
         return None  # a line of the layout that also holds another marker: which reading wins is the line reader's call
     odd = np.setdiff1d(np.unique(np.concatenate([chunk.line_of(p) for p in marked.values()])), done, assume_unique=True)
-    if odd.size > _MAX_ODD_LINES or not all(_inert(chunk.text(i), parser.max_line) for i in odd.tolist()):
+    if odd.size > _MAX_ODD_LINES:
         return None
-    return points, nl.size
+    busy = [i for i in odd.tolist() if not _inert(chunk.text(i), parser.max_line)]
+    if not busy:
+        return points
+    if own != b"iteration":
+        return None
+    return _merge(points, _read_alone(parser, chunk, busy))
+
+
+def _read_alone(parser, chunk: _Chunk, lines: list) -> list:
+    """``(line, points)`` of the given lines read by the line reader in order, each with its own line number for messages."""
+    base = parser.lines
+    out = []
+    for i in lines:
+        parser.lines = base + i  # feed() counts the line first: messages name it base + i + 1, as reading the whole chunk would
+        out.append((i, parser.feed([chunk.text(i)])))
+    parser.lines = base  # the reader adds the chunk's lines once
+    return out
+
+
+def _merge(points, alone: list):
+    """Bulk rows (with their lines) and rows read alone, in line order (each line's rows in their own order)."""
+    names = list(points[0]) if points else []
+    index = {name: k for k, name in enumerate(names)}
+    rows = [(i, p) for i, got in alone for p in got]
+    if not rows:
+        return points
+    extra_tag = np.array([index.setdefault(p[0], len(index)) for _, p in rows], dtype=np.int32)
+    names += [name for name in index if name not in names]
+    extra = [extra_tag, np.array([p[1] for _, p in rows], dtype=np.int64), np.array([p[2] for _, p in rows], dtype=np.float64)]
+    extra += [np.array([p[3] for _, p in rows], dtype=np.float64), np.array([i for i, _ in rows], dtype=np.int64)]
+    if not points:
+        return names, *extra
+    cols = [np.concatenate([a, b]) for a, b in zip(points[1:], extra)]
+    order = np.argsort(cols[4], kind="stable")  # the bulk rows come first: within a line, their field order stays
+    return names, *(c[order] for c in cols)
 
 
 def _inert(line: str, max_line: int) -> bool:
@@ -165,10 +214,8 @@ class _Marked:
 
     def lines_of(self, pattern: re.Pattern, marker: bytes, per_line: int, longest: int, free: bool = False, progress: bool = False):
         """``(capture columns, line of each match)``, or None; the arguments after *per_line* are :class:`_Split`'s."""
-        found, lines = _layout(pattern, self.chunk, self.marks, per_line)
-        if found is None:
-            return None
-        return (list(zip(*found)) if found else []), lines
+        cols, lines = _layout(pattern, self.chunk, self.marks, per_line)
+        return None if cols is None else (cols, lines)
 
     def wall(self, lines: np.ndarray) -> np.ndarray:
         chunk = self.chunk
@@ -282,7 +329,12 @@ def _quick(parser, body: bytes, wanted):
     got = min(first, key=lambda f: f[0])[1](parser, where, wanted)
     if got is None or not got[1].size:
         return None
-    return got[0], where.nl.size
+    return got[0][:5], where.nl.size
+
+
+def _constant(values) -> bool:
+    """Whether every capture is the first (three probes first: a column that changes seldom passes them)."""
+    return bool(values) and values[-1] == values[0] == values[len(values) // 2] and values.count(values[0]) == len(values)
 
 
 def _floats(values) -> np.ndarray | None:
@@ -291,7 +343,7 @@ def _floats(values) -> np.ndarray | None:
     (Digit columns by numpy, as :func:`_ints` reads counters, measured 4x slower than this for 6-digit floats.)
     """
     try:
-        if values and values.count(values[0]) == len(values):  # a column that never changes (a counter of skipped steps, a loss scale)
+        if _constant(values):  # a column that never changes (a counter of skipped steps, a loss scale)
             return np.full(len(values), float(values[0]))
         return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
     except ValueError:
@@ -300,7 +352,7 @@ def _floats(values) -> np.ndarray | None:
 
 def _ints(values, width: int) -> np.ndarray:
     """Captures of 1 to *width* ASCII digits as int64, digit columns at numpy speed (no int object a value)."""
-    if values and values.count(values[0]) == len(values):  # an epoch, a count of steps per epoch
+    if _constant(values):  # an epoch, a count of steps per epoch
         return np.full(len(values), int(values[0]), dtype=np.int64)
     digits = np.array(values, dtype=f"S{width}").view(np.uint8).reshape(len(values), width)
     out = np.zeros(len(values), dtype=np.int64)
@@ -538,28 +590,31 @@ def _progress_points(text: bytes, line_of, progress: np.ndarray, lines: np.ndarr
 
 
 def _layout(pattern: re.Pattern, chunk: _Chunk, marks: np.ndarray, per_line: int):
-    """``(captures, line of each)`` of *pattern*'s whole-line matches, or ``(None, None)`` when one is not where the line reader looks.
+    """``(capture columns, line of each match)`` of *pattern*'s whole-line matches, or ``(None, None)`` when one is not where the line reader looks.
 
     Every matched line must hold its marker exactly *per_line* times (the pattern's own), so the
     match starts at the line's first marker, where the line reader starts.
     """
     marked = chunk.line_of(marks)
-    found = pattern.findall(chunk.body)
-    if found and len(found) * per_line == marked.size:
+    k = pattern.groups
+    parts = pattern.split(chunk.body)
+    between = parts[:: k + 1]
+    n = len(between) - 1
+    if n and n * per_line == marked.size:
         lines = marked[::per_line]  # every marker line matched, each holding per_line markers
-    else:  # some marker lines are not of the layout: which are, in bulk (they are judged apart)
-        matches = list(pattern.finditer(chunk.body))
-        found = [m.groups(b"") for m in matches]
-        lines = chunk.line_of(np.fromiter((m.start() for m in matches), dtype=np.int64, count=len(matches)))
+    else:  # some marker lines are not of the layout (they are judged apart): a match's line is the line ends before it
+        text = np.frombuffer(b"".join(between), dtype=np.uint8)
+        ends = np.cumsum(np.fromiter(map(len, between[:-1]), dtype=np.int64, count=n))
+        lines = np.searchsorted(np.flatnonzero(text == 10), ends)
     if lines.size:
         held = np.bincount(marked, minlength=chunk.nl.size)[lines]
         if (held != per_line).any() or not chunk.ascii_lines(lines):
             return None, None
-    return found, lines
+    return [parts[1 + j :: k + 1] for j in range(k)], lines
 
 
 def _points(cols, idx, gstep, wall):
-    """Rows in the line parser's order: by line, then by field."""
+    """Rows in the line parser's order, by line, then by field: ``(names, tag index, step, time, value, line)``."""
     if not cols:
         return []
     tags, lines, order, steps, walls, values = [], [], [], [], [], []
@@ -574,7 +629,7 @@ def _points(cols, idx, gstep, wall):
     line = np.concatenate(lines)
     sort = np.lexsort((np.concatenate(order), line))
     names = [c[0] for c in cols]
-    return names, np.concatenate(tags)[sort], np.concatenate(steps)[sort], np.concatenate(walls)[sort], np.concatenate(values)[sort]
+    return names, np.concatenate(tags)[sort], np.concatenate(steps)[sort], np.concatenate(walls)[sort], np.concatenate(values)[sort], line[sort]
 
 
 # logs.MEGATRON_STEP inside one line: its \\s is [ \\t\\x1f] there (the other whitespace breaks lines or is not ASCII)

@@ -253,6 +253,13 @@ class LogParser:
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
 
+    def bulk_state(self) -> tuple:
+        """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""
+        return self.matched, self.last_global, self.generation
+
+    def restore_bulk_state(self, state: tuple) -> None:
+        self.matched, self.last_global, self.generation = state
+
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:
             self.epoch = epoch

@@ -286,3 +286,41 @@ def test_a_line_longer_than_the_line_reader_reads_is_left_to_it():
     parser = LogParser(4096)
     bulklog.parse(parser, ("\n".join(lines) + "\n").encode())
     assert parser.long_lines == 1 or bulklog.parse(LogParser(4096), ("\n".join(lines) + "\n").encode()) is None
+
+
+@st.composite
+def megatron_with_validation(draw):
+    """Megatron iteration lines with its validation lines (and their dashed frames) every few iterations, as Megatron-LM prints them."""
+    lines = draw(megatron_lines())
+    every = draw(st.integers(1, 5))
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if (i + 1) % every == 0:
+            loss = fmt(draw(value))
+            out += ["-" * 60, f" validation loss at iteration {i + 1} | lm loss value: {loss} | lm loss PPL: {fmt(draw(finite))} | ", "-" * 60]
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(megatron_with_validation())
+def test_megatron_validation_lines_are_read_beside_the_bulk_iteration_lines(lines):
+    """Validation lines do not send the chunk to the line reader: they are read alone and merged by line."""
+    got = bulk(lines)
+    assert got is not None, lines[:3]
+    assert same(got, oracle(lines))
+
+
+def test_a_chunk_given_up_leaves_the_parser_as_it_found_it():
+    """The line reader then reads the chunk from the same state: nothing counted twice."""
+    lines = [
+        "{ Epoch:[  1/  1], step:[    1/   10], loss: 2.0, per_step_time: 5ms, overflow cond: False, loss_scale: 1.0, global_norm: [1.0]",
+        "epoch: 1 step: 1, loss is 2.5",
+    ]
+    parser = LogParser()
+    assert bulklog.parse(parser, ("\n".join(lines) + "\n").encode()) is None
+    assert (parser.matched, parser.last_global, parser.generation) == (0, None, None)
+    parser.feed(lines)
+    reference = LogParser()
+    reference.feed(lines)
+    assert parser.matched == reference.matched == 2

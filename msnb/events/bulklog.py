@@ -35,7 +35,8 @@ def _mf_pattern(keep: tuple) -> re.Pattern:
     """
     c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
     return re.compile(
-        rb"\{ ?Epoch:\[ {0,64}+(\d{1,9})/ {0,64}+\d{1,9}\], step:\[ {0,64}+(\d{1,9})/ {0,64}+(\d{1,9})\], loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
+        rb"\{ ?Epoch:\[ {0,64}+(\d{1,9})/ {0,64}+\d{1,9}\], step:\[ {0,64}+(\d{1,9})/ {0,64}+(\d{1,9})\], "
+        rb"loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
         rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
         rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
         rb"global_norm: (?:\[" + c[7] + rb"\]|" + c[7] + rb")(?:, train_throughput_per_npu: " + c[8] + rb"T)?$",

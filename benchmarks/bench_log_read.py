@@ -8,7 +8,7 @@ numbers; then reads each in a fresh child process per tool:
 
 - ``msnb``: ``msnb.read(path)``, every scalar of every line kept (timestamps, checks, problems);
 - ``script``: what one writes without a tool: one regular expression per line, the numbers into lists, a DataFrame;
-- ``read_csv``: pandas reading the same numbers from a CSV (the floor a table reader sets).
+- ``read_csv``: pandas reading the same numbers from a CSV (the floor a table reader sets); for msprobe's own CSV, that file.
 
 Prints CPU seconds (``time.process_time`` in the child: steadier than wall time on a shared machine), the best and
 median wall seconds, MB/s and the ratios to msnb, with the load average.  Then the peak RSS of ``msnb.read`` on a
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -98,6 +99,27 @@ def write_csv(mf_log: Path, out: Path) -> Path:
     return out
 
 
+def write_msprobe(directory: Path, steps: int) -> Path:
+    """A msprobe v1 activation CSV as its training-state monitor writes it: 100 modules a step, six statistics a row."""
+    folder = directory / "msprobe" / "Dec05_02-31-03-rank0-88949a87"
+    path = folder / f"actv_0-{steps - 1}.csv"
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    with open(path, "w") as f:
+        f.write("vpp_stage,name,step,micro_step,min,max,mean,norm,nans,zeros,shape,dtype\n")
+        for step in range(steps):
+            f.write(
+                "".join(
+                    f'0,layers.{m}.mlp.fc1.input,{step},0,{rng.uniform(-1, 0):.8g},{rng.uniform(0, 1):.8g},{rng.gauss(0, 1e-3):.8g},'
+                    f'{rng.uniform(0, 10):.8g},0.0,0.0,"(64, 4096)",Float32\n'
+                    for m in range(100)
+                )
+            )
+    return path
+
+
 def write_big(directory: Path, mb: float) -> Path:
     """An MFLossMonitor log of about *mb* MB."""
     path = directory / f"mindformers_{mb:g}MB.log"
@@ -137,23 +159,25 @@ def main() -> None:
     megatron, mindformers = write_pair(data, args.steps)
     info = write_info_log(mindformers, data / f"info_{args.steps}.log")
     csv = write_csv(mindformers, data / f"mindformers_{args.steps}.csv")
+    probe = write_msprobe(data, args.steps // 20)
     cases = [
-        ("MFLossMonitor log", mindformers, ["msnb", "script", "read_csv"]),
-        ("mindformers info.log (2 other lines a step)", info, ["msnb", "script", "read_csv"]),
-        ("Megatron-LM log", megatron, ["msnb", "script"]),
+        ("MFLossMonitor log", mindformers, csv, ["msnb", "script", "read_csv"]),
+        ("mindformers info.log (2 other lines a step)", info, csv, ["msnb", "script", "read_csv"]),
+        ("Megatron-LM log", megatron, None, ["msnb", "script"]),
+        (f"msprobe actv CSV ({args.steps // 20:,} steps x 100)", probe, probe, ["msnb", "read_csv"]),
     ]
     print(f"{args.steps:,} steps; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; CPU seconds are the child's own")
     print(f"  {'file':<46} {'MB':>6} {'tool':<9} {'rows':>9} {'CPU s':>7} {'MB/s CPU':>9} {'wall best':>10} {'median':>7} {'CPU / msnb':>10}")
-    for label, path, tools in cases:
+    for label, path, table, tools in cases:
         runs = {tool: [] for tool in tools}
         for _ in range(args.repeat):
             for tool in tools:
-                runs[tool].append(child(tool, csv if tool == "read_csv" else path))
+                runs[tool].append(child(tool, table if tool == "read_csv" else path))
         ours = min(r["cpu"] for r in runs["msnb"])
         for tool in tools:
             cpu = min(r["cpu"] for r in runs[tool])
             walls = [r["wall"] for r in runs[tool]]
-            size = (csv if tool == "read_csv" else path).stat().st_size / 1e6
+            size = (table if tool == "read_csv" else path).stat().st_size / 1e6
             print(
                 f"  {label if tool == tools[0] else '':<46} {size:>6.1f} {tool:<9} {runs[tool][-1]['rows']:>9,} {cpu:>7.3f} {size / cpu:>9.0f}"
                 f" {min(walls):>10.3f} {statistics.median(walls):>7.3f} {cpu / ours:>10.2f}"

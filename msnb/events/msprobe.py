@@ -274,6 +274,85 @@ class CsvFile:
         return tag, step, value
 
     def _lines(self, body: bytes, parts: list, problems: list, skipped: dict) -> None:
+        if self.header is None and b"\n" in body:  # the header line alone, then the rows in bulk
+            cut = body.index(b"\n") + 1
+            self._rows_of(body[:cut], parts, problems, skipped)
+            body = body[cut:]
+        if self.header is not None and body:
+            bulk = self._bulk(body)
+            if bulk is not None:
+                part, lines, rows = bulk
+                self.line += lines
+                self.rows += rows
+                parts.append(part)
+                return
+        self._rows_of(body, parts, problems, skipped)
+
+    def _bulk(self, body: bytes) -> tuple | None:
+        """``((tag codes, steps, values), lines, rows)`` of a chunk whose every line is a plain row msprobe writes, else None.
+
+        One pattern over the buffer gives the columns (only the name, stage, step and statistics captured; a quoted
+        shape allowed); each distinct name is named once. A chunk with any other line (an empty one, a quote
+        elsewhere, a row one column short, a step or statistic that is no number, a line too long, a byte not
+        ASCII) is read row by row instead, which says what it skipped.
+        """
+        if not self.ops or not body.isascii():
+            return None
+        if not body.endswith(b"\n"):
+            body += b"\n"
+        pattern, order, keys = self._row_pattern()
+        groups = pattern.groups
+        parts = pattern.split(body)
+        lines = body.count(b"\n")
+        between = parts[:: groups + 1]  # b"", then each row's line end: anything else is a line of another shape
+        if len(between) != lines + 1 or between[0] != b"" or between.count(b"\n") != lines:
+            return None
+        ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+        if int(np.diff(ends, prepend=-1).max()) - 1 > MAX_LINE:
+            return None
+        cols = [parts[1 + g :: groups + 1] for g in order]
+        try:
+            steps = np.fromiter(map(int, cols[0]), dtype=np.int64, count=lines)
+            values = np.empty((lines, len(self.ops)), dtype=np.float64)
+            for j in range(len(self.ops)):
+                col = cols[1 + j]
+                if col[0] == col[-1] and col.count(col[0]) == lines:  # a statistic that never changes (nans, zeros)
+                    values[:, j] = float(col[0])
+                else:
+                    values[:, j] = np.fromiter(map(float, col), dtype=np.float64, count=lines)
+        except ValueError:
+            return None
+        names = list(zip(*cols[1 + len(self.ops) :])) if keys else [()] * lines
+        index = {key: k for k, key in enumerate(dict.fromkeys(names))}
+        codes = np.empty((len(index), len(self.ops)), dtype=np.int32)
+        for key, k in index.items():
+            row = [""] * len(self.header)
+            for i, text in zip(keys, key):
+                row[i] = text.decode()
+            prefix, name = self._name(row)
+            for j, (_i, op) in enumerate(self.ops):
+                codes[k, j] = self.tags.setdefault(f"{prefix}/{name}/{op}", len(self.tags))
+        key_code = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=lines)
+        return (codes[key_code].ravel(), np.repeat(steps, len(self.ops)), values.ravel()), lines, lines
+
+    def _row_pattern(self) -> tuple[re.Pattern, list, list]:
+        """The header's row as one pattern, which of its groups are the step, the statistics and the name's columns, and those columns."""
+        keys = [i for i, c in enumerate(self.header) if c in ("vpp_stage", "name", "module_name", "scope", "micro_step")]
+        order = [self.at["step"], *(i for i, _op in self.ops), *keys]
+        fields = []
+        for i, column in enumerate(self.header):
+            if column == "shape":
+                field = rb'(?:"[^"\n]{0,4096}+"|[^,"\n]*+)'
+            elif column == "step":
+                field = rb"\d{1,18}"  # as _step takes it (no sign, no underscore); spaces around it: row by row
+            else:
+                field = rb'[^,"\n]*+'
+            fields.append(rb"(" + field + rb")" if i in order else field)
+        positions = sorted(order)  # findall gives the groups in column order
+        return re.compile(rb"^" + rb",".join(fields) + rb"\r?$", re.M), [positions.index(i) for i in order], keys
+
+    def _rows_of(self, body: bytes, parts: list, problems: list, skipped: dict) -> None:
+        """Rows one by one (the header included): what :meth:`_bulk` leaves, with what was skipped said."""
         lines = body.decode("utf-8", "replace").split("\n")  # a newline byte is never inside a UTF-8 character
         if lines and lines[-1] == "":
             lines.pop()

@@ -313,3 +313,54 @@ def test_the_health_magic_takes_min_history():
     )
     assert out["auto"] == 20 and out["given"] == 25
     assert "min_history" in out["err"]
+
+
+ROW_TEXTS = [
+    '0,fc1.input,{s},0,-1.5,2.5,0.1,3.0,0.0,0.0,"(64, 32)",Float32',
+    "0,fc2.output,{s},1,1e-3,nan,inf,-inf,0.0,0.0,(64),Float32",
+    '1,fc1.input,{s},0,1,2,3,4,5,6,"(2, 2)",Float16',
+    "fc1.weight,0.5,{s},1.0,2.0,3.0,4.0,5.0,\"(4,)\",Float32",  # one column short: 26.2.0's exp_avg rows
+    '0,"a,b",{s},0,1,2,3,4,5,6,"(2, 2)",Float32',
+    "0,fc1.input,{s},0,x,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,\u0661{s},0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,{s},0, 1.5 ,2,3,4,5,6,(2),Float32",
+    "",
+    "0,fc1.input,{s},0,1,2,3,4,5,6,(2),Float32\r",
+    "0,fc\u00e9.input,{s},0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,{s},0,1_0,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,-{s},0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,+{s},0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,1_{s},0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input, {s} ,0,1,2,3,4,5,6,(2),Float32",
+    "0,fc1.input,1234567890123456789{s},0,1,2,3,4,5,6,(2),Float32",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(ROW_TEXTS), st.integers(0, 50)), min_size=1, max_size=40), st.integers(64, 2048))
+def test_rows_read_in_bulk_equal_rows_read_one_by_one(tmp_path_factory, rows, chunk):
+    """The pattern over a chunk gives what reading each row with the csv module gives, problems included (or leaves the chunk to it)."""
+    text = "vpp_stage,name,step,micro_step,min,max,mean,norm,nans,zeros,shape,dtype\n" + "".join(r.format(s=s) + "\n" for r, s in rows)
+    run = _v1(tmp_path_factory.mktemp("csv"), {"exp_avg_0-50.csv": text})
+    results = []
+    for bulk in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(msprobe_module, "CHUNK", chunk)
+            if not bulk:
+                mp.setattr(msprobe_module.CsvFile, "_bulk", lambda self, body: None)
+            r = msnb.read(run)
+        s = r.scalars
+        results.append((list(zip(s.tag.tolist(), s.step.tolist(), [repr(v) for v in s.value.tolist()])), sorted(str(p) for p in r.problems)))
+    assert results[0] == results[1]
+
+
+def test_a_plain_chunk_is_read_in_bulk(tmp_path):
+    """msprobe's own rows (a quoted shape, no other quote) take the bulk way."""
+    body = b"".join(b'0,layers.%d.fc.input,%d,0,-1.5,2.5,0.1,3.0,0.0,0.0,"(64, 32)",Float32\n' % (i % 7, i) for i in range(100))
+    state = msprobe_module.CsvFile(str(tmp_path / "actv_0-99.csv"))
+    state._set_header("vpp_stage,name,step,micro_step,min,max,mean,norm,nans,zeros,shape,dtype", [])
+    got = state._bulk(body)
+    assert got is not None
+    (codes, steps, values), lines, rows = got
+    assert (lines, rows, codes.size) == (100, 100, 600)
+    assert steps[:6].tolist() == [0] * 6 and values[:6].tolist() == [-1.5, 2.5, 0.1, 3.0, 0.0, 0.0]

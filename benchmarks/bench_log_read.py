@@ -112,7 +112,7 @@ def write_msprobe(directory: Path, steps: int) -> Path:
         for step in range(steps):
             f.write(
                 "".join(
-                    f'0,layers.{m}.mlp.fc1.input,{step},0,{rng.uniform(-1, 0):.8g},{rng.uniform(0, 1):.8g},{rng.gauss(0, 1e-3):.8g},'
+                    f"0,layers.{m}.mlp.fc1.input,{step},0,{rng.uniform(-1, 0):.8g},{rng.uniform(0, 1):.8g},{rng.gauss(0, 1e-3):.8g},"
                     f'{rng.uniform(0, 10):.8g},0.0,0.0,"(64, 4096)",Float32\n'
                     for m in range(100)
                 )

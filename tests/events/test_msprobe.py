@@ -319,7 +319,7 @@ ROW_TEXTS = [
     '0,fc1.input,{s},0,-1.5,2.5,0.1,3.0,0.0,0.0,"(64, 32)",Float32',
     "0,fc2.output,{s},1,1e-3,nan,inf,-inf,0.0,0.0,(64),Float32",
     '1,fc1.input,{s},0,1,2,3,4,5,6,"(2, 2)",Float16',
-    "fc1.weight,0.5,{s},1.0,2.0,3.0,4.0,5.0,\"(4,)\",Float32",  # one column short: 26.2.0's exp_avg rows
+    'fc1.weight,0.5,{s},1.0,2.0,3.0,4.0,5.0,"(4,)",Float32',  # one column short: 26.2.0's exp_avg rows
     '0,"a,b",{s},0,1,2,3,4,5,6,"(2, 2)",Float32',
     "0,fc1.input,{s},0,x,2,3,4,5,6,(2),Float32",
     "0,fc1.input,\u0661{s},0,1,2,3,4,5,6,(2),Float32",

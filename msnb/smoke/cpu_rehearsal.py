@@ -11,7 +11,10 @@ monitoring needs; nothing is changed on Ascend, and nothing here ever runs in
 the user's kernel (importing this module changes nothing: :func:`apply` does).
 
 Each replacement is a function that returns one line for the verdict, or None
-when the module it patches is absent.  The files they patch are byte-identical
+when the module it patches is absent.  A replacement that builds a layer marks
+itself reached when the network builds one (in ``__init__``, which runs in
+Python in graph mode too): the verdict names only the replacements the model
+used, never a MoE replacement for a dense model.  The files they patch are byte-identical
 in mindformers 1.9, 2.0 and 2.1; the runner rehearses only the pairs the smoke
 is tested with (:mod:`msnb.smoke.tested_stack`) and says *not rehearsed* for
 any other before starting anything.
@@ -23,6 +26,14 @@ import importlib
 import sys
 
 from .mindformers_plan import CPU_WRAPPER
+
+
+REACHED: set = set()  # the replacements whose layer the network built (their functions' names)
+
+
+def reached(lines: list) -> list:
+    """The ``(name, line)`` pairs :func:`apply` returned, kept where the replacement was reached or marks nothing."""
+    return [line for name, line in lines if name not in _MARKED or name in REACHED]
 
 
 def _module(name: str):
@@ -42,7 +53,11 @@ def _overflow_wrapper() -> str | None:
     def get_overflow_status(self, status, compute_output):
         return self._get_distributed_overflow_status_on_infnan_mode(_ascend_grad_overflow, compute_output)
 
-    cls = type(CPU_WRAPPER, (MFTrainOneStepCell,), {"get_overflow_status": get_overflow_status, "__module__": __name__})
+    def __init__(self, *args, **kwargs):
+        MFTrainOneStepCell.__init__(self, *args, **kwargs)
+        REACHED.add("_overflow_wrapper")
+
+    cls = type(CPU_WRAPPER, (MFTrainOneStepCell,), {"__init__": __init__, "get_overflow_status": get_overflow_status, "__module__": __name__})
     MindFormerRegister.register_cls(cls, module_type=MindFormerModuleType.WRAPPER, alias=CPU_WRAPPER)
     return f"runner_wrapper MFTrainOneStepCell -> {CPU_WRAPPER}: the overflow check uses IsFinite (NPUGetFloatStatusV2 is Ascend's)"
 
@@ -51,7 +66,13 @@ def _fused_rms_norm() -> str | None:
     norm = _module("mindformers.parallel_core.training_graph.transformer.norm")
     if norm is None or not hasattr(norm, "FusedRMSNorm"):
         return None
-    norm.FusedRMSNorm = norm.RMSNorm
+
+    class RMSNormForFused(norm.RMSNorm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            REACHED.add("_fused_rms_norm")
+
+    norm.FusedRMSNorm = RMSNormForFused
     return "fused RmsNorm -> RMSNorm (the new-architecture layer specs hard-code the fused kernel, whatever fused_norm says)"
 
 
@@ -63,6 +84,10 @@ def _outer() -> str | None:
 
     class Outer(nn.Cell):
         """x outer y as a reshape and a broadcast multiply."""
+
+        def __init__(self):
+            super().__init__()
+            REACHED.add("_outer")
 
         def construct(self, x, y):
             return ops.reshape(x, (-1, 1)) * ops.reshape(y, (1, -1))
@@ -93,6 +118,7 @@ def _flash_attention() -> str | None:
             self.pre_tokens = 2147483647 if sparse_mode in (2, 3) else pre_tokens
             self.next_tokens = 0 if sparse_mode in (2, 3) else next_tokens
             self.sparse_mode_right_down = sparse_mode == 3
+            REACHED.add("_flash_attention")
 
         def _bnsd(self, x):
             if self.layout == "BSH":
@@ -153,6 +179,8 @@ def _compressed_mask() -> str | None:
         compressed = kwargs.get("use_attn_mask_compression", args[6] if len(args) > 6 else False)
         original(self, max(seq_length, 2048) if compressed else seq_length, *args, **kwargs)
         self.seq_length = seq_length
+        if compressed and seq_length < 2048:
+            REACHED.add("_compressed_mask")
 
     mg.CausalMaskGenerate.__init__ = __init__
     return "CausalMaskGenerate: the compressed 2048 x 2048 mask built for the shrunk sequence (mindformers wants a sequence of 2048 or more)"
@@ -170,6 +198,13 @@ def _embedding_backward() -> str | None:
         return ops.reshape(out, (bs, seq_len, weight.shape[1]))
 
     layers.VocabParallelEmbedding.embedding_func = embedding_func
+    built = layers.VocabParallelEmbedding.__init__
+
+    def __init__(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        REACHED.add("_embedding_backward")
+
+    layers.VocabParallelEmbedding.__init__ = __init__
     # mindformers' Morph types the lookup's output as the token ids (int32); the Gather above returns the weights' dtype,
     # which is what an embedding dropout (hidden_dropout > 0) downstream must see
     layers.embedding_infer_dtype = lambda *args: args[1]
@@ -212,7 +247,11 @@ def _moe_router() -> str | None:
         return None
     from mindspore import ops  # deferred: MindSpore (the mindspore extra)
 
-    router.TopkExt = lambda: ops.TopK(sorted=True)
+    def topk():  # called where the router builds its layers
+        REACHED.add("_moe_router")
+        return ops.TopK(sorted=True)
+
+    router.TopkExt = topk
     return "TopkExt in the MoE router -> TopK"
 
 
@@ -222,7 +261,11 @@ def _glm2_norm() -> str | None:
         return None
     from mindspore.ops import operations as P  # deferred: MindSpore (the mindspore extra)
 
-    glm2.check_rmsnorm_big_kernel_valid = lambda: False
+    def unfused() -> bool:  # asked where ChatGLM2RMSNorm builds itself
+        REACHED.add("_glm2_norm")
+        return False
+
+    glm2.check_rmsnorm_big_kernel_valid = unfused
     glm2.ChatGLM2RMSNorm.cast = P.Cast()  # the unfused branch uses a cast only the fused branch defines
     return "ChatGLM2RMSNorm: the unfused formula (its fused RmsNorm is Ascend's)"
 
@@ -266,6 +309,8 @@ def _dropout() -> str | None:
             self.p = drop_prob
             self.use_dropout = drop_prob != 0
             self.dropout = P.Dropout(keep_prob=1.0 - drop_prob) if self.use_dropout else None
+            if self.use_dropout:
+                REACHED.add("_dropout")
 
         def construct(self, x):
             if not self.training or not self.use_dropout:
@@ -307,6 +352,7 @@ def _fused_swiglu() -> str | None:
         def __init__(self, config=None):
             super().__init__()
             self.swiglu = _SwigluFormula()
+            REACHED.add("_fused_swiglu")
 
         def construct(self, x, dim=-1):
             return self.swiglu(x, dim)
@@ -334,6 +380,8 @@ def _qwen3_moe_dense() -> str | None:
     spec = train.get_gpt_layer_local_spec
 
     def dense_spec(*args, **kwargs):
+        if kwargs.get("num_experts"):
+            REACHED.add("_qwen3_moe_dense")
         kwargs["num_experts"] = None
         return spec(*args, **kwargs)
 
@@ -356,6 +404,12 @@ NEW_ARCHITECTURE = (
     _qwen3_moe_dense,
 )
 PYNATIVE_ONLY = (_pynative_models, _pynative_ops)
+# the replacements that mark themselves reached (the others are said whenever they were made)
+_MARKED = frozenset(
+    f.__name__
+    for f in (_overflow_wrapper, _fused_rms_norm, _outer, _flash_attention, _compressed_mask, _embedding_backward)
+    + (_moe_router, _glm2_norm, _dropout, _fused_swiglu, _qwen3_moe_dense)
+)
 
 
 def apply(*, legacy: bool, family: str = "", pynative: bool = False) -> list[str]:
@@ -367,13 +421,14 @@ def apply(*, legacy: bool, family: str = "", pynative: bool = False) -> list[str
         pynative: whether the run is in PyNative mode (new-architecture models need three more replacements).
 
     Returns:
-        One line per replacement made, for the verdict's ``cpu_rehearsal`` check.
+        ``(name, line)`` per replacement made; :func:`reached` keeps those the network used, for the verdict's
+        ``cpu_rehearsal`` check.
     """
     if legacy:
         steps = LEGACY + (LEGACY_GLM if "glm" in family.lower() else ())
     else:
         steps = NEW_ARCHITECTURE + (PYNATIVE_ONLY if pynative else ())
-    return [line for line in (step() for step in steps) if line]
+    return [(step.__name__, line) for step, line in ((step, step()) for step in steps) if line]
 
 
-__all__ = ["apply"]
+__all__ = ["apply", "reached"]

@@ -231,6 +231,7 @@ def main(spec_path: str) -> int:
     failure = os.path.join(workdir, "failure.json")
     stage = "importing mindformers"
     rank = 0
+    made, reached, said = [], None, {}  # the CPU replacements made; cpu_rehearsal.reached once imported; rehearsal.json's content
     try:
         guarded = guard_deepseek_v4_import()  # before mindformers: its 2.0 import needs hyper_parallel otherwise
         # deferred until the death signal is armed, and inside the try (a failure is this stage's line): mindformers, MindSpore
@@ -238,20 +239,20 @@ def main(spec_path: str) -> int:
         from mindformers import MindFormerConfig, Trainer, build_context
 
         from ..monitor import current_rank
-        from .cpu_rehearsal import apply
+        from .cpu_rehearsal import apply, reached
         from .step_callbacks import StepTimer, StopAt
 
-        applied = []
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
-            applied = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
-        applied = [guarded, *applied] if guarded else applied
+            made = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
         stage = "loading the config (MindFormerConfig)"
         config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
         stage = "applying the smoke's changes to mindformers' config"
         differences = apply_overrides(config, spec["overrides"])
-        with open(os.path.join(workdir, "rehearsal.json"), "w") as f:
-            json.dump({"mindformers": getattr(mindformers, "__version__", "?"), "replaced": applied, "differences": differences}, f)
+        # every replacement made, until the network is built: then those it used (below)
+        said = {"mindformers": getattr(mindformers, "__version__", "?"), "replaced": [guarded] * bool(guarded) + [line for _, line in made]}
+        said["differences"] = differences
+        _write_rehearsal(workdir, said)
         stage = "checking the model type"
         check_model_type(config, bool(spec.get("legacy")))
         stage = "building the context (build_context)"
@@ -285,8 +286,18 @@ def main(spec_path: str) -> int:
             json.dump({"stage": stage, "line": _one_line(exc), "cause": cause, "kernel": kernel, "rank": rank}, f)
         sys.stdout.flush()
         return 1
+    finally:
+        if said and stage.startswith("building the model"):  # the network was built (or began to be): say what it used
+            said["replaced"] = [guarded] * bool(guarded) + reached(made)
+            _write_rehearsal(workdir, said)
     print("msnb smoke worker: mindformers training finished", flush=True)
     return 0
+
+
+def _write_rehearsal(workdir: str, said: dict) -> None:
+    """rehearsal.json: the mindformers version, the CPU replacements and the config differences, for the verdict."""
+    with open(os.path.join(workdir, "rehearsal.json"), "w") as f:
+        json.dump(said, f)
 
 
 if __name__ == "__main__":

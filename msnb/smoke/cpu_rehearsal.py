@@ -27,7 +27,6 @@ import sys
 
 from .mindformers_plan import CPU_WRAPPER
 
-
 REACHED: set = set()  # the replacements whose layer the network built (their functions' names)
 
 

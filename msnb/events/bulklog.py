@@ -112,6 +112,8 @@ def parse(parser, body: bytes, wanted=None):
 
     *wanted* (tags, or None for all): columns of other tags are not converted.
     """
+    if not body:
+        return [], 0  # (no line: the rest of a line longer than a chunk, cut)
     if not body.endswith(b"\n"):
         body += b"\n"
     quick = _quick(parser, body, wanted)

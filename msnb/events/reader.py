@@ -535,29 +535,29 @@ class FileState:
 
     def _feed(self, body: bytes, out: ReadResult, cols) -> None:
         bulk = parse_bulk(self.parser, body, self.wanted)
-        if bulk is not None:  # every line of the chunk of a layout read at numpy speed
+        if bulk is not None:  # every line of the chunk of a layout read at numpy speed (a few read alone by the line reader)
             points, lines = bulk
             self.parser.lines += lines
             if points:
                 self.records += len(points[1])
                 cols.add_columns(*points)
-            return
-        before = self.parser.long_lines
-        points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
-        if self.parser.long_lines > before:
-            out.problems.append(
-                Problem(
-                    self.source.path,
-                    None,
-                    ProblemKind.LINE,
-                    f"{count(self.parser.long_lines - before, 'line')} longer than {self.parser.max_line:,} characters; only their start was parsed",
-                    "info",
+        else:
+            before = self.parser.long_lines
+            points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
+            if self.parser.long_lines > before:
+                out.problems.append(
+                    Problem(
+                        self.source.path,
+                        None,
+                        ProblemKind.LINE,
+                        f"{count(self.parser.long_lines - before, 'line')} longer than {self.parser.max_line:,} characters; only their start was parsed",
+                        "info",
+                    )
                 )
-            )
+            self.records += len(points)
+            cols.add(points)
         for message in self.parser.take_declined():
             out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
-        self.records += len(points)
-        cols.add(points)
 
 
 class _LogColumns:

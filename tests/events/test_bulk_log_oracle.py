@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import msnb
 from msnb.events import bulklog
 from msnb.events.logs import LogParser
 
@@ -324,3 +326,27 @@ def test_a_chunk_given_up_leaves_the_parser_as_it_found_it():
     reference = LogParser()
     reference.feed(lines)
     assert parser.matched == reference.matched == 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.one_of(mf_lines(), megatron_with_validation(), pynative_lines(), hostile_lines()), min_size=1, max_size=4),
+    st.integers(200, 4000),
+)
+def test_a_whole_file_read_in_chunks_equals_it_read_line_by_line(tmp_path_factory, parts, chunk):
+    """msnb.read of a file of several layouts, in small chunks (state carried across them), with and without bulk parsing."""
+    from msnb.events import reader
+
+    path = tmp_path_factory.mktemp("log") / "train.log"
+    path.write_text("\n".join(line for part in parts for line in part) + "\n", encoding="utf-8")
+    results = []
+    for use_bulk in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reader, "LOG_CHUNK", chunk)
+            if not use_bulk:
+                mp.setattr(reader, "parse_bulk", lambda *args: None)
+            r = msnb.read(path)
+        s = r.scalars
+        rows = list(zip(s.tag.tolist(), s.step.tolist(), [repr(w) for w in s.wall_time.tolist()], [repr(v) for v in s.value.tolist()]))
+        results.append((rows, sorted(str(p) for p in r.problems)))
+    assert results[0] == results[1]

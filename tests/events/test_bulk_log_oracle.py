@@ -350,3 +350,35 @@ def test_a_whole_file_read_in_chunks_equals_it_read_line_by_line(tmp_path_factor
         rows = list(zip(s.tag.tolist(), s.step.tolist(), [repr(w) for w in s.wall_time.tolist()], [repr(v) for v in s.value.tolist()]))
         results.append((rows, sorted(str(p) for p in r.problems)))
     assert results[0] == results[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.one_of(mf_lines(), megatron_with_validation(), pynative_lines()), min_size=1, max_size=3),
+    st.lists(st.integers(1, 900), min_size=1, max_size=12),
+)
+def test_a_log_followed_while_it_is_written_equals_it_read_once(tmp_path_factory, parts, cuts):
+    """Pieces of any size (a line cut anywhere) appended between polls: the rows and problems of one read at the end."""
+    from msnb.events import Follower
+
+    folder = tmp_path_factory.mktemp("follow")
+    data = ("\n".join(line for part in parts for line in part) + "\n").encode()
+    follower = Follower(folder)
+    at = 0
+    with open(folder / "train.log", "wb") as f:
+        for cut in cuts + [len(data)]:
+            f.write(data[at : at + cut])
+            f.flush()
+            at += cut
+            follower.poll()
+            if at >= len(data):
+                break
+    follower.close()
+    once = msnb.read(folder)
+
+    def rows(result):
+        s = result.scalars
+        return list(zip(s.tag.tolist(), s.step.tolist(), [repr(w) for w in s.wall_time.tolist()], [repr(v) for v in s.value.tolist()]))
+
+    assert rows(follower.result) == rows(once)
+    assert sorted(map(str, follower.result.problems)) == sorted(map(str, once.problems))

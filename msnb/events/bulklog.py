@@ -233,7 +233,7 @@ class _Marked:
 
 # where a chunk is split whole: its head shows first whether lines outside the layout hold a marker
 _HEAD = 1 << 16
-_QUICK_MISSES = 1  # chunks of a log split whole in vain before its later chunks go straight to the careful way
+_MAX_WAIT = 1 << 10  # chunks read the careful way at most, after chunks split whole in vain, before the next try
 
 
 class _Split:
@@ -271,7 +271,7 @@ class _Split:
         between = parts[:: k + 1]
         n = len(between) - 1
         if not self._inert_between(between, progress):
-            self.parser.bulk_misses += 1
+            self._missed()
             return None
         nl = self.nl
         if int(np.diff(nl, prepend=-1).max()) - 1 + longest > self.parser.max_line:
@@ -282,10 +282,19 @@ class _Split:
         if not self.text.isascii():  # the text before a match is read for its time by characters: it must be its bytes
             high = np.flatnonzero(self.arr >= 128)
             if (np.searchsorted(high, self.ends) != np.searchsorted(high, self.starts)).any():
-                self.parser.bulk_misses += 1
+                self._missed()
                 return None
         self.free = free
         return [parts[1 + j :: k + 1] for j in range(k)], lines
+
+    def _missed(self) -> None:
+        """A chunk split whole in vain (the head looked inert): the next 1, then 3, 7... chunks go the careful way.
+
+        A log whose chunks all hold a line outside the layout past their head is split in vain a few times
+        only; one odd stretch (a config dump) costs one chunk, not the rest of the file.
+        """
+        self.parser.bulk_misses += 1
+        self.parser.bulk_wait = min(2**self.parser.bulk_misses - 1, _MAX_WAIT)
 
     def _inert_between(self, between: list, progress: bool) -> bool:
         """Whether the text between the matches holds no marker and no line break but \\n (then kept for :meth:`wall`)."""
@@ -322,7 +331,8 @@ class _Split:
 
 def _quick(parser, body: bytes, wanted):
     """``(points, lines)`` of a chunk that is one layout's lines and inert text, read by :class:`_Split`; else None."""
-    if parser.bulk_misses >= _QUICK_MISSES:
+    if parser.bulk_wait:
+        parser.bulk_wait -= 1
         return None
     head = body[:_HEAD]
     first = [(at, layout) for marker, layout in _LAYOUTS if (at := head.find(marker)) >= 0]

@@ -252,6 +252,7 @@ class LogParser:
         self.megatron = {"": MegatronNames(""), "validation ": MegatronNames("validation ")}
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
+        self.bulk_wait = 0  # chunks it reads the careful way before splitting one whole again (2**misses - 1 after a miss)
 
     def bulk_state(self) -> tuple:
         """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""

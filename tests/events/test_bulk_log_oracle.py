@@ -382,3 +382,18 @@ def test_a_log_followed_while_it_is_written_equals_it_read_once(tmp_path_factory
 
     assert rows(follower.result) == rows(once)
     assert sorted(map(str, follower.result.problems)) == sorted(map(str, once.problems))
+
+
+def test_a_chunk_split_in_vain_costs_the_next_chunk_only():
+    """A line outside the layout past a chunk's head (a stray LossMonitor line): the next chunk goes the careful way, the one after is split whole again."""
+    line = "2024-06-01 10:00:{s:02d},100 - mindformers[callback.py:747] - INFO - {{ Epoch:[  1/  1], step:[{i:6d}/999999], loss:[2.5/2.5], per_step_time: 5ms, overflow cond: False, loss_scale: 1.0, global_norm: [1.0]"
+    lines = [line.format(s=i % 60, i=i) for i in range(1, 3001)]
+    body = ("\n".join(lines[:1000] + ["epoch: 1 step: 1, loss is 2.5"] + lines[1000:2000]) + "\n").encode()
+    assert body.index(b"epoch:") > bulklog._HEAD
+    parser = LogParser()
+    bulklog.parse(parser, body)
+    assert (parser.bulk_misses, parser.bulk_wait) == (1, 1)
+    pure = ("\n".join(lines[2000:2500]) + "\n").encode()
+    bulklog.parse(parser, pure)
+    assert parser.bulk_wait == 0
+    assert bulklog._quick(parser, ("\n".join(lines[2500:]) + "\n").encode(), None) is not None

@@ -731,8 +731,16 @@ _PYNATIVE_FIELD = re.compile(r" ([a-z][a-z0-9_]{0,63}):( *)(" + _NUM.decode() + 
 _MTP_NAME = re.compile(r"mtp_(\d{1,3})_loss")
 
 
+# mindformers 2.x's loss field on a non-last pipeline stage (loss_callback.py), then a comma
+_NOT_LAST_STAGE = " loss: N/A (non-last PP stage, refer to last stage for real loss)"
+
+
 def _pynative(parser, where, wanted):
-    """Dynamic-graph trainer lines of the first one's layout (no "loss: N/A" line): ``(points, their line numbers)``, or None."""
+    """Dynamic-graph trainer lines of the first one's layout: ``(points, their line numbers)``, or None.
+
+    A non-last pipeline stage prints every line with ``loss: N/A (...)``: those are a layout of their own, read as
+    the line reader reads them (the stage's counters and step time, no loss, no last step kept).
+    """
     body = where.body
     first = re.search(_PYNATIVE_HEAD, body)
     if first is None:
@@ -742,8 +750,13 @@ def _pynative(parser, where, wanted):
     if not rest.isascii() or len(rest) > 2048:
         return None
     rest = rest.decode()
-    fields, at = [], 0
+    fields, at, stage = [], 0, False
     while at < len(rest):
+        if not stage and rest.startswith(_NOT_LAST_STAGE + ",", at):
+            stage = True
+            fields.append(("loss", 1, ""))
+            at += len(_NOT_LAST_STAGE) + 1
+            continue
         m = _PYNATIVE_FIELD.match(rest, at)
         if m is None:
             return None  # not a layout of plain "name: number" fields (N/A, a list, a word): the line reader's
@@ -757,12 +770,16 @@ def _pynative(parser, where, wanted):
     if any(spaces > 64 or (name.endswith("_loss") and not spaces) or (i < names.index("loss") and unit) for i, (name, spaces, unit) in enumerate(fields)):
         return None  # where the line reader stops looking for the value, or where "_loss: " would not be seen
     loss_at = names.index("loss")
-    generation_2 = parser.generation == 2 or loss_at > 0 or any(name.endswith("_loss") for name in names[loss_at + 1 :])
-    mtp = {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
-    known = {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
+    generation_2 = stage or parser.generation == 2 or loss_at > 0 or any(name.endswith("_loss") for name in names[loss_at + 1 :])
+    mtp = {} if stage else {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
+    known = dict(logs._STAGE_FIELDS) if stage else {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
     kept = {name for name in names if name in known and (wanted is None or known[name] in wanted)}
     pattern, captured, longest = [_PYNATIVE_HEAD], [], 9 + 2 * 64 + 2 * 18 + 3
     for i, (name, _, unit) in enumerate(fields):
+        if stage and i == loss_at:
+            pattern.append((b"," if i else b"") + re.escape(_NOT_LAST_STAGE.encode()))
+            longest += len(_NOT_LAST_STAGE) + 1
+            continue
         number = rb"\d{1,19}" if i < loss_at else _NUM  # the line reader's counters before the loss are digits only
         number = rb"(" + number + rb")" if name in kept else number
         pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + rb" {0,64}+" + number + re.escape(unit.encode()))
@@ -786,7 +803,10 @@ def _pynative(parser, where, wanted):
             return None
         values[name] = numbers
     # the line reader's order: the loss, its named fields in its own order, then the mtp_N_loss fields as printed
-    order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
+    if stage:
+        order = [name for name in logs._STAGE_FIELDS if name in values]
+    else:
+        order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
     cols = []
     for name in order:
         v = values[name]
@@ -796,7 +816,10 @@ def _pynative(parser, where, wanted):
     if generation_2:
         parser.generation = 2
     parser.matched += n
-    parser.last_global = (int(gstep[-1]), float(wall[-1]))
+    if stage:
+        parser.not_last_stage += n  # (such a line keeps no last step: the line reader's neither)
+    else:
+        parser.last_global = (int(gstep[-1]), float(wall[-1]))
     return _points(cols, lines, gstep, wall), lines
 
 

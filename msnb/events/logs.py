@@ -256,10 +256,10 @@ class LogParser:
 
     def bulk_state(self) -> tuple:
         """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""
-        return self.matched, self.last_global, self.generation
+        return self.matched, self.last_global, self.generation, self.not_last_stage
 
     def restore_bulk_state(self, state: tuple) -> None:
-        self.matched, self.last_global, self.generation = state
+        self.matched, self.last_global, self.generation, self.not_last_stage = state
 
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:

@@ -17,6 +17,7 @@ Patterns are linear: literals first, bounded counters, one way to match each num
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -26,6 +27,12 @@ from . import logs
 # a number as the layouts print it: digits/point/exponent (float() judges it exactly) or NaN/Inf (as logs._NUM takes them);
 # possessive, as the character after a number is never one of its own
 _NUM = rb"[-+]?+(?:[0-9.][0-9.eE+-]{0,62}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
+# a number matched but not captured (so float() never judges it): logs._NUM's syntax itself, bounded and possessive,
+# so a field the line reader would decline ("1.2.3", "2.0.0" in a bracket) is no match and the line its business
+_EXACT = (
+    rb"[-+]?+(?:[0-9]{1,64}+(?:\.[0-9]{0,64}+)?+(?:[eE][-+]?+[0-9]{1,64}+)?+|\.[0-9]{1,64}+(?:[eE][-+]?+[0-9]{1,64}+)?+"
+    rb"|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
+)
 
 
 def _mf_pattern(keep: tuple) -> re.Pattern:
@@ -33,10 +40,10 @@ def _mf_pattern(keep: tuple) -> re.Pattern:
 
     The global norm is printed as numpy prints it: ``[1.23]`` for a one-element tensor, ``1.23`` for a scalar (two captures).
     """
-    c = [(rb"(" + _NUM + rb")") if k else _NUM for k in keep]
+    c = [(rb"(" + _NUM + rb")") if k else _EXACT for k in keep]
     return re.compile(
         rb"\{ ?Epoch:\[ {0,64}+(\d{1,9})/ {0,64}+\d{1,9}\], step:\[ {0,64}+(\d{1,9})/ {0,64}+(\d{1,9})\], "
-        rb"loss:(?:\[(" + _NUM + rb")/" + _NUM + rb"\]| (" + _NUM + rb")), "
+        rb"loss:(?:\[(" + _NUM + rb")/" + _EXACT + rb"\]| (" + _NUM + rb")), "
         rb"(?:lm_loss: " + c[0] + rb", )?(?:load_balancing_loss: " + c[1] + rb", )?(?:mtp_loss: " + c[2] + rb", )?(?:indexer_loss: " + c[3] + rb", )?"
         rb"per_step_time: " + c[4] + rb"ms, (?:lr: " + c[5] + rb", )?overflow cond: (?:True|False), loss_scale: " + c[6] + rb", "
         rb"global_norm: (?:\[" + c[7] + rb"\]|" + c[7] + rb")(?:, train_throughput_per_npu: " + c[8] + rb"T)?$",
@@ -116,9 +123,11 @@ def parse(parser, body: bytes, wanted=None):
         return [], 0  # (no line: the rest of a line longer than a chunk, cut)
     if not body.endswith(b"\n"):
         body += b"\n"
+    state = parser.bulk_state()
     quick = _quick(parser, body, wanted)
     if quick is not None:
         return quick
+    parser.restore_bulk_state(state)  # a layout may have counted lines before the quick way gave the chunk up
     chunk = _Chunk(body)
     if chunk.nl is None:
         return None
@@ -132,7 +141,6 @@ def parse(parser, body: bytes, wanted=None):
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
-    state = parser.bulk_state()
     got, own = ([], np.zeros(0, dtype=np.int64)), None
     for marker, layout in _LAYOUTS:
         if marker in marked:
@@ -141,14 +149,14 @@ def parse(parser, body: bytes, wanted=None):
                 own = marker
                 break
             got = ([], np.zeros(0, dtype=np.int64))
-    points = _careful(parser, chunk, marked, own, got)
+    points = _careful(parser, chunk, marked, own, got, wanted)
     if points is None:
         parser.restore_bulk_state(state)  # the line reader reads the chunk from the state it was given
         return None
     return points[:5] if points else [], nl.size
 
 
-def _careful(parser, chunk: _Chunk, marked: dict, own, got):
+def _careful(parser, chunk: _Chunk, marked: dict, own, got, wanted):
     """The layout's points with those of the chunk's other marker lines, or None where the line reader must read the chunk.
 
     Other marker lines must give nothing read alone, except beside Megatron's iteration lines: those set nothing
@@ -169,7 +177,7 @@ def _careful(parser, chunk: _Chunk, marked: dict, own, got):
         return points
     if own != b"iteration":
         return None
-    return _merge(points, _read_alone(parser, chunk, busy))
+    return _merge(points, _read_alone(parser, chunk, busy), wanted)
 
 
 def _read_alone(parser, chunk: _Chunk, lines: list) -> list:
@@ -183,11 +191,11 @@ def _read_alone(parser, chunk: _Chunk, lines: list) -> list:
     return out
 
 
-def _merge(points, alone: list):
-    """Bulk rows (with their lines) and rows read alone, in line order (each line's rows in their own order)."""
+def _merge(points, alone: list, wanted):
+    """Bulk rows (with their lines) and rows read alone (of the *wanted* tags), in line order (each line's rows in their own order)."""
     names = list(points[0]) if points else []
     index = {name: k for k, name in enumerate(names)}
-    rows = [(i, p) for i, got in alone for p in got]
+    rows = [(i, p) for i, got in alone for p in got if wanted is None or p[0] in wanted]
     if not rows:
         return points
     extra_tag = np.array([index.setdefault(p[0], len(index)) for _, p in rows], dtype=np.int32)
@@ -202,10 +210,15 @@ def _merge(points, alone: list):
 
 
 def _inert(line: str, max_line: int) -> bool:
-    """Whether the line reader takes nothing from *line*, whatever it read before (a loss line seen just before included)."""
+    """Whether the line reader takes nothing from *line* and keeps nothing of it, whatever it read before (a loss line seen just before included).
+
+    A LossMonitor line whose step overflows gives no row but sets the epoch it counts from: that is no inert line.
+    """
     probe = logs.LogParser(max_line)
-    probe.last_global = (0, 0.0)
-    return not probe.feed([line]) and probe.matched == 0 and not probe.declined and not probe.not_last_stage
+    probe.last_global = seen = (0, 0.0)
+    if probe.feed([line]) or probe.matched or probe.declined or probe.not_last_stage or probe.fieldless[0]:
+        return False
+    return probe.epoch is None and not probe.epoch_steps and probe.last_global is seen and probe.generation is None
 
 
 class _Marked:
@@ -225,10 +238,10 @@ class _Marked:
         return wall_times(chunk.body, chunk.arr, chunk.starts(lines), chunk.nl[lines])
 
     def progress_lines(self):
-        """``(text, line_of, positions of "samples/s/p")`` for :func:`_progress_points`, or None when there is none."""
+        """``(text, line_of, positions of "samples/s/p", lines holding "Epoch:[")`` for :func:`_progress_points`, or None when there is none."""
         if self.progress is None or not self.progress.size:
             return None
-        return self.body, self.chunk.line_of, self.progress
+        return self.body, self.chunk.line_of, self.progress, self.chunk.line_of(self.marks)
 
 
 # where a chunk is split whole: its head shows first whether lines outside the layout hold a marker
@@ -263,6 +276,10 @@ class _Split:
         """
         if free and not self.body.isascii():
             return None  # a value's characters are not its bytes: the careful way looks at each such line
+        if free:  # a line with no time before its values is the careful way's (see wall): the first shows what the log prints
+            first = pattern.search(self.body)
+            if first is not None and math.isnan(logs._wall_time(self.body[self.body.rfind(b"\n", 0, first.start()) + 1 : first.start()].decode())):
+                return None
         k = pattern.groups
         head = self.body[: self.body.rfind(b"\n", 0, _HEAD) + 1]
         if len(head) < len(self.body) and not self._inert_between(pattern.split(head)[:: k + 1], progress):
@@ -326,7 +343,7 @@ class _Split:
         if not self.progress:
             return None
         at = _positions(self.arr, _MARKERS[-1])
-        return self.text, lambda positions: np.searchsorted(self.nl, positions), at
+        return self.text, lambda positions: np.searchsorted(self.nl, positions), at, np.zeros(0, dtype=np.int64)  # (no "Epoch:[" there)
 
 
 def _quick(parser, body: bytes, wanted):
@@ -402,6 +419,8 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     """
     if not starts.size:
         return np.full(0, np.nan)
+    if starts.size > _TIME_BLOCK:  # a block at a time: a line's window is 64 bytes of index and value
+        return np.concatenate([wall_times(body, arr, starts[i : i + _TIME_BLOCK], ends[i : i + _TIME_BLOCK]) for i in range(0, starts.size, _TIME_BLOCK)])
     head = arr[starts[0] : min(ends[0], starts[0] + 64)]
     digits = np.flatnonzero((head >= 48) & (head <= 57))
     lead = int(digits[0]) if digits.size else 64
@@ -414,6 +433,7 @@ def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarra
     return out
 
 
+_TIME_BLOCK = 1 << 15  # lines whose times are read at once
 _MINUTE_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15])  # YYYY MM DD HH MM: a minute's key, digit by digit
 _MINUTE_WEIGHTS = 10 ** np.arange(11, -1, -1, dtype=np.int64)
 _FRACTION_WEIGHTS = 10 ** np.arange(5, -1, -1, dtype=np.int64)
@@ -475,7 +495,11 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
         ok &= (at(j) >= 48) & (at(j) <= 57)
     ok &= (at(4) == 45) & (at(7) == 45) & ((at(10) == 32) | (at(10) == 84)) & (at(13) == 58) & (at(16) == 58)
     if lead is None:
-        for i in np.flatnonzero(~ok).tolist():  # not the common layout: the line parser's own function
+        # not the common layout: the line parser's own function, where a date (dddd-dd-dd) stands somewhere at all
+        dash = (window == 45) & inside
+        date = digit[:, :-9] & digit[:, 1:-8] & digit[:, 2:-7] & digit[:, 3:-6] & dash[:, 4:-5]
+        date &= digit[:, 5:-4] & digit[:, 6:-3] & dash[:, 7:-2] & digit[:, 8:-1] & digit[:, 9:]
+        for i in np.flatnonzero(~ok & date.any(axis=1)).tolist():
             out[i] = logs._wall_time(body[starts[i] : ends[i]].decode())
     done = ok if lead is not None else np.ones(n, dtype=bool)
     good = np.flatnonzero(ok)
@@ -517,9 +541,9 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
     return out, done
 
 
-# MFLossMonitor's progress line (mindformers 1.x): "  5.0% |██   | 13.05672 samples/s/p  0:00:11 }"; the number ends
-# within 64 characters of the literal, as logs._MF_PROGRESS looks for it (so at most 56 characters and 8 spaces)
-_PROGRESS = re.compile(rb"([-+]?+(?:[0-9.][0-9.eE+-]{0,54}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))) {0,8}samples/s/p")
+# MFLossMonitor's progress line (mindformers 1.x): "  5.0% |██   | 13.05672 samples/s/p  0:00:11 }"; the whole number
+# (nothing of a number just before it) begins within 64 characters of the literal, where logs._MF_PROGRESS looks for it
+_PROGRESS = re.compile(rb"(?<![0-9.eE+-])([-+]?+(?:[0-9.][0-9.eE+-]{0,54}+|(?i:nan|inf(?:inity)?)(?![A-Za-z]))) {0,8}samples/s/p")
 
 
 def _mf(parser, where, wanted):
@@ -578,17 +602,21 @@ def _mf(parser, where, wanted):
     return _points(out, every, np.concatenate([gstep, pstep]), np.concatenate([wall, pwall])), np.sort(every)
 
 
-def _progress_points(text: bytes, line_of, progress: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
+def _progress_points(text: bytes, line_of, progress: np.ndarray, loss_lines: np.ndarray, lines: np.ndarray, gstep: np.ndarray, wall: np.ndarray, before):
     """(line, step, time, samples/s) of the progress lines read as the line reader reads them: the step and time of the loss line before.
 
-    *text* holds every progress line whole, *line_of* gives the chunk's line of a position in it, *progress* the literal's positions.
+    *text* holds every progress line whole, *line_of* gives the chunk's line of a position in it, *progress* the literal's
+    positions, *loss_lines* the lines holding "Epoch:[" (a loss line, even one not of the layout, is no progress line:
+    the line reader reads it as a loss line first). None where a progress line's number is not read as the line reader reads it.
     """
     marked = line_of(progress)
     if np.unique(marked).size != marked.size:
         return None  # a line with the literal twice: the line reader's business
     matches = list(_PROGRESS.finditer(text))
     at = line_of(np.fromiter((m.end() for m in matches), dtype=np.int64, count=len(matches)))
-    mine = ~np.isin(at, lines)  # (a loss line holding the literal is read as a loss line)
+    if not np.isin(marked[~np.isin(marked, lines) & ~np.isin(marked, loss_lines)], at).all():
+        return None  # a progress line whose number this pattern does not take whole (a longer one): the line reader's
+    mine = ~np.isin(at, lines) & ~np.isin(at, loss_lines)  # (a loss line holding the literal is read as a loss line)
     plines = at[mine]
     values = _floats([m.group(1) for m, ok in zip(matches, mine.tolist()) if ok])
     if values is None:
@@ -765,6 +793,8 @@ def _pynative(parser, where, wanted):
     names = [name for name, _, _ in fields]
     if "loss" not in names or any("iteration" in name for name in names):
         return None  # no loss (the line reader's to judge), or a line it could take for Megatron's
+    if any(unit in logs._PYNATIVE_FIELDS for _, _, unit in fields):
+        return None  # "grad_norm: 1.lr }": the line reader reads "lr" there as a field of its own
     if names[: names.index("loss") if "loss" in names else 0] not in ([], ["consumed_samples", "global_batch_size"]) or len(set(names)) != len(names):
         return None
     if any(spaces > 64 or (name.endswith("_loss") and not spaces) or (i < names.index("loss") and unit) for i, (name, spaces, unit) in enumerate(fields)):
@@ -780,8 +810,8 @@ def _pynative(parser, where, wanted):
             pattern.append((b"," if i else b"") + re.escape(_NOT_LAST_STAGE.encode()))
             longest += len(_NOT_LAST_STAGE) + 1
             continue
-        number = rb"\d{1,19}" if i < loss_at else _NUM  # the line reader's counters before the loss are digits only
-        number = rb"(" + number + rb")" if name in kept else number
+        number = rb"\d{1,19}" if i < loss_at else None  # the line reader's counters before the loss are digits only
+        number = rb"(" + (number or _NUM) + rb")" if name in kept else (number or _EXACT)
         pattern.append((b"," if i else b"") + b" " + name.encode() + b":" + rb" {0,64}+" + number + re.escape(unit.encode()))
         longest += len(name) + len(unit) + 3 + 64 + 64
         if name in kept:

@@ -199,7 +199,7 @@ def _number(text: str) -> float | None:
 
 def _step(text: str) -> int | None:
     text = text.strip()
-    return int(text) if text.isdigit() and len(text) <= 18 else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None  # ("²".isdigit(), but no int)
 
 
 class CsvFile:
@@ -342,11 +342,11 @@ class CsvFile:
         fields = []
         for i, column in enumerate(self.header):
             if column == "shape":
-                field = rb'(?:"[^"\n]{0,4096}+"|[^,"\n]*+)'
+                field = rb'(?:"[^"\n\r]{0,4096}+"|[^,"\n\r]*+)'
             elif column == "step":
                 field = rb"\d{1,18}"  # as _step takes it (no sign, no underscore); spaces around it: row by row
             else:
-                field = rb'[^,"\n]*+'
+                field = rb'[^,"\n\r]*+'  # (no CR: the row's own line end must stay outside its last field)
             fields.append(rb"(" + field + rb")" if i in order else field)
         positions = sorted(order)  # findall gives the groups in column order
         return re.compile(rb"^" + rb",".join(fields) + rb"\r?$", re.M), [positions.index(i) for i in order], keys

@@ -409,3 +409,76 @@ def test_a_chunk_split_in_vain_costs_the_next_chunk_only():
     bulklog.parse(parser, pure)
     assert parser.bulk_wait == 0
     assert bulklog._quick(parser, ("\n".join(lines[2500:]) + "\n").encode(), None) is not None
+
+
+# ---- found by an adversarial pass: each reproduction read both ways ------------------------------------------------
+
+MF = "{ Epoch:[  1/  1], step:[ 1/ 10], loss: 2.0, per_step_time: 5ms, overflow cond: False, loss_scale: 1.0, global_norm: [1.0]"
+PROGRESS = "  5.0% |##   | 13.05 samples/s/p  0:00:11 }"
+
+
+def read_both(text: str, chunk: int = 1 << 20, tags=None, tmp_path=None):
+    """msnb.read of *text* with bulk parsing and with the line reader alone: (rows, problems) each."""
+    from msnb.events import reader
+
+    path = tmp_path / "train.log"
+    path.write_text(text, encoding="utf-8")
+    out = []
+    for use_bulk in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(reader, "LOG_CHUNK", chunk)
+            if not use_bulk:
+                mp.setattr(reader, "parse_bulk", lambda *args: None)
+            r = msnb.read(path, tags=tags)
+        s = r.scalars
+        out.append((list(zip(s.tag.tolist(), s.step.tolist(), [repr(v) for v in s.value.tolist()])), sorted(map(str, r.problems))))
+    return out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        MF + "\n" + MF.replace("step:[ 1/", "step:[ 2/") + " 7 samples/s/p\n",  # a loss line with a progress bar's tail
+        MF.replace("loss: 2.0", "loss:[2.0/2.0.0]") + "\n",  # an average that is no number
+        PROGRESS + "\n" + MF + "\n  6.0% |##   | 14 samples/s/p samples/s/p }\n",  # the literal twice after a progress line
+        MF + "\n  5.0% |##   | 1" + "0" * 55 + " samples/s/p  0:00:11 }\n",  # a progress number longer than the pattern takes
+        "{ step:[    1/   10], loss:   2.5, grad_norm: 1.lr }\n",  # a unit the line reader reads as a field
+        MF.replace("global_norm: [1.0]", "global_norm: [1.0 ]") + "\n",
+    ],
+)
+def test_lines_an_adversarial_pass_found_read_as_the_line_reader_reads_them(text, tmp_path):
+    with_bulk, alone = read_both(text, tmp_path=tmp_path)
+    assert with_bulk == alone
+
+
+def test_a_line_that_only_changes_the_epoch_is_no_inert_line(tmp_path):
+    """A LossMonitor step too large to count sets the epoch all the same: the next chunk's step depends on it."""
+    first = MF + "\nepoch: 1 step: 9999999999999999999, loss is 1.0\n"
+    with_bulk, alone = read_both(first + "epoch: 2 step: 5, loss is 2.0\n", chunk=len(first) + 5, tmp_path=tmp_path)
+    assert with_bulk == alone
+
+
+def test_a_field_left_out_by_tags_is_still_judged(tmp_path):
+    """tags= gives the full read's rows of those tags and the same problems: a declined lr is said."""
+    with_bulk, alone = read_both(MF.replace("per_step_time: 5ms, ", "per_step_time: 5ms, lr: .e5, ") + "\n", tags=["loss"], tmp_path=tmp_path)
+    assert with_bulk == alone and any("'lr'" in p for p in alone[1])
+
+
+def test_validation_rows_read_alone_keep_to_the_wanted_tags():
+    body = b" [2024-06-01 10:00:00] iteration 1/ 100 | lm loss: 2.0 |\n validation loss at iteration 1 | lm loss value: 3.0 | lm loss PPL: 20.0 |\n"
+    got = bulklog.parse(LogParser(), body, frozenset({"lm loss"}))
+    assert got is not None
+    (names, tag, *_), _ = got
+    assert [names[t] for t in tag.tolist()] == ["lm loss"]
+
+
+def test_megatron_lines_without_a_time_are_read_without_a_python_call_a_line(monkeypatch):
+    """No date in a line's first 64 characters: its time is NaN at once (an 8 MB chunk took 1.5 s and 400 MB)."""
+    calls = []
+    real = bulklog.logs._wall_time
+    monkeypatch.setattr(bulklog.logs, "_wall_time", lambda line: calls.append(line) or real(line))
+    body = b"".join(b"iteration %d/ 100 | lm loss: 1.5 |\n" % i for i in range(1, 2001))
+    parser = LogParser()
+    got = bulklog.parse(parser, body)
+    assert got is not None and len(got[0][1]) == 2000
+    assert len(calls) <= 1

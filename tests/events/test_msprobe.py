@@ -364,3 +364,19 @@ def test_a_plain_chunk_is_read_in_bulk(tmp_path):
     (codes, steps, values), lines, rows = got
     assert (lines, rows, codes.size) == (100, 100, 600)
     assert steps[:6].tolist() == [0] * 6 and values[:6].tolist() == [-1.5, 2.5, 0.1, 3.0, 0.0, 0.0]
+
+
+def test_a_crlf_file_whose_last_column_is_a_name_keeps_the_cr_out_of_the_name(tmp_path):
+    folder = tmp_path / "out" / "rank_0"
+    folder.mkdir(parents=True)
+    (folder / "module_step0-0.csv").write_bytes(b"vpp_stage,step,micro_step,min,module_name\r\n-1,0,0,1.0,fc1\r\n")
+    tags = set(msnb.read(tmp_path / "out").scalars.tag.tolist())
+    assert tags == {"module/fc1/min"}, tags
+
+
+def test_a_step_of_a_digit_int_refuses_is_a_skipped_row_not_a_crash(tmp_path):
+    """'²' is a digit to str.isdigit() but no number to int(): the row is skipped and said."""
+    run = _v1(tmp_path, {"actv_0-1.csv": "vpp_stage,name,step,micro_step,min\n0,fc1.input,\u00b2,0,1.0\n0,fc1.input,1,0,2.0\n"})
+    result = msnb.read(run)
+    assert result.scalars.value.tolist() == [2.0]
+    assert any("no whole number" in str(p) for p in result.problems)

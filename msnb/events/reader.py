@@ -502,6 +502,8 @@ class FileState:
         """
         cols = _LogColumns()
         self._read_log_chunks(f, size, final, out, cols)
+        for message in self.parser.take_declined():  # once a read, however many chunks it took (one sentence, one count)
+            out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
         table = cols.table(self.source, self.wanted)
         if len(table):
             _add(out, "scalars", table)
@@ -556,8 +558,6 @@ class FileState:
                 )
             self.records += len(points)
             cols.add(points)
-        for message in self.parser.take_declined():
-            out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
 
 
 class _LogColumns:

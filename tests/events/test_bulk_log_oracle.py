@@ -482,3 +482,15 @@ def test_megatron_lines_without_a_time_are_read_without_a_python_call_a_line(mon
     got = bulklog.parse(parser, body)
     assert got is not None and len(got[0][1]) == 2000
     assert len(calls) <= 1
+
+
+def test_a_log_read_in_many_chunks_says_each_thing_once(tmp_path):
+    """A non-last stage's log over several chunks: one sentence with the whole count, not one a chunk."""
+    from msnb.events import reader
+
+    line = "{{ step:[{i:6d}/  9999], loss: N/A (non-last PP stage, refer to last stage for real loss), per_step_time:   1203ms, grad_norm: NaN }}"
+    (tmp_path / "info.log").write_text("".join(line.format(i=i) + "\n" for i in range(1, 501)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader, "LOG_CHUNK", 4096)
+        problems = [str(p) for p in msnb.read(tmp_path).problems]
+    assert len(problems) == 1 and "500 lines of a non-last pipeline stage" in problems[0], problems

@@ -339,7 +339,7 @@ class _Split:
         return None if self.free and np.isnan(out).any() else out
 
     def progress_lines(self):
-        """``(text, line_of, positions of "samples/s/p")`` in the text between the matches, or None when there is none."""
+        """``(text, line_of, positions of "samples/s/p", lines holding "Epoch:[")`` in the text between the matches (none of the last there), or None."""
         if not self.progress:
             return None
         at = _positions(self.arr, _MARKERS[-1])

@@ -24,6 +24,7 @@ from msnb.errors import UsageError
 from msnb.outputs import check_out, figure_out, save_figure, write_file
 from tests.conftest import REPO, msnb_command
 from tests.smoke.test_robust_smoke import GONE_S, wait_for_steps, wait_until_gone
+from tests.smoke.test_smoke import USER_CODE
 from tests.test_robust_commands import msnb, one_line_error, tbx_run
 
 CSV = "step,loss\n1,2.0\n2,1.9\n3,1.8\n4,1.7\n"
@@ -244,26 +245,18 @@ def test_the_walk_stops_at_its_entry_bound_and_says_so(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ the smoke's child keeps its temporary files in its scratch folder
 
-LEAKY_MODEL = textwrap.dedent("""\
+LEAKY_MODEL = (
+    textwrap.dedent("""\
     import os
     import tempfile
-
-    import numpy as np
-    import mindspore as ms
-    from mindspore import nn
 
     fd, _ = tempfile.mkstemp(prefix="parallel_speed_up_", suffix=".json")  # as mindformers' context setup does, and never removes
     os.close(fd)
     if os.environ.get("LEAKY_FAIL"):
         raise RuntimeError("the model is broken")
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((640, 4)).astype(np.float32)
-    y = (x @ np.array([[1.0], [-1.0], [2.0], [0.5]], dtype=np.float32)).astype(np.float32)
-    dataset = ms.dataset.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(16)
-    net = nn.Dense(4, 1)
-    loss_fn = nn.MSELoss()
-    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.05)
 """)
+    + USER_CODE  # the smoke tests' own small model
+)
 
 
 @pytest.mark.parametrize("outcome", ["pass", "fail", "SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])

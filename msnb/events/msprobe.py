@@ -224,6 +224,7 @@ class CsvFile:
         self.line = 0  # lines consumed
         self.tags: dict = {}  # tag -> code, for every poll of the file
         self._tags: dict = {}  # (prefix, name) -> its tags, one per statistic
+        self._pattern = None  # the header's row pattern (:meth:`_row_pattern`), made at the first chunk read in bulk
 
     def read(self, f, pos: int, size: int, final: bool) -> tuple[int, list, list]:
         """Rows from *pos* on: ``(new_pos, parts, problems)``, parts as ``(tag codes, steps, values)`` arrays, one per chunk.
@@ -300,7 +301,9 @@ class CsvFile:
             return None
         if not body.endswith(b"\n"):
             body += b"\n"
-        pattern, order, keys = self._row_pattern()
+        if self._pattern is None:
+            self._pattern = self._row_pattern()
+        pattern, order, keys = self._pattern
         groups = pattern.groups
         parts = pattern.split(body)
         lines = body.count(b"\n")

@@ -26,3 +26,10 @@ def count(n, word: str, many: str | None = None, *, thousands: bool = False) -> 
     """
     number = f"{n:,}" if thousands else str(n)
     return f"{number} {plural(n, word, many)}"
+
+
+def listed(items, limit: int = 20) -> str:
+    """``a, b, c`` for a message, at most *limit* items and how many more (a msprobe folder has thousands of tags)."""
+    items = list(items)
+    more = len(items) - limit
+    return ", ".join(map(str, items[:limit])) + (f" ... ({more:,} more)" if more > 0 else "")

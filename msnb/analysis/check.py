@@ -17,7 +17,7 @@ from ..events.reader import ReadResult
 from ..events.runs import read_runs
 from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
-from ..words import count
+from ..words import count, listed
 from .judge import RunVerdict, judge_run
 from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
 from .same_run import fold
@@ -187,7 +187,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
             verdict.checks.append(said)
     judged = [r for r in runs if r.tag is not None]
     if not judged:
-        raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {', '.join(scalars.tags())})")
+        raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {listed(scalars.tags())})")
     if not explicit:
         runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
     runs, counted_once = fold(scalars, runs)  # train.log, info.log and TensorBoard of one job: one run

@@ -24,6 +24,7 @@ from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
 from ..events.tags import resolve as msnb_resolve
 from ..events.tags import spellings
+from ..words import listed
 from .medians import nan_median
 from .series import align, curves
 
@@ -102,7 +103,7 @@ def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:
     if real is None:
         real = msnb_resolve(name, tags)
     if real is None and explicit:
-        raise UsageError(f"{label} has no tag {name!r} (tags: {', '.join(sorted(tags)[:20])})")
+        raise UsageError(f"{label} has no tag {name!r} (tags: {listed(sorted(tags))})")
     return real
 
 
@@ -140,7 +141,7 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
     loss_name, loss_explicit = tags["loss"]
     loss_tag = _pick_tag(loss_name, available, loss_explicit, label)
     if loss_tag is None:
-        raise NothingReadable(f"{label} has no loss (tags: {', '.join(sorted(available)[:20])}); name it with --tag")
+        raise NothingReadable(f"{label} has no loss (tags: {listed(sorted(available))}); name it with --tag")
     rows = {loss_tag: np.flatnonzero(scalars.tag == loss_tag)}  # each tag's rows, found once
     loss_curves = curves(scalars, loss_tag, rows=rows[loss_tag])
     by_run: dict = {}

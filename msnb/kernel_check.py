@@ -33,6 +33,7 @@ from .environment import ASCEND_HOME_VARS, ascend_variables, installed_ascend_to
 from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
 from .kernel import MARKER, kernels_dir, locate, read_spec, removal_command, where_of
+from .process_sweep import sweep
 from .safe_files import loads_json
 from .status import ResultView
 from .words import count
@@ -603,38 +604,7 @@ def _end_leftovers(pgid: int | None, marker: str, grace: float = 2.0) -> None:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _marked(marker)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _marked(marker):
-            time.sleep(0.05)
-
-
-def _marked(marker: str) -> list[int]:
-    """This user's processes (not this one) whose environment holds ``MSNB_KERNEL_CHECK_ID=<marker>`` (Linux /proc)."""
-    needle = f"{MARKER_VAR}={marker}".encode()
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle + b"\0" in f.read() + b"\0":
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    sweep(MARKER_VAR, marker, grace, poll=0.05)
 
 
 def _start_fix(stderr: str, report: KernelReadiness) -> str:

@@ -11,18 +11,20 @@ its log tails only on SIGINT, hence STOP_SIGNAL.  The guard also polls its
 parent, which covers systems without prctl.  When the runner is gone, nobody
 is left to read the scratch directory, so the guard removes it (unless KEEP).
 Every process of the run carries ``MSNB_SMOKE_ID`` in its environment; the
-guard's last sweep kills whatever still carries it.
+guard's last sweep (:mod:`msnb.process_sweep`) kills whatever still carries it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 5.0
@@ -45,50 +47,22 @@ def set_parent_death_signal(sig: int) -> bool:
         return False
 
 
-def marked_processes(marker: str) -> list[int]:
-    """Processes other than this one whose environment holds ``MSNB_SMOKE_ID=<marker>`` (Linux /proc)."""
-    needle = f"MSNB_SMOKE_ID={marker}\0".encode()
-    found = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read() + b"\0":
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+MARKER_VAR = "MSNB_SMOKE_ID"
+"""Set in the environment of every process of a smoke run (msrun's workers start new sessions: the group misses them)."""
 
 
-def sweep(marker: str, grace: float = GRACE_S, *, find=None, also=None) -> None:
-    """SIGTERM, then SIGKILL, every process that still carries the run's marker.
-
-    Args:
-        marker: the run's ``MSNB_SMOKE_ID``.
-        grace: seconds to wait after each signal for the processes to go.
-        find: ``marker -> [pid]`` (default :func:`marked_processes`, Linux /proc).
-        also: ``() -> [pid]`` of processes to stop that may not carry the marker (the runner's own child).
-    """
-    find = find or marked_processes
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = find(marker) + (also() if also else [])
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and find(marker):
-            time.sleep(0.1)
+def _process_sweep():
+    """msnb/process_sweep.py, loaded from its file: the guard runs as a plain script, without importing msnb."""
+    spec = importlib.util.spec_from_file_location("_msnb_process_sweep", Path(__file__).resolve().parents[1] / "process_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str]) -> int:
     workdir, keep, parent, stop_signal = argv[0], argv[1] == "1", int(argv[2]), int(argv[3])
     command = argv[argv.index("--") + 1 :]
-    marker = os.environ.get("MSNB_SMOKE_ID", "")
+    marker = os.environ.get(MARKER_VAR, "")
     stopped = []
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped.append(signum))
@@ -110,7 +84,7 @@ def main(argv: list[str]) -> int:
                 pass
     if child is None or stopped or orphaned():
         if marker:
-            sweep(marker)
+            _process_sweep().sweep(MARKER_VAR, marker, GRACE_S)
         if child is not None and child.poll() is None:
             child.kill()
             child.wait()

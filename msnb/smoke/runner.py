@@ -48,10 +48,11 @@ from ..outputs import figure_out
 from ..outputs import save_figure as write_figure
 from ..plot.live import LiveView, one_loss_source
 from ..plot.render import plain_text
+from ..process_sweep import marked, sweep
 from ..words import count
 from .device import device_status
 from .figures import smoke_figures
-from .guard import marked_processes, sweep
+from .guard import MARKER_VAR
 from .judging import judge_smoke
 from .kept import scratch_directory
 from .memory_estimate import refuse_unless_it_fits
@@ -95,25 +96,6 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(keep[-lines:])
 
 
-def _marked_processes(marker: str) -> list[int]:
-    """Processes whose environment carries this run's marker (msrun starts its workers in new sessions,
-    so the process group alone does not reach them; the environment is inherited by all)."""
-    if os.path.isdir("/proc"):
-        return marked_processes(marker)
-    try:  # not Linux: psutil, where installed
-        import psutil  # optional: psutil is no dependency of msnb
-    except ImportError:
-        return []
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("MSNB_SMOKE_ID") == marker:
-                found.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
 def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
     """Stop the child and everything it started, msrun's workers included.
 
@@ -126,7 +108,7 @@ def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
             proc.wait(grace + 2)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-    sweep(marker, grace, find=_marked_processes, also=lambda: [proc.pid] if proc.poll() is None else [])
+    sweep(MARKER_VAR, marker, grace, also=lambda: [proc.pid] if proc.poll() is None else [])
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:
@@ -456,7 +438,7 @@ def launch(prepared: Prepared) -> Launched:
 
         env = dict(os.environ)
         marker = uuid.uuid4().hex
-        env["MSNB_SMOKE_ID"] = marker  # marks every process of this run, whatever session it is in
+        env[MARKER_VAR] = marker  # marks every process of this run, whatever session it is in
         env["PYTHONUNBUFFERED"] = "1"
         (workdir / "tmp").mkdir(mode=0o700)  # the child's temporary files (mindformers' parallel_speed_up_*.json) go with the scratch folder
         env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(workdir / "tmp")
@@ -616,7 +598,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
                 signals.done()
             launched._log.close()
     out.returncode = launched.proc.returncode
-    left = _marked_processes(launched.marker)
+    left = marked(MARKER_VAR, launched.marker)
     if left:
         out.extra_checks.append(Check("cleanup", FAIL, f"{count(len(left), 'process')} of this run could not be stopped: pids {left}"))
     follower.close()

@@ -388,6 +388,38 @@ def _qwen3_moe_dense() -> str | None:
     return "Qwen3-MoE layers built dense (the MoE dispatcher has no CPU kernel: router, experts and aux loss not rehearsed)"
 
 
+def _data_parallel_state() -> str | None:
+    """Several CPU workers: the model's parallel state over all of them, as mindformers' data-parallel mode means.
+
+    CPU has no semi-auto parallel (``Invalid backend: CPU``), so msrun's workers run mindformers' data-parallel mode,
+    in which the Trainer resets ``parallel_config.data_parallel`` to 1 (the wrapper all-reduces the gradients); the
+    new-architecture GPTModel then builds its parallel state from that 1 and refuses the N ranks
+    (``total_model_size(1) != world_size(N)``). Each rank holding the whole model is a data-parallel group of N.
+    """
+    gpt = _module("mindformers.parallel_core.training_graph.base_models.gpt.gpt_model")
+    if gpt is None or not hasattr(gpt, "initialize_model_parallel"):
+        return None
+    from mindspore.communication import get_group_size  # deferred: MindSpore (the mindspore extra)
+    from mindspore.context import ParallelMode
+    from mindspore.parallel._utils import _get_parallel_mode
+
+    original = gpt.initialize_model_parallel
+
+    def initialize_model_parallel(*args, **kwargs):
+        sizes = [kwargs.get(k, 1) or 1 for k in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")]
+        world = get_group_size()
+        if not args and _get_parallel_mode() == ParallelMode.DATA_PARALLEL and world > 1 and sizes == [1, 1, 1, 1]:
+            kwargs["data_parallel_size"] = world
+            REACHED.add("_data_parallel_state")
+        return original(*args, **kwargs)
+
+    gpt.initialize_model_parallel = initialize_model_parallel
+    return (
+        "the model's parallel state: data_parallel 1 -> the workers (CPU has no semi-auto parallel; in data-parallel mode mindformers resets "
+        "data_parallel to 1, which the new-architecture model refuses beside several ranks); its semi-auto sharding is not rehearsed"
+    )
+
+
 LEGACY = (_overflow_wrapper,)
 LEGACY_GLM = (_glm2_norm,)
 NEW_ARCHITECTURE = (
@@ -401,13 +433,14 @@ NEW_ARCHITECTURE = (
     _fused_swiglu,
     _compressed_mask,
     _qwen3_moe_dense,
+    _data_parallel_state,
 )
 PYNATIVE_ONLY = (_pynative_models, _pynative_ops)
 # the replacements that mark themselves reached (the others are said whenever they were made)
 _MARKED = frozenset(
     f.__name__
     for f in (_overflow_wrapper, _fused_rms_norm, _outer, _flash_attention, _compressed_mask, _embedding_backward)
-    + (_moe_router, _glm2_norm, _dropout, _fused_swiglu, _qwen3_moe_dense)
+    + (_moe_router, _glm2_norm, _dropout, _fused_swiglu, _qwen3_moe_dense, _data_parallel_state)
 )
 
 

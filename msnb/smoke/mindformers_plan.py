@@ -580,7 +580,15 @@ def _learning_rate(ed: _Edits, use_lr: float, lr_given: bool, steps: int) -> Non
         ed.set(SHRINK, ("optimizer", "learning_rate"), float(use_lr), "--lr")
 
 
-def _parallel_off(ed: _Edits, workers: int) -> None:
+def _parallel_off(ed: _Edits, workers: int, legacy: bool, columns: list, device: str) -> None:
+    """Every parallel degree 1, or with several workers mindformers' data parallelism over them.
+
+    A new-architecture model reads its degrees from ``parallel_config`` under semi-auto parallel only: in
+    data-parallel mode mindformers resets ``data_parallel`` to 1 and the model then refuses N ranks
+    (``total_model_size(1) != world_size(N)``). On Ascend and GPU its workers keep semi-auto parallel with
+    ``data_parallel`` N and the dataset split N ways (its own cluster layout); the CPU has no semi-auto parallel,
+    so there they run data-parallel mode and the CPU rehearsal gives the model's parallel state the N ranks.
+    """
     one = f"{workers} data-parallel workers under msrun" if workers > 1 else "one device"
     ed.set(SHRINK, ("use_parallel",), workers > 1, one)
     pc = ed.node(("parallel_config",)) or {}
@@ -592,14 +600,22 @@ def _parallel_off(ed: _Edits, workers: int) -> None:
     if pc.get("use_seq_parallel"):
         ed.set(SHRINK, ("parallel_config", "use_seq_parallel"), False, one)
     par = ed.node(("parallel",))
+    semi_auto = workers > 1 and not legacy and device != "CPU"
     if par is not None or workers > 1:
-        ed.set(SHRINK, ("parallel", "parallel_mode"), 0, "data parallel" if workers > 1 else one)
+        if semi_auto:
+            ed.set(SHRINK, ("parallel", "parallel_mode"), 1, "semi-auto parallel: where a new-architecture model reads data_parallel")
+        elif workers > 1 and not legacy:
+            ed.set(SHRINK, ("parallel", "parallel_mode"), 0, "data parallel: the CPU has no semi-auto parallel (the model's sharding not rehearsed)")
+        else:
+            ed.set(SHRINK, ("parallel", "parallel_mode"), 0, "data parallel" if workers > 1 else one)
         if workers > 1:
             ed.set(SHRINK, ("parallel", "full_batch"), False, "each worker feeds its own batches")
         for key in ("enable_alltoall", "enable_parallel_optimizer"):
             if (par or {}).get(key):
                 ed.set(SHRINK, ("parallel", key), False, one)
-        if par is not None and "dataset_strategy" in par:
+        if semi_auto:
+            ed.set(SHRINK, ("parallel", "dataset_strategy"), [[workers, 1] for _ in columns], "each worker its own rows of every column")
+        elif par is not None and "dataset_strategy" in par:
             ed.delete(SHRINK, ("parallel", "dataset_strategy"), one)
     recompute = ed.node(("recompute_config",))
     if recompute is not None:
@@ -757,7 +773,7 @@ def plan_mindformers(
         ed.set(SHRINK, ("runner_config", "sink_mode"), False, "callbacks every step (--sink-size N rehearses sink mode)")
     if (runner.get("gradient_accumulation_steps") or 1) != 1:
         ed.set(SHRINK, ("runner_config", "gradient_accumulation_steps"), 1, "one step per batch")
-    _parallel_off(ed, workers)
+    _parallel_off(ed, workers, legacy, _columns(cfg, legacy), device)
     # a smoke trains from scratch: no production checkpoint is loaded or resumed
     for key, value in (("load_checkpoint", ""), ("resume_training", False), ("auto_trans_ckpt", False), ("src_strategy_path_or_dir", ""), ("profile", False)):
         if cfg.get(key) not in (None, value, "", False):

@@ -378,3 +378,23 @@ def test_two_data_parallel_workers_under_msrun_each_write_and_are_judged(tmp_pat
         assert proc.returncode == (0 if verdict["passed"] else 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_two_workers_train_the_shipped_new_architecture_qwen3_in_graph_mode_with_one_model(tmp_path):
+    """A new-architecture model under msrun on CPU: mindformers' data-parallel mode resets data_parallel to 1, which the
+    model refused beside two ranks (total_model_size(1) != world_size(2)); the rehearsal gives its parallel state both
+    ranks. Each rank has its verdict, and both end with the same weights: the gradients were all-reduced."""
+    from safetensors.numpy import load_file
+
+    result = run_smoke(QWEN3, live=False, workers=2, steps=4, mode="graph", keep=True)
+    try:
+        assert result.passed, result.format_text()
+        assert "MFLossMonitor: 8 lines (rank 0: 4, rank 1: 4)" in result.check("callbacks").detail
+        assert result.check("rank_divergence").status == "pass" and {"step_time[rank 0]", "step_time[rank 1]"} <= {c.name for c in result.checks}
+        assert "the model's parallel state: data_parallel 1 -> the workers" in result.check("cpu_rehearsal").detail
+        assert "parallel_mode 1 -> 0 (data parallel: the CPU has no semi-auto parallel" in result.check("config_changes").detail
+        ranks = [load_file(next((Path(result.workdir) / "output" / "checkpoint" / f"rank_{r}").glob("*.safetensors"))) for r in (0, 1)]
+        weights = [k for k in ranks[0] if k != "lm_loss"]
+        assert len(weights) > 10 and all((ranks[0][k] == ranks[1][k]).all() for k in weights)
+    finally:
+        shutil.rmtree(result.workdir, ignore_errors=True)

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 a check found a blocking problem (``report``: written,
 but a run failed or none could be judged), 2 bad usage or input (or nothing
-readable), 3 ``export --strict`` skipped damaged records.
+readable), 3 ``export --strict`` skipped damaged records (``memory``: 0 fits, 1 does not fit, 3 no card given,
+nothing judged).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
 from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
 from .heap import keep_scratch_memory
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, MEMORY_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, add_smoke_arguments
@@ -204,6 +205,18 @@ def _cmd_smoke(args) -> int:
     else:
         print(result.format_text())  # its last line says where the figure went
     return result.exit_code
+
+
+def _cmd_memory(args) -> int:
+    from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
+
+    if args.card_gb is not None and args.card is not None:
+        raise UsageError("give --card-gb G or --card NAME, not both")
+    if args.devices is not None and args.devices < 1:
+        raise UsageError(f"--devices {args.devices}: a launch has at least 1 card")
+    est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
+    print(json.dumps(est.as_dict(), indent=2) if args.json else est.format_text())
+    return est.exit_code
 
 
 def _cmd_model_types(path: str, as_json: bool) -> int:
@@ -465,6 +478,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
     add_smoke_arguments(p)
     p.set_defaults(func=_cmd_smoke)
+
+    p = sub.add_parser(
+        "memory", help="per-card memory of a mindformers config at full size under its parallel layout, a row per pipeline stage (0 fits, 1 not, 3 no card)"
+    )
+    add_arguments(p, MEMORY_OPTIONS)
+    p.set_defaults(func=_cmd_memory)
 
     p = sub.add_parser("doctor", help="check versions, known-bad combinations, devices and kernels")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -20,7 +20,7 @@ from IPython.utils.process import arg_split
 
 from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, MEMORY_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
 from .smoke.options import SmokeOptions, smoke_magic_arguments
@@ -115,6 +115,26 @@ class MsnbMagics(Magics):
 
         args = parse_line(self.mfmon_config, line)
         return check_config(args.file, steps=args.steps, protobuf_major=installed_major("protobuf"))
+
+    @magic_arguments_from(MEMORY_OPTIONS)
+    @line_magic
+    @user_errors
+    def mfmon_memory(self, line):
+        """Per-card memory of a mindformers config at full size under its parallel layout: a row per pipeline stage
+        (weights, gradients, optimizer state, activations), the largest first, judged against ``--card-gb`` / ``--card``.
+
+        Prints the table and returns the ``msnb.smoke.card_memory.CardMemory`` (a dict with ``--json``).
+        """
+        from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
+
+        args = parse_line(self.mfmon_memory, line)
+        if args.card_gb is not None and args.card is not None:
+            raise UsageError("msnb: give --card-gb G or --card NAME, not both")
+        est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
+        if args.json:
+            return est.as_dict()
+        print(est.format_text())
+        return est
 
     @magic_arguments_from(PLOT_OPTIONS)
     @line_magic

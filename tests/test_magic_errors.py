@@ -15,6 +15,7 @@ from tests.conftest import kernel_from_spec
 BAD_CALLS = {
     "%mfmon_doctor": "%mfmon_doctor --no-such-option",
     "%mfmon_config": "%mfmon_config {tmp}/missing.yaml",
+    "%mfmon_memory": "%mfmon_memory {tmp}/missing.yaml --card-gb 64",
     "%mfmon_plot": "%mfmon_plot {tmp}/empty",
     "%mfmon_tail": "%mfmon_tail {tmp}/empty --every -1",
     "%mfmon_smoke": "%mfmon_smoke --steps 0",

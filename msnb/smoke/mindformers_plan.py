@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -41,7 +40,7 @@ from pathlib import Path
 
 from ..config.run_config import is_mindformers_run
 from ..errors import NotRehearsed, SmokeError
-from .memory_estimate import estimate
+from .memory_estimate import MCORE_DEFAULT_SEQ, estimate, model_sizes, read_hf_config
 
 # The mindformers release msnb's CPU rehearsal and shrinking were written against (the pin msnb installs).
 PINNED_MINDFORMERS = "1.9"
@@ -455,9 +454,6 @@ MCORE_MODEL_TYPES = {"deepseek_v3": "DeepseekV3ForCausalLM", "glm4": "Glm4ForCau
 # every size-like key of a Hugging Face config.json that the smoke shrinks (the YAML's model_config overrides that file)
 _HF_SIZE_KEYS = tuple(n for names in _DIMENSIONS.values() for n in names) + _POSITIONS + tuple(_MLA_AND_MOE) + _MTP + (
     "first_k_dense_replace", "moe_layer_freq")  # fmt: skip
-_HF_CONFIG_LIMIT = 4 << 20  # a Hugging Face config.json is a few kB; anything larger is not one
-# mindformers 1.9's TransformerConfig.seq_length: what a model trains at when neither the YAML nor config.json gives one
-MCORE_DEFAULT_SEQ = 4096
 
 
 def registered_model_type(name: str) -> str | None:
@@ -467,22 +463,6 @@ def registered_model_type(name: str) -> str | None:
         if key in (known.replace("_", ""), known.replace("_", "") + "forcausallm"):
             return known
     return None
-
-
-def _read_hf_config(folder: Path) -> dict:
-    """The folder's config.json as a dict, refusing anything that is not a small JSON object, naming the file."""
-    path = folder / "config.json"
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(_HF_CONFIG_LIMIT + 1)
-        if len(raw) > _HF_CONFIG_LIMIT:
-            raise SmokeError(f"{path}: larger than {_HF_CONFIG_LIMIT >> 20} MiB, not a Hugging Face config.json")
-        data = json.loads(raw)
-    except (OSError, ValueError, RecursionError) as exc:
-        raise SmokeError(f"{path}: pretrained_model_dir's config.json cannot be read ({type(exc).__name__}: {exc})") from None
-    if not isinstance(data, dict):
-        raise SmokeError(f"{path}: pretrained_model_dir's config.json is not a JSON object")
-    return data
 
 
 def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded, shrinking: bool = True) -> list:
@@ -503,7 +483,7 @@ def _sizes_from_pretrained_dir(ed: _Edits, legacy: bool, loaded, shrinking: bool
     if folder is not None and (folder / "config.json").is_file():
         if not shrinking:  # trained at the folder's own sizes: nothing to override
             return []
-        hf = _read_hf_config(folder)
+        hf = read_hf_config(folder)
         taken = [k for k in _HF_SIZE_KEYS if k in hf and k not in mc and isinstance(hf[k], int) and not isinstance(hf[k], bool)]
         for key in taken:
             mc[key] = hf[key]  # what the merge gives the real run; the shrink overrides it in the YAML
@@ -729,7 +709,8 @@ def plan_mindformers(
         )
     family = _model_family(cfg)
     mc = ed.node(MC)
-    big = estimate(mc, batch=1, seq=1).total  # weights, gradients and Adam's moments: the floor of its training memory
+    # weights, gradients and Adam's moments at the sizes the real run builds (YAML, pretrained_model_dir's config.json, class defaults)
+    big = estimate(model_sizes(cfg).config, batch=1, seq=1).total
     do_shrink = shrink == "always" or (shrink == "auto" and (device != "Ascend" or big > 24e9))
     train = ed.node(("train_dataset",)) or {}
     paths = _dataset_paths(train)

@@ -55,7 +55,8 @@ from .figures import smoke_figures
 from .guard import MARKER_VAR
 from .judging import judge_smoke
 from .kept import scratch_directory
-from .memory_estimate import refuse_unless_it_fits
+from .memory_estimate import model_sizes, refuse_unless_it_fits
+from .memory_watch import MemoryWatch
 from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
 from .mindformers_plan import (
     DELETE,
@@ -317,8 +318,16 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         workers=options.workers,
     )
     options = replace(options, batch_size=int(plan.config["runner_config"]["batch_size"]))
+    # the sizes the child builds: the YAML's, pretrained_model_dir's config.json under them, the class defaults under both
+    sizes = model_sizes(plan.config)
     refuse_unless_it_fits(
-        plan.config["model"]["model_config"], batch=options.batch_size, seq=None, recompute=_recomputes(plan.config), workers=options.workers, where=str(where)
+        sizes.config,
+        batch=options.batch_size,
+        seq=None,
+        recompute=_recomputes(plan.config),
+        workers=options.workers,
+        where=str(where),
+        sizes_from=sizes.source_words(),
     )
     monitor_settings(loaded)  # validates monitor_config; raises ConfigError naming file and key
     findings = lint(loaded, steps=options.steps, protobuf_major=installed_major("protobuf"))  # the real run's settings, distributed or not
@@ -535,6 +544,7 @@ class Watched:
     first_live_wall: float | None = None
     everything: object = None
     extra_checks: list = field(default_factory=list)
+    out_of_memory: str | None = None  # why the run was stopped (or killed) with this machine's memory nearly gone
 
 
 def _mindformers_label(run: str) -> str:
@@ -548,7 +558,7 @@ def _live_source(prepared: Prepared):
     return one_loss_source if prepared.plan is None else log_scalars
 
 
-def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None) -> Watched:
+def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals: StopSignals | None = None, memory: MemoryWatch | None = None) -> Watched:
     """Follow the run until it ends, is interrupted, times out or a stop signal arrives; then stop every process of it.
 
     Args:
@@ -556,6 +566,8 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
         view: a live view with ``update(scalars, status=..., step=..., force=...)``, or None.
         poll_interval: seconds between polls of the scratch directory.
         signals: the run's :class:`StopSignals`; a stop signal while watching ends the run.
+        memory: the run's :class:`~msnb.smoke.memory_watch.MemoryWatch` (default: one keeping 5% of the machine free, at
+            most 1 GiB); the run is stopped before this machine runs out of memory.
 
     Returns:
         How it ended, and everything read while it ran.
@@ -564,6 +576,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
     follower = Follower(launched.workdir)
     live_scalars = _live_source(launched.prepared)
     out = Watched(None)
+    memory = memory if memory is not None else MemoryWatch(launched.marker)
     compiling_said = 0.0  # when to say "compiling" again
     try:
         if signals is not None:
@@ -585,6 +598,9 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
             if o.timeout is not None and time.monotonic() - launched.started > o.timeout:
                 out.timed_out = True
                 break
+            out.out_of_memory = memory.poll()
+            if out.out_of_memory is not None:
+                break
             time.sleep(poll_interval)
     except KeyboardInterrupt:
         out.interrupted = True
@@ -598,6 +614,8 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
                 signals.done()
             launched._log.close()
     out.returncode = launched.proc.returncode
+    if out.out_of_memory is None and not (out.interrupted or out.timed_out or out.stopped_by):
+        out.out_of_memory = memory.after_exit(out.returncode)
     left = marked(MARKER_VAR, launched.marker)
     if left:
         out.extra_checks.append(Check("cleanup", FAIL, f"{count(len(left), 'process')} of this run could not be stopped: pids {left}"))
@@ -708,6 +726,10 @@ def _launch_changes(workdir: Path) -> list:
     return [Change(c["kind"], (c["key"],), c["before"], DELETE if c.get("deleted") else c["after"], c["why"]) for c in changes]
 
 
+def _trained(times: dict) -> int:
+    return max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
+
+
 def judge(launched: Launched, watched: Watched) -> SmokeResult:
     """Read what the run left on disk, judge it, draw the figures; remove the scratch directory when it is not needed.
 
@@ -771,11 +793,14 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         )
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
+    if watched.out_of_memory is not None:  # this machine's limit: nothing the run wrote is judged, nothing is blamed on the config
+        checks = [c for c in checks if c.name in ("device", "cleanup") or c.status != FAIL and c.name != "process"]
+        checks.append(Check("process", WARN, f"not rehearsed after {count(_trained(times), 'step')}: {watched.out_of_memory}"))
     passed = not any(c.status == FAIL for c in checks)
-    not_rehearsed = None
-    if prepared.plan is not None and passed:
+    not_rehearsed = watched.out_of_memory
+    if prepared.plan is not None and passed and not_rehearsed is None:
         not_rehearsed = not_rehearsed_reason([f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))])
-    trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
+    trained = _trained(times)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
     delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
     # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped

@@ -1,0 +1,534 @@
+"""How much memory each card needs for a mindformers config at its full size, under its own parallel layout.
+
+The smoke trains a shrunk copy on one CPU device, so it never learns whether the real job fits the cluster's cards.
+This module answers that from the config alone, before anything starts: per pipeline stage, the weights,
+gradients and optimizer state a card holds after tensor (``model_parallel``), pipeline (``pipeline_stage``, the
+``offset`` list), expert (``expert_parallel``) and data parallelism (MindSpore's parallel optimizer:
+``parallel.enable_parallel_optimizer`` and ``parallel.parallel_optimizer_config``) have split them, and the
+activations kept for the backward pass per micro-batch under the config's ``recompute_config``, times the
+micro-batches a 1F1B pipeline keeps in flight on that stage.  The sizes come from
+:func:`msnb.smoke.memory_estimate.model_sizes`: the same sources the real run builds its model from.
+
+It is an estimate of what is *counted* (listed in :attr:`CardMemory.leaves_out`), not a measurement: MindSpore's
+memory planner, communication buffers and fragmentation come on top.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import load_config
+from ..errors import UsageError
+from .memory_estimate import _dtype_bytes, _int, model_parts, model_sizes
+from .shipped_configs import resolve_shipped
+
+GIB = 1 << 30
+
+# HBM per card, in GiB, of the Ascend training cards Huawei publishes the memory of (Huawei's Ascend / Atlas product
+# pages and datasheets): the Ascend 910 (910A; Atlas 800 training server 9000/9010, Atlas 300T) has 32 GB of HBM2;
+# the Ascend 910B has 64 GB (910B1, 910B2, 910B3) or 32 GB (910B4); the Atlas 800T A2 training server carries eight
+# 64 GB 910B cards.  The 910C (Atlas A3) is left out: its memory per device as MindSpore sees it is not published
+# in a form checked here.  Give --card-gb for any other card.
+CARDS = {
+    "910A": 32,
+    "910": 32,
+    "910B1": 64,
+    "910B2": 64,
+    "910B3": 64,
+    "910B4": 32,
+    "800T-A2": 64,
+}
+
+# what the estimate does not count (said with every estimate)
+LEAVES_OUT = (
+    "communication buffers (all-reduce / all-gather / all-to-all / pipeline send-receive) and their fusion buckets",
+    "the full weights the parallel optimizer all-gathers for the forward and backward passes (transient)",
+    "each micro-batch's own gradients before they are added into the accumulation buffer (transient)",
+    "MindSpore's memory planner, workspace of the kernels, and fragmentation",
+    "the framework's and the driver's own reserve (the card's HBM is more than MindSpore may use: see context.max_device_memory)",
+    "the dataset queue, prefetch and sink-mode buffers on the card",
+    "parameters below parallel_optimizer_threshold are not sharded by the parallel optimizer (counted as sharded: they are norms, kilobytes)",
+    "activations of a custom layer pattern (select_recompute given as operator patterns is counted as mindformers' default: the MLP's activation)",
+)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A config's parallel layout, as mindformers reads it from ``parallel_config`` and ``parallel``."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    cp: int = 1
+    micro_batch_num: int = 1
+    gradient_accumulation: int = 1
+    sequence_parallel: bool = False
+    parallel_optimizer: bool = False
+    optimizer_shard: int = -1  # optimizer_weight_shard_size (-1: the whole data-parallel group)
+    optimizer_level: str = "level1"
+    gradient_accumulation_shard: bool = False
+    scheduler: str = "1f1b"
+
+    @property
+    def devices(self) -> int:
+        return self.dp * self.tp * self.cp * self.pp
+
+    def words(self) -> str:
+        parts = [f"dp {self.dp}", f"tp {self.tp}", f"pp {self.pp}"]
+        parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"cp {self.cp}"] if self.cp > 1 else []
+        po = f"parallel optimizer {self.optimizer_level}" if self.parallel_optimizer else "no parallel optimizer"
+        return f"{', '.join(parts)} ({self.devices} cards), {self.micro_batch_num} micro-batches, {po}"
+
+
+def _pos(node: dict, *names, default: int = 1) -> int:
+    value = _int(node, *names, default=default)
+    return value if value > 0 else default
+
+
+def _truthy(value) -> bool:
+    return value not in (None, False, 0, "") and str(value).lower() != "false"
+
+
+def read_layout(config: dict, overrides: dict | None = None) -> Layout:
+    """The layout a config trains with (``parallel_config``, ``parallel``, ``runner_config``), *overrides* (parallel_config keys) on top."""
+    pc = dict(config.get("parallel_config") or {}) if isinstance(config.get("parallel_config"), dict) else {}
+    pc.update(overrides or {})
+    par = config.get("parallel") if isinstance(config.get("parallel"), dict) else {}
+    poc = par.get("parallel_optimizer_config") if isinstance(par.get("parallel_optimizer_config"), dict) else {}
+    runner = config.get("runner_config") if isinstance(config.get("runner_config"), dict) else {}
+    pipe = par.get("pipeline_config") if isinstance(par.get("pipeline_config"), dict) else {}
+    level = str(poc.get("optimizer_level") or "level1")
+    return Layout(
+        dp=_pos(pc, "data_parallel", "data_parallel_size"),
+        tp=_pos(pc, "model_parallel", "tensor_model_parallel_size"),
+        pp=_pos(pc, "pipeline_stage", "pipeline_model_parallel_size"),
+        ep=_pos(pc, "expert_parallel", "expert_model_parallel_size"),
+        cp=_pos(pc, "context_parallel", "context_parallel_size"),
+        micro_batch_num=_pos(pc, "micro_batch_num"),
+        gradient_accumulation=_pos(runner, "gradient_accumulation_steps"),
+        sequence_parallel=_truthy(pc.get("use_seq_parallel", pc.get("sequence_parallel"))),
+        parallel_optimizer=_truthy(par.get("enable_parallel_optimizer")),
+        optimizer_shard=_int(poc, "optimizer_weight_shard_size", default=-1) or -1,
+        optimizer_level=level if level in ("level1", "level2", "level3") else "level1",
+        gradient_accumulation_shard=_truthy(poc.get("gradient_accumulation_shard")),
+        scheduler=str(pipe.get("pipeline_scheduler") or "1f1b"),
+    )
+
+
+def layers_per_stage(layers: int, pp: int, offset) -> tuple[list[int], str | None]:
+    """mindformers' split of *layers* over *pp* stages: ``layers // pp`` each plus the config's ``offset`` (an int, a
+    list a stage, or a list of lists for pipeline interleave), as ``LayerSetting`` computes it; and a note when the
+    split does not add up (mindformers refuses that config; the remainder is put on the last stage here)."""
+    base = layers // pp
+    if isinstance(offset, list) and offset and all(isinstance(o, list) for o in offset):
+        rows = [r for r in offset if len(r) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in r)]
+        per = [sum(r[i] for r in rows) + base * len(rows) for i in range(pp)] if rows else [base] * pp
+    elif isinstance(offset, list) and len(offset) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in offset):
+        per = [base + o for o in offset]
+    elif isinstance(offset, int) and not isinstance(offset, bool):
+        per = [base + offset] * pp
+    else:
+        per = [base] * pp
+    note = None
+    if any(n < 0 for n in per) or sum(per) != layers:
+        note = f"offset {offset!r} splits {layers} layers over {pp} stages as {per}, which does not add up to {layers}: mindformers refuses it"
+        per = [max(0, n) for n in per]
+        per[-1] += max(0, layers - sum(per))
+    return per, note
+
+
+def _per_stage(value, pp: int, per: list[int]) -> list[int]:
+    """A recompute setting as layers recomputed per stage: True (all), a list of counts a stage (or of lists), else none."""
+    if isinstance(value, bool) or value is None:
+        return list(per) if value else [0] * pp
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            value = [sum(x for x in (row[i] if i < len(row) else 0,) if isinstance(x, int)) for row in value for i in range(pp)][:pp]
+        counts = [v if isinstance(v, int) and not isinstance(v, bool) else (per[i] if v is True else 0) for i, v in enumerate(value[:pp])]
+        counts += [0] * (pp - len(counts))
+        return [min(c, n) for c, n in zip(counts, per)]
+    if isinstance(value, dict):
+        return list(per) if value else [0] * pp  # operator patterns: counted as mindformers' default select on every layer
+    return list(per) if _truthy(value) else [0] * pp
+
+
+@dataclass
+class StageMemory:
+    """One pipeline stage's memory on one card, in bytes."""
+
+    stage: int
+    layers: int
+    first_layer: int
+    parameters: int  # held by one card of this stage, before the parallel optimizer's sharding
+    weights: int
+    gradients: int
+    optimizer: int
+    activations_per_micro_batch: int
+    micro_batches_in_flight: int
+    full_recompute_layers: int = 0
+    select_recompute_layers: int = 0
+
+    @property
+    def activations(self) -> int:
+        return self.activations_per_micro_batch * self.micro_batches_in_flight
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    def as_dict(self) -> dict:
+        return {
+            "stage": self.stage,
+            "layers": self.layers,
+            "first_layer": self.first_layer,
+            "parameters": self.parameters,
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer": self.optimizer,
+            "activations_per_micro_batch": self.activations_per_micro_batch,
+            "micro_batches_in_flight": self.micro_batches_in_flight,
+            "activations": self.activations,
+            "total": self.total,
+            "full_recompute_layers": self.full_recompute_layers,
+            "select_recompute_layers": self.select_recompute_layers,
+        }
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:,.1f}"
+
+
+@dataclass
+class CardMemory:
+    """Per-card memory of a config at full size: a row per pipeline stage, the card, and what is not counted."""
+
+    config: str
+    layout: Layout
+    stages: list
+    card_gb: float | None
+    card_name: str | None
+    usable_gb: float | None  # what MindSpore may use of the card: the smaller of the card and context.max_device_memory
+    devices: int | None  # the cards the launch has, when given
+    micro_batch: int
+    seq: int
+    parameters: int
+    sizes_from: str
+    notes: list = field(default_factory=list)
+    leaves_out: list = field(default_factory=lambda: list(LEAVES_OUT))
+
+    @property
+    def largest_stage(self) -> StageMemory:
+        return max(self.stages, key=lambda s: (s.total, -s.stage))
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the largest stage fits what MindSpore may use of the card; None when the card is unknown."""
+        if self.usable_gb is None:
+            return None
+        return self.largest_stage.total <= self.usable_gb * GIB
+
+    @property
+    def exit_code(self) -> int:
+        """0 fits, 1 does not fit, 3 the card is unknown (the estimate is printed, nothing is judged)."""
+        return {True: 0, False: 1, None: 3}[self.fits]
+
+    def verdict(self) -> str:
+        big = self.largest_stage
+        need = f"the largest stage (stage {big.stage}) needs {_gib(big.total)} GiB a card"
+        if self.usable_gb is None:
+            return f"{need}; the card is not known (give --card-gb G or --card NAME: {', '.join(CARDS)}), so nothing is judged"
+        card = f"{self.card_name} ({self.card_gb:g} GiB)" if self.card_name else f"{self.card_gb:g} GiB"
+        of = f"{self.usable_gb:g} GiB usable of the card {card}" if self.usable_gb != self.card_gb else f"the card's {card}"
+        if self.fits:
+            return f"fits: {need} of {of}, {_gib(self.usable_gb * GIB - big.total)} GiB left for what is not counted"
+        return f"does not fit: {need}, more than {of}"
+
+    def format_text(self) -> str:
+        """A table per stage, the largest stage first, then the verdict and what the estimate leaves out."""
+        lay = self.layout
+        lines = [
+            f"msnb memory: {self.config}",
+            f"  {self.parameters / 1e9:,.2f} B parameters (sizes from {self.sizes_from}); {lay.words()}",
+            f"  micro-batch {self.micro_batch} x {self.seq} tokens per card",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", "total GiB")
+        rows = [head]
+        for s in sorted(self.stages, key=lambda s: (-s.total, s.stage)):
+            rec = " (full recompute)" if s.full_recompute_layers == s.layers and s.layers else ""
+            rows.append(
+                (
+                    str(s.stage),
+                    f"{s.layers}{rec}",
+                    _gib(s.weights),
+                    _gib(s.gradients),
+                    _gib(s.optimizer),
+                    _gib(s.activations_per_micro_batch),
+                    str(s.micro_batches_in_flight),
+                    _gib(s.activations),
+                    _gib(s.total),
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        for r in rows:
+            lines.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append(f"  {self.verdict()}")
+        lines.append("  not counted:")
+        lines += [f"    - {item}" for item in self.leaves_out]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        lay = self.layout
+        return {
+            "config": self.config,
+            "fits": self.fits,
+            "verdict": self.verdict(),
+            "card_gb": self.card_gb,
+            "card": self.card_name,
+            "usable_gb": self.usable_gb,
+            "devices": self.devices,
+            "layout": {k: getattr(lay, k) for k in lay.__dataclass_fields__} | {"cards": lay.devices},
+            "micro_batch": self.micro_batch,
+            "seq": self.seq,
+            "parameters": self.parameters,
+            "sizes_from": self.sizes_from,
+            "largest_stage": self.largest_stage.stage,
+            "stages": [s.as_dict() for s in sorted(self.stages, key=lambda s: (-s.total, s.stage))],
+            "notes": list(self.notes),
+            "leaves_out": list(self.leaves_out),
+            "unit": "bytes",
+        }
+
+
+def card_size(card_gb=None, card: str | None = None) -> tuple[float | None, str | None]:
+    """``(GiB, name)`` of the card: *card_gb* as given (a number, or a card's name), or *card* looked up in :data:`CARDS`."""
+    if isinstance(card_gb, str) and card is None:
+        try:
+            card_gb = float(card_gb)
+        except ValueError:
+            card, card_gb = card_gb, None
+    if card is not None:
+        key = card.strip().upper().removeprefix("ASCEND").strip().replace(" ", "-")
+        found = next((k for k in CARDS if k.upper() == key), None)
+        if found is None:
+            raise UsageError(f"--card {card!r} is not a card msnb knows the memory of ({', '.join(CARDS)}); give --card-gb G")
+        return float(CARDS[found]), found
+    if card_gb is None:
+        return None, None
+    if isinstance(card_gb, bool) or not isinstance(card_gb, (int, float)) or not math.isfinite(card_gb) or not 0 < card_gb < 1e6:
+        raise UsageError(f"--card-gb {card_gb!r} is not a card's memory in GiB (a positive number)")
+    return float(card_gb), None
+
+
+def _max_device_memory(config: dict) -> float | None:
+    """``context.max_device_memory`` (``"58GB"``) in GiB: what MindSpore may use of the card."""
+    ctx = config.get("context") if isinstance(config.get("context"), dict) else {}
+    value = str(ctx.get("max_device_memory") or "").strip().upper()
+    if value.endswith("GB"):
+        try:
+            got = float(value[:-2])
+        except ValueError:
+            return None
+        return got if math.isfinite(got) and got > 0 else None
+    return None
+
+
+def _optimizer_states(config: dict) -> int:
+    """Bytes of optimizer state per parameter: Adam-like 2 float32 moments, momentum 1, plain SGD none."""
+    opt = config.get("optimizer") if isinstance(config.get("optimizer"), dict) else {}
+    kind = str(opt.get("type") or "AdamW").lower()
+    if "adam" in kind or "lamb" in kind or "came" in kind:
+        return 8
+    if "momentum" in kind:
+        return 4
+    if kind == "sgd":
+        return 0
+    return 8
+
+
+def layer_activations(mc: dict, *, micro: int, seq: int, layout: Layout, moe: bool, mode: str) -> int:
+    """Bytes one layer keeps for its backward pass for one micro-batch (mode ``none``, ``select`` or ``full`` recompute).
+
+    Counted tensor by tensor in the compute dtype, after the tensor-parallel split (the hidden-sized ones split only
+    with sequence parallelism), the sequence split by context parallelism (the count of Korthikanti et al., "Reducing
+    Activation Recomputation in Large Transformer Models", generalised to grouped-query attention and gated MLPs):
+
+    - ``full``: the layer's input alone;
+    - hidden-sized: the two norms' inputs and outputs (4);
+    - attention: q, k, v and the attention output; with flash attention its softmax statistics (float32), without
+      it the scores, the softmax and its dropout mask (heads x seq x seq);
+    - MLP: gated, the gate and up projections, the activation and the product (4 x ffn; ``select`` recomputes the
+      activation and the product, mindformers' default pattern: 2 x ffn); not gated, 2 x ffn (1 with ``select``);
+    - MoE: the same for top-k experts per token, the shared experts, the permuted tokens before and after the
+      all-to-all (2 x top-k x hidden) and the router's float32 logits.
+    """
+    w = _dtype_bytes(mc.get("compute_dtype"), default=2)
+    hidden = _int(mc, "hidden_size")
+    tokens = micro * max(1, seq // layout.cp)
+    tp = layout.tp
+    hid = w * tokens * hidden // (tp if layout.sequence_parallel else 1)
+    if mode == "full":
+        return hid
+    heads = _int(mc, "num_attention_heads", "num_heads", default=max(1, hidden // 128))
+    head_dim = _int(mc, "head_dim", "kv_channels", default=hidden // heads if heads else 0)
+    kv = _int(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    if mc.get("multi_latent_attention") and _int(mc, "kv_lora_rank"):
+        qk = _int(mc, "qk_nope_head_dim", default=128) + _int(mc, "qk_rope_head_dim", default=64)
+        v_dim = _int(mc, "v_head_dim", default=128)
+        latent = w * tokens * (_int(mc, "q_lora_rank") + _int(mc, "kv_lora_rank"))
+        attention = latent + w * tokens * heads * (2 * qk + 2 * v_dim) // tp
+    else:
+        attention = w * tokens * (heads * head_dim * 2 + 2 * kv * head_dim) // tp
+    if _truthy(mc.get("use_flash_attention", True)):
+        attention += 8 * tokens * heads // tp
+    else:
+        attention += (2 * w + 1) * micro * heads * max(1, seq // layout.cp) * seq // tp
+    gated = mc.get("gated_linear_unit", True) or str(mc.get("hidden_act", "")).lower() in ("swiglu", "silu")
+    kept = (2 if mode == "select" else 4) if gated else (1 if mode == "select" else 2)
+    if moe:
+        ffn = _int(mc, "moe_intermediate_size", "moe_ffn_hidden_size", default=_int(mc, "intermediate_size", "ffn_hidden_size"))
+        topk = _int(mc, "num_experts_per_tok", "moe_router_topk", default=1)
+        experts = _int(mc, "n_routed_experts", "num_experts", "num_moe_experts")
+        shared = _int(mc, "moe_shared_expert_intermediate_size", default=_int(mc, "n_shared_experts") * ffn)
+        mlp = kept * w * tokens * (topk * ffn + shared) // tp + 2 * w * tokens * topk * hidden + 4 * tokens * experts
+    else:
+        ffn = _int(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
+        mlp = kept * w * tokens * ffn // tp
+    return 4 * hid + attention + mlp
+
+
+def estimate_card_memory(config_path, *, devices: int | None = None, layout=None, card_gb=None, card: str | None = None) -> CardMemory:
+    """Per-card memory of the run *config_path* describes, at full size under its parallel layout.
+
+    Args:
+        config_path: a mindformers run YAML (its base configs merged, as mindformers reads it).
+        devices: the cards the launch has (a note when the layout wants another count; ``msnb preflight`` checks it).
+        layout: a :class:`Layout`, or a dict of ``parallel_config`` keys over the config's own.
+        card_gb: the card's memory in GiB (or a card's name, see :data:`CARDS`); None: unknown, nothing is judged.
+        card: a card's name (``910B2``), instead of *card_gb*.
+
+    Returns:
+        The :class:`CardMemory`: a row per pipeline stage, the card, the verdict and what is not counted.
+
+    Raises:
+        UsageError: an unknown card or a card size that is no number.
+        ConfigError, SmokeError: a config that cannot be read, or a config.json that is not one.
+    """
+    gb, name = card_size(card_gb, card)
+    config_path, _ = resolve_shipped(config_path)  # configs/qwen3/... not here: the installed mindformers' own copy
+    loaded = load_config(config_path)
+    cfg = loaded.literal if getattr(loaded, "literal", None) is not None else loaded.data
+    sizes = model_sizes(cfg)
+    mc = sizes.config
+    lay = layout if isinstance(layout, Layout) else read_layout(cfg, layout if isinstance(layout, dict) else None)
+    notes = list(sizes.notes)
+    if devices is not None and devices != lay.devices:
+        notes.append(
+            f"--devices {devices}, but the layout (data_parallel x model_parallel x context_parallel x pipeline_stage) uses {lay.devices} cards: "
+            "mindformers refuses that launch; the estimate is for the layout"
+        )
+    parts = model_parts(mc)
+    per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0))
+    if split_note:
+        notes.append(split_note)
+    rc = cfg.get("recompute_config") if isinstance(cfg.get("recompute_config"), dict) else {}
+    full = _per_stage(rc.get("recompute", False), lay.pp, per)
+    select = _per_stage(rc.get("select_recompute", False), lay.pp, per)
+    runner = cfg.get("runner_config") if isinstance(cfg.get("runner_config"), dict) else {}
+    micro = _pos(runner, "batch_size")
+    seq = _int(mc, "seq_length", default=4096)
+    width = _dtype_bytes(mc.get("params_dtype", mc.get("param_init_type")))
+    opt_bytes = _optimizer_states(cfg)
+    w = _dtype_bytes(mc.get("compute_dtype"), default=2)
+    tp, ep = lay.tp, lay.ep
+    replicas = lay.dp * lay.cp  # cards of one stage holding the same slice of a (non-expert) weight
+    expert_replicas = max(1, replicas // ep)
+
+    def shard(group: int) -> int:
+        if not lay.parallel_optimizer:
+            return 1
+        size = lay.optimizer_shard if 0 < lay.optimizer_shard <= group and group % lay.optimizer_shard == 0 else group
+        return max(1, size)
+
+    grads_sharded = lay.parallel_optimizer and (lay.optimizer_level in ("level2", "level3") or lay.gradient_accumulation_shard)
+    stages = []
+    first = 0
+    for i, n in enumerate(per):
+        dense_params = expert_params = 0
+        for layer in range(first, first + n):
+            moe_layer = parts.moe and layer >= parts.dense_layers
+            dense_params += (parts.attention + (parts.shared_experts if moe_layer else parts.dense_mlp)) // tp + parts.norms
+            if moe_layer:
+                dense_params += parts.router
+                expert_params += parts.experts // (ep * tp)
+        if i == 0:
+            dense_params += parts.embedding // tp
+        if i == lay.pp - 1:
+            dense_params += parts.head // tp + parts.final_norm  # a tied head is a copy of the embedding on the last stage
+            if parts.mtp_layers:
+                mtp_moe = parts.moe and parts.layers >= parts.dense_layers
+                dense_params += parts.mtp_layers * ((parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra) // tp)
+                expert_params += parts.mtp_layers * (parts.experts // (ep * tp) if mtp_moe else 0)
+        if i == 0 and lay.pp == 1 and parts.tied:
+            dense_params -= parts.head // tp  # one stage: the tied head is the embedding itself
+        sd, se = shard(replicas), shard(expert_replicas)
+        weights = width * (dense_params // sd + expert_params // se)
+        grads = width * ((dense_params // sd + expert_params // se) if grads_sharded else (dense_params + expert_params))
+        optimizer = opt_bytes * (dense_params // sd + expert_params // se)
+        acts = 0
+        for k, layer in enumerate(range(first, first + n)):
+            mode = "full" if k < full[i] else ("select" if k < select[i] else "none")
+            acts += layer_activations(mc, micro=micro, seq=seq, layout=lay, moe=parts.moe and layer >= parts.dense_layers, mode=mode)
+        tokens = micro * max(1, seq // lay.cp)
+        if i == 0:
+            acts += w * tokens * parts.hidden // (tp if lay.sequence_parallel else 1)  # the embedding's output
+        if i == lay.pp - 1:
+            vocab = parts.embedding // max(1, parts.hidden)
+            acts += (w + 4) * tokens * vocab // tp  # the logits and their float32 copy for the loss
+        if lay.pp == 1:
+            in_flight = 1
+        elif lay.scheduler.lower() == "gpipe":
+            in_flight = lay.micro_batch_num
+        else:
+            in_flight = min(lay.pp - i, lay.micro_batch_num)
+        stages.append(StageMemory(i, n, first, dense_params + expert_params, weights, grads, optimizer, acts, in_flight, full[i], min(n, select[i])))
+        first += n
+    usable = gb
+    mdm = _max_device_memory(cfg)
+    if gb is not None and mdm is not None and mdm < gb:
+        usable = mdm
+        notes.append(f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card")
+    if lay.pp > 1 and lay.micro_batch_num < lay.pp:
+        notes.append(f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: the pipeline idles (mindformers refuses some such configs)")
+    return CardMemory(
+        config=str(Path(str(config_path))),
+        layout=lay,
+        stages=stages,
+        card_gb=gb,
+        card_name=name,
+        usable_gb=usable,
+        devices=devices,
+        micro_batch=micro,
+        seq=seq,
+        parameters=parts.total,
+        sizes_from=sizes.source_words(),
+        notes=notes,
+    )
+
+
+__all__ = [
+    "CARDS",
+    "LEAVES_OUT",
+    "CardMemory",
+    "Layout",
+    "StageMemory",
+    "card_size",
+    "estimate_card_memory",
+    "layer_activations",
+    "layers_per_stage",
+    "read_layout",
+]

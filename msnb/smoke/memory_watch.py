@@ -1,0 +1,98 @@
+"""The smoke run's memory, watched while it trains: a run that grows past this machine's memory is msnb's limit, not the config's fault.
+
+The floor (:mod:`msnb.smoke.memory_estimate`) refuses what cannot fit before anything starts, but it is a floor:
+MindSpore's graph compiler, its memory pools and mindformers' dataset workers come on top.  A run that grows until
+the machine has almost nothing left would otherwise be killed by the kernel's OOM killer and judged ``failed`` (an
+exit code and no steps), blaming a config that is fine on its cluster.  This watch stops it first, and the verdict
+is *not rehearsed*, naming the memory the run held and what was left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from ..process_sweep import marked
+from .guard import MARKER_VAR
+from .memory_estimate import available_bytes
+
+GIB = 1 << 30
+
+
+def _total_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def default_reserve() -> int:
+    """What must stay free: 5% of the machine's memory, at most 1 GiB and at least 256 MiB."""
+    total = _total_bytes()
+    return max(256 << 20, min(GIB, total // 20)) if total else GIB
+
+
+def resident_bytes(pids) -> int:
+    """The resident memory (VmRSS) of *pids*, summed; a process gone meanwhile counts nothing."""
+    held = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{int(pid)}/status", "rb") as f:
+                for line in f.read(1 << 14).decode("ascii", "replace").splitlines():
+                    if line.startswith("VmRSS:"):
+                        held += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return held
+
+
+class MemoryWatch:
+    """Polled by the runner: says why to stop the run when this machine is about to run out of memory."""
+
+    def __init__(self, marker: str, *, reserve: int | None = None, every: float = 1.0, find=None):
+        self.marker = marker
+        self.reserve = default_reserve() if reserve is None else int(reserve)
+        self.every = every
+        self.find = find or (lambda marker: marked(MARKER_VAR, marker))
+        self.next_poll = 0.0
+        self.peak = 0  # the most the run's processes held together, at a poll
+        self.lowest_free: int | None = None
+
+    def poll(self) -> str | None:
+        """None while the machine has more than the reserve free; else the reason to stop, in words (at most once a second)."""
+        now = time.monotonic()
+        if now < self.next_poll or not os.path.isdir("/proc"):
+            return None
+        self.next_poll = now + self.every
+        free = available_bytes()
+        held = resident_bytes(self.find(self.marker))
+        self.peak = max(self.peak, held)
+        if free is None:
+            return None
+        self.lowest_free = free if self.lowest_free is None else min(self.lowest_free, free)
+        if free >= self.reserve:
+            return None
+        return (
+            f"the training grew to {held / 1e9:,.1f} GB and this machine had {free / 1e9:,.2f} GB of memory left (less than the "
+            f"{self.reserve / 1e9:,.2f} GB kept free): stopped before the system's out-of-memory killer; this machine is too small to "
+            "rehearse the run at this size (let --shrink shrink it, or run it on a larger machine)"
+        )
+
+    def after_exit(self, returncode: int | None) -> str | None:
+        """The reason when the run was killed (SIGKILL) while the machine was nearly out of memory: the OOM killer, not the config."""
+        killed = returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
+        if not killed or self.lowest_free is None or self.lowest_free >= 4 * self.reserve:
+            return None
+        return (
+            f"the training was killed (SIGKILL) after growing to {self.peak / 1e9:,.1f} GB, with {self.lowest_free / 1e9:,.2f} GB of memory "
+            "left on this machine: the system's out-of-memory killer, not the config; this machine is too small to rehearse the run at this size"
+        )
+
+
+__all__ = ["MemoryWatch", "default_reserve", "resident_bytes"]

@@ -1,0 +1,272 @@
+"""Per-card memory at full size (msnb memory) and the smoke's memory floor: the same sizes the real run builds.
+
+The hand-computed figures below are derived here from the tensors' shapes, not read from msnb's code: each
+parameter matrix of a grouped-query attention layer and a gated MLP, and the activations a layer keeps for its
+backward pass (Korthikanti et al.'s count), written out for a config small enough to add up by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from msnb.errors import NotRehearsed, UsageError
+from msnb.smoke.card_memory import CARDS, estimate_card_memory, layers_per_stage
+from msnb.smoke.memory_estimate import model_sizes
+
+REPO = Path(__file__).resolve().parents[2]
+
+# the small config: 4 layers, hidden 64, 4 heads of 16, 2 kv heads, gated MLP of 128, vocab 1000, 32 tokens
+SMALL = {
+    "use_legacy": False,
+    "run_mode": "train",
+    "trainer": {"type": "CausalLanguageModelingTrainer", "model_name": "qwen3"},
+    "runner_config": {"batch_size": 1, "epochs": 1},
+    "optimizer": {"type": "AdamW"},
+    "parallel_config": {"data_parallel": 2, "model_parallel": 2, "pipeline_stage": 2, "micro_batch_num": 4},
+    "parallel": {"parallel_mode": 1, "enable_parallel_optimizer": False},
+    "recompute_config": {"recompute": [1, 0]},
+    "model": {
+        "model_config": {
+            "model_type": "qwen3",
+            "num_hidden_layers": 4,
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "intermediate_size": 128,
+            "vocab_size": 1000,
+            "seq_length": 32,
+            "offset": [1, -1],
+            "params_dtype": "float32",
+            "compute_dtype": "bfloat16",
+            "use_flash_attention": True,
+            "tie_word_embeddings": False,
+        }
+    },
+}
+
+
+def _write(tmp_path: Path, cfg: dict, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _with(cfg: dict, **parallel) -> dict:
+    out = json.loads(json.dumps(cfg))
+    out["parallel"].update(parallel)
+    return out
+
+
+# parameters, by hand: attention q 64x(4*16), k and v 64x(2*16) each, o (4*16)x64; MLP gate, up, down 64x128 each;
+# two norms of 64 a layer; tensor parallelism (2) splits the matrices, not the norms
+ATTENTION = 64 * 64 + 2 * 64 * 32 + 64 * 64  # 12,288
+MLP = 3 * 64 * 128  # 24,576
+LAYER_ON_A_CARD = (ATTENTION + MLP) // 2 + 2 * 64  # 18,560
+EMBEDDING_ON_A_CARD = 1000 * 64 // 2  # vocab-parallel: 32,000 (the head the same, on the last stage)
+# offset [1, -1]: 4 // 2 = 2 layers a stage, plus the offset: 3 on the first stage, 1 on the last
+STAGE0 = 3 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD  # 87,680
+STAGE1 = 1 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD + 64  # and the final norm: 50,624
+
+
+def _layer_activations(recomputed: bool) -> int:
+    """Bytes one layer keeps for one micro-batch of 1 x 32 tokens in bfloat16 (2 bytes), tensor parallel 2, no sequence parallelism."""
+    tokens, w = 32, 2
+    if recomputed:
+        return w * tokens * 64  # the layer's input alone
+    hidden_sized = 4 * w * tokens * 64  # both norms' inputs and outputs, whole on every card without sequence parallelism
+    qkv_and_out = w * tokens * (4 * 16 + 4 * 16 + 2 * 2 * 16) // 2  # q, the attention output, k and v
+    softmax_stats = 2 * 4 * tokens * 4 // 2  # flash attention keeps float32 max and sum per head and token
+    mlp = 4 * w * tokens * 128 // 2  # gate, up, the activation and the product
+    return hidden_sized + qkv_and_out + softmax_stats + mlp
+
+
+def test_the_stages_add_up_to_the_hand_computed_figures(tmp_path):
+    est = estimate_card_memory(_write(tmp_path, SMALL), card_gb=1)
+    first, last = sorted(est.stages, key=lambda s: s.stage)
+    assert (first.layers, last.layers) == (3, 1)
+    assert (first.parameters, last.parameters) == (STAGE0, STAGE1)
+    # float32 weights and gradients, AdamW's two float32 moments; no parallel optimizer: nothing split by dp
+    assert (first.weights, first.gradients, first.optimizer) == (4 * STAGE0, 4 * STAGE0, 8 * STAGE0)
+    assert (last.weights, last.gradients, last.optimizer) == (4 * STAGE1, 4 * STAGE1, 8 * STAGE1)
+    # recompute [1, 0]: the first stage's first layer keeps its input only; the embedding's output too
+    assert first.activations_per_micro_batch == _layer_activations(True) + 2 * _layer_activations(False) + 2 * 32 * 64
+    # the last stage: its layer and the logits (bfloat16 and their float32 copy), vocab-parallel
+    assert last.activations_per_micro_batch == _layer_activations(False) + (2 + 4) * 32 * 1000 // 2
+    # 1F1B with 2 stages and 4 micro-batches: the first stage holds 2 in flight, the last 1
+    assert (first.micro_batches_in_flight, last.micro_batches_in_flight) == (2, 1)
+    assert first.total == 16 * STAGE0 + 2 * first.activations_per_micro_batch
+    assert est.largest_stage is first
+    assert est.layout.devices == 8 and est.fits is True
+    text = est.format_text()
+    assert text.index("\n  0 ") < text.index("\n  1 ")  # the largest stage first
+    assert "not counted:" in text and "communication buffers" in text
+    assert est.as_dict()["stages"][0]["total"] == first.total
+
+
+def test_the_parallel_optimizer_shards_by_its_level(tmp_path):
+    """MindSpore's parallel optimizer: level1 splits weights and optimizer state over the data-parallel group (2), level2 gradients too."""
+    level1 = estimate_card_memory(_write(tmp_path, _with(SMALL, enable_parallel_optimizer=True), "l1.yaml"))
+    cfg2 = _with(SMALL, enable_parallel_optimizer=True, parallel_optimizer_config={"optimizer_level": "level2"})
+    level2 = estimate_card_memory(_write(tmp_path, cfg2, "l2.yaml"))
+    s1 = min(level1.stages, key=lambda s: s.stage)
+    s2 = min(level2.stages, key=lambda s: s.stage)
+    assert (s1.weights, s1.gradients, s1.optimizer) == (4 * STAGE0 // 2, 4 * STAGE0, 8 * STAGE0 // 2)
+    assert (s2.weights, s2.gradients, s2.optimizer) == (4 * STAGE0 // 2, 4 * STAGE0 // 2, 8 * STAGE0 // 2)
+    assert level1.fits is None and level1.exit_code == 3  # no card given: nothing judged
+
+
+def test_the_card_is_judged_by_name_by_size_and_by_max_device_memory(tmp_path):
+    cfg = json.loads(json.dumps(SMALL))
+    cfg["context"] = {"max_device_memory": "0.000001GB"}  # MindSpore may use 1 kB of the card: nothing fits in that
+    est = estimate_card_memory(_write(tmp_path, cfg), card="910B2")
+    assert est.card_gb == CARDS["910B2"] == 64 and est.usable_gb == 0.000001 and est.fits is False and est.exit_code == 1
+    assert "does not fit" in est.verdict()
+    with pytest.raises(UsageError, match="910B4"):
+        estimate_card_memory(_write(tmp_path, SMALL), card="H100")
+    with pytest.raises(UsageError):
+        estimate_card_memory(_write(tmp_path, SMALL), card_gb=-3)
+
+
+def test_an_offset_that_does_not_add_up_is_said():
+    assert layers_per_stage(64, 4, [-1, -1, 1, 1]) == ([15, 15, 17, 17], None)
+    per, note = layers_per_stage(10, 4, 0)
+    assert sum(per) == 10 and "does not add up" in note
+
+
+def test_sizes_come_from_config_json_and_from_the_class_defaults(tmp_path):
+    """The same sources as the real run: pretrained_model_dir's config.json under the YAML; the class's defaults under both."""
+    if model_sizes({"use_legacy": False, "model": {"model_config": {"model_type": "qwen3"}}}).sources.get("hidden_size") is None:
+        pytest.skip("mindformers is not installed: no config classes to read defaults from")
+    folder = tmp_path / "Qwen3-32B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN3_32B))
+    cfg = {"use_legacy": False, "pretrained_model_dir": str(folder), "model": {"model_config": {"num_hidden_layers": 2}}}
+    sizes = model_sizes(cfg)
+    assert sizes.config["hidden_size"] == 5120 and sizes.sources["hidden_size"] == f"{folder}/config.json"
+    assert sizes.config["num_hidden_layers"] == 2 and sizes.sources["num_hidden_layers"] == "the YAML"
+    assert sizes.config["seq_length"] == 4096  # TransformerConfig's default: neither file gives one
+    # no folder, no sizes in the YAML: Qwen3Config's defaults in mindformers 1.9 (32 layers x 4096, 32 heads of 128, ffn 22016)
+    only_type = model_sizes({"use_legacy": False, "model": {"model_config": {"model_type": "qwen3"}}})
+    assert only_type.sources["num_hidden_layers"] == "Qwen3Config's default"
+    est = estimate_card_memory(_write(tmp_path, {**SMALL, "model": {"model_config": {"model_type": "qwen3"}}}, "defaults.yaml"))
+    by_hand = 32 * (4096 * 128 * (2 * 32 + 2 * 32) + 3 * 4096 * 22016 + 2 * 4096) + 2 * 151936 * 4096 + 4096
+    assert est.parameters == by_hand and "Qwen3Config's default" in est.sizes_from
+
+
+# Qwen3-32B's published config.json sizes (Hugging Face, Qwen/Qwen3-32B)
+QWEN3_32B = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 5120,
+    "num_hidden_layers": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 25600,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+}
+
+
+@pytest.fixture
+def qwen3_32b_finetune(tmp_path):
+    """mindformers' shipped finetune_qwen3.yaml pointed at a folder holding Qwen3-32B's config.json (the issue's case)."""
+    from tests.test_robust_outputs_walks import shipped_config
+
+    folder = tmp_path / "Qwen3-32B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN3_32B))
+    text = shipped_config("qwen3/finetune_qwen3.yaml").read_text().replace("/path/to/Qwen3-32B", str(folder))
+    run = tmp_path / "finetune_qwen3.yaml"
+    run.write_text(text)
+    return run
+
+
+def test_the_32b_config_json_at_its_own_size_is_refused_before_any_child(qwen3_32b_finetune, tmp_path):
+    """--shrink never with Qwen3-32B's config.json: refused by prepare(), which starts nothing, as not rehearsed (never failed)."""
+    from msnb.smoke.options import SmokeOptions
+    from msnb.smoke.runner import prepare
+
+    with pytest.raises(NotRehearsed, match=r"32\.\d+ B parameters.*config\.json"):
+        prepare(SmokeOptions(config=str(qwen3_32b_finetune), shrink="never", device="CPU"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "msnb.cli", "smoke", str(qwen3_32b_finetune), "--shrink", "never", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["outcome"] == "not_rehearsed"
+    assert not (tmp_path / "output").exists()  # nothing was trained: mindformers was never started
+    # the same sizes give msnb memory's table: 64 layers over 4 stages, 16 each
+    est = estimate_card_memory(qwen3_32b_finetune, card="910B2")
+    assert [s.layers for s in sorted(est.stages, key=lambda s: s.stage)] == [16, 16, 16, 16]
+    assert est.parameters / 1e9 == pytest.approx(32.8, rel=0.01)
+
+
+def test_a_legacy_class_default_is_the_floor_too(tmp_path):
+    """A legacy YAML that leaves the sizes to LlamaConfig's defaults (7B) at its own size: the floor counts the 7B."""
+    from msnb.smoke.options import SmokeOptions
+    from msnb.smoke.runner import prepare
+
+    if model_sizes({"model": {"model_config": {"type": "LlamaConfig"}}}).sources.get("num_layers") is None:
+        pytest.skip("mindformers is not installed: no config classes to read defaults from")
+    cfg = {
+        "run_mode": "train",
+        "trainer": {"type": "CausalLanguageModelingTrainer", "model_name": "llama"},
+        "runner_config": {"batch_size": 1, "epochs": 1},
+        "model": {"arch": {"type": "LlamaForCausalLM"}, "model_config": {"type": "LlamaConfig"}},
+    }
+    with pytest.raises(NotRehearsed, match="LlamaConfig's default"):
+        prepare(SmokeOptions(config=str(_write(tmp_path, cfg)), shrink="never", device="CPU"))
+
+
+def test_msnb_memory_command_exit_codes(tmp_path):
+    small = _write(tmp_path, SMALL)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "msnb.cli", "memory", str(small), *args], capture_output=True, text=True, timeout=120)
+
+    fits = run("--card-gb", "64")
+    assert fits.returncode == 0 and "fits:" in fits.stdout
+    unknown = run("--json")
+    assert unknown.returncode == 3 and json.loads(unknown.stdout)["fits"] is None
+    both = run("--card-gb", "64", "--card", "910B2")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_card_names_in_the_help_are_the_known_cards():
+    from msnb.options import MEMORY_OPTIONS
+
+    card_help = next(o.help for o in MEMORY_OPTIONS if o.flags == ("--card",))
+    assert all(name in card_help for name in CARDS if name != "910")
+
+
+def test_a_run_that_leaves_the_machine_without_memory_is_not_rehearsed_naming_it(tmp_path, monkeypatch):
+    """A real smoke run (msnb's built-in model) on a machine with less free than the watch keeps free: stopped, not rehearsed, never failed."""
+    from msnb.smoke.memory_estimate import available_bytes
+    from msnb.smoke.memory_watch import MemoryWatch
+    from msnb.smoke.options import SmokeOptions
+    from msnb.smoke.runner import judge, launch, prepare, watch
+
+    free = available_bytes()
+    if free is None:
+        pytest.skip("this system does not say how much memory is free")
+    monkeypatch.chdir(tmp_path)
+    launched = launch(prepare(SmokeOptions(device="CPU", steps=5, live=False)))
+    watched = watch(launched, memory=MemoryWatch(launched.marker, reserve=free + (64 << 30), every=0.5))
+    result = judge(launched, watched)
+    assert watched.out_of_memory is not None and result.outcome == "not_rehearsed" and result.exit_code == 3
+    assert "memory left" in result.not_rehearsed and "too small to rehearse" in result.not_rehearsed
+    process = next(c for c in result.checks if c.name == "process")
+    assert process.status == "warn" and "not rehearsed" in process.detail
+    assert not any(c.status == "fail" for c in result.checks), [c for c in result.checks if c.status == "fail"]

@@ -781,6 +781,9 @@ def plan_mindformers(
         data_note = "the config's own dataset (" + ", ".join(p for _, p in paths) + ")"
         if any(_is_mindrecord(train, p) for _, p in paths) and before.get("seq") != after.get("seq"):
             data_note += f", every column cut to the shrunk sequence ({before.get('seq')} -> {after.get('seq')} tokens, offsets kept)"
+            marker = next((c for c in ("loss_mask", "labels") if c in columns), None)
+            if marker:  # a finetune row's first tokens are its prompt, trained on nothing: the window holds its trained tokens
+                data_note += f", a row's window from half a window before its first trained token ({marker})"
     else:
         why = "--data synthetic" if data == "synthetic" else ("its dataset is not on this machine" if paths else "the config names no dataset files")
         data_note = f"synthetic token ids ({why}): columns {', '.join(columns)}, a counting pattern a model can learn"

@@ -80,28 +80,61 @@ def _mindrecord_files(path: str) -> list:
     return [path]
 
 
-def sliced_mindrecord(files: list, columns: list, seq_before: int, seq_after: int, batch: int, samples: int):
-    """The config's own MindRecord rows, every column cut to the shrunk sequence the same way.
+def trained_window(columns: list, seq_before: int, seq_after: int):
+    """A function that cuts one row's columns to the same window of ``seq_after`` tokens, one that holds trained tokens.
 
-    A column's rows keep their offset from the config's sequence length: rows of
-    ``seq_length + 1`` tokens (what a model that shifts its inputs itself reads)
-    become ``shrunk + 1``, rows of ``seq_length`` become ``shrunk``; a square
-    ``seq x seq`` column (an attention mask) is cut in both dimensions.
+    A finetune row is a prompt (``loss_mask`` 0, or ``labels`` -100) then the answer: its first ``seq_after`` tokens
+    are often all prompt, a loss of 0 that cannot fall. The window starts half a window before the row's first
+    trained token (``loss_mask`` above 0, else ``labels`` of 0 or more; a row with neither column is trained from
+    its start), within the row. Every column is cut there alike, keeping its offset from the config's sequence
+    length (rows of ``seq_length + 1`` tokens become ``seq_after + 1``); a square ``seq x seq`` column (an attention
+    mask) is cut in both dimensions; ``position_ids`` count from 0 at the window's start until the next document.
+    """
+    names = list(columns)
+    marker = "loss_mask" if "loss_mask" in names else ("labels" if "labels" in names else None)
+
+    def start_of(row: dict) -> int:
+        if marker is None:
+            return 0
+        x = np.asarray(row[marker]).reshape(-1)[:seq_before]
+        trained = np.flatnonzero(x > 0 if marker == "loss_mask" else x >= 0)
+        if trained.size == 0:
+            return 0
+        return int(min(max(0, int(trained[0]) - seq_after // 2), max(0, seq_before - seq_after)))
+
+    def cut(*arrays):
+        row = dict(zip(names, (np.asarray(a) for a in arrays)))
+        first = start_of(row)
+        out = []
+        for name, x in row.items():
+            if x.ndim == 0:
+                out.append(x)
+                continue
+            n = seq_after + max(0, x.shape[-1] - seq_before)
+            if x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
+                x = x[..., first : first + n, first : first + n]
+            else:
+                x = x[..., first : first + n]
+            if name == "position_ids" and x.ndim == 1 and first and x.size:
+                x = x.copy()
+                run = np.flatnonzero(np.diff(x) != 1)  # where the document the window starts in ends
+                stop = int(run[0]) + 1 if run.size else x.size
+                x[:stop] -= x[0]
+            out.append(np.ascontiguousarray(x))
+        return tuple(out)
+
+    return cut
+
+
+def sliced_mindrecord(files: list, columns: list, seq_before: int, seq_after: int, batch: int, samples: int):
+    """The config's own MindRecord rows, every column of a row cut to the same window of the shrunk sequence.
+
+    The window holds the row's trained tokens where it has any (:func:`trained_window`).
     """
     from mindspore.dataset import MindDataset  # deferred: MindSpore (the mindspore extra)
 
-    def cut(x):
-        x = np.asarray(x)
-        if x.ndim == 0:
-            return x
-        n = seq_after + max(0, x.shape[-1] - seq_before)
-        if x.ndim >= 2 and x.shape[-1] == x.shape[-2]:
-            return np.ascontiguousarray(x[..., :n, :n])
-        return np.ascontiguousarray(x[..., :n])
-
     ds = MindDataset(files, columns_list=list(columns), shuffle=False, num_samples=samples)
-    for column in columns:
-        ds = ds.map(operations=cut, input_columns=[column])
+    ds = ds.map(operations=trained_window(columns, seq_before, seq_after), input_columns=list(columns), output_columns=list(columns))
     return ds.batch(batch, drop_remainder=True)
 
 

@@ -132,6 +132,20 @@ def test_the_child_data_rows_have_the_lengths_each_model_reads(tmp_path):
         w.commit()
         row = next(sliced_mindrecord([{str(tmp_path / "d.mindrecord")!r}], ["input_ids", "labels"], 64, 16, 2, 4).create_dict_iterator(output_numpy=True))
         lens["mindrecord"] = [row["input_ids"].shape[1], row["labels"].shape[1], row["input_ids"][0].tolist()[:3]]
+        cols = ["input_ids", "labels", "loss_mask", "position_ids", "attention_mask"]
+        w = FileWriter({str(tmp_path / "sft.mindrecord")!r}, shard_num=1, overwrite=True)
+        w.add_schema({{c: {{"type": "int32", "shape": [-1, 64] if c == "attention_mask" else [-1]}} for c in cols}}, "sft")
+        mask = np.zeros(64, np.int32)
+        mask[40:50] = 1  # a prompt of 40 tokens, an answer of 10, padding
+        pos = np.arange(64, dtype=np.int32)
+        pos[44:] -= 44  # a second packed document from token 44
+        square = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
+        w.write_raw_data([{{"input_ids": np.arange(64, dtype=np.int32), "labels": np.arange(1, 65, dtype=np.int32), "loss_mask": mask,
+                           "position_ids": pos, "attention_mask": square}}] * 2)
+        w.commit()
+        row = next(sliced_mindrecord([{str(tmp_path / "sft.mindrecord")!r}], cols, 64, 16, 2, 2).create_dict_iterator(output_numpy=True))
+        lens["window"] = {{c: row[c][0].tolist() for c in cols if c != "attention_mask"}}
+        lens["window"]["attention_mask"] = bool((row["attention_mask"][0] == square[32:48, 32:48]).all())
         print(json.dumps(lens))
         """,
         tmp_path,
@@ -140,6 +154,11 @@ def test_the_child_data_rows_have_the_lengths_each_model_reads(tmp_path):
     assert lens["shifts"] == [9, 9, True]  # seq + 1 each, the same tokens: the model shifts them itself
     assert lens["shifted"] == [8, 8, True]  # labels are the next tokens
     assert lens["mindrecord"] == [17, 16, [0, 1, 2]]  # 65 -> 17 and 64 -> 16: the offset from seq_length kept
+    # a finetune row: the window starts half a window before its first trained token, the same for every column
+    window = lens["window"]
+    assert window["input_ids"] == list(range(32, 48)) and window["labels"] == list(range(33, 49))
+    assert window["loss_mask"] == [0] * 8 + [1] * 8 and window["attention_mask"] is True
+    assert window["position_ids"] == list(range(12)) + [0, 1, 2, 3]  # from 0 at the window, the next document's own
 
 
 def test_softmax_attention_rebuilds_the_compressed_mask_exactly(tmp_path):
@@ -198,7 +217,7 @@ def test_lora_with_dropout_and_mask_compression_train_on_cpu(tmp_path):
 
 
 def test_the_configs_own_mindrecord_trains_at_the_shrunk_sequence(tmp_path):
-    """A legacy LLaMA finetune whose MindRecord rows are 2,049 tokens, shrunk to seq 32: every column cut consistently."""
+    """A legacy LLaMA finetune whose MindRecord rows are 2,049 tokens, shrunk to seq 32: every column cut consistently, past the prompt."""
     _child(
         f"""
         import numpy as np
@@ -210,7 +229,7 @@ def test_the_configs_own_mindrecord_trains_at_the_shrunk_sequence(tmp_path):
         for _ in range(32):
             t = (3 + (int(rng.integers(0, 200)) + np.arange(2049)) % 200).astype(np.int32)
             labels = t.copy()
-            labels[:4] = -100
+            labels[:300] = -100  # the prompt: the rows' first 32 tokens train nothing
             rows.append({{"input_ids": t, "labels": labels}})
         w.write_raw_data(rows)
         w.commit()
@@ -245,8 +264,12 @@ def test_the_configs_own_mindrecord_trains_at_the_shrunk_sequence(tmp_path):
     )
     result = run_smoke(path, live=False, steps=8)
     assert result.passed, result.format_text()
-    assert result.check("data").detail.endswith("every column cut to the shrunk sequence (2048 -> 32 tokens, offsets kept)")
+    assert result.check("data").detail.endswith(
+        "every column cut to the shrunk sequence (2048 -> 32 tokens, offsets kept), a row's window from half a window before its first trained token (labels)"
+    )
     assert result.check("callbacks").detail.startswith("MFLossMonitor: 8 lines")
+    losses = result.tables.scalars.where(tag="loss").value
+    assert len(losses) >= 8 and (losses > 0.1).all(), losses  # cut to their first 32 tokens, the rows trained nothing: a loss of 0
 
 
 def test_a_subset_of_the_shipped_config_sweep(tmp_path):

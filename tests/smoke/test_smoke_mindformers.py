@@ -12,6 +12,7 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -398,3 +399,39 @@ def test_two_workers_train_the_shipped_new_architecture_qwen3_in_graph_mode_with
         assert len(weights) > 10 and all((ranks[0][k] == ranks[1][k]).all() for k in weights)
     finally:
         shutil.rmtree(result.workdir, ignore_errors=True)
+
+
+def test_the_shipped_qwen3_finetune_on_its_own_mindrecord_trains_on_the_answers(tmp_path):
+    """The shipped Qwen3 finetune config with its data as MindRecord rows of 512 tokens: a prompt (loss_mask 0) of 100 to
+    300 tokens, then the answer. Cut to their first 32 tokens the rows trained on nothing (a loss of 0, "loss never fell");
+    each row's window now holds trained tokens, and the loss falls."""
+    from mindspore.mindrecord import FileWriter
+
+    seq, rng, rows = 512, np.random.default_rng(0), []
+    for _ in range(64):
+        prompt, answer = int(rng.integers(100, 300)), 60
+        ids = np.zeros(seq + 1, np.int32)
+        ids[:prompt] = rng.integers(3, 256, prompt)
+        ids[prompt : prompt + answer] = 3 + (int(rng.integers(0, 200)) + np.arange(answer)) % 250  # an answer a model can learn
+        mask = np.zeros(seq, np.int32)
+        mask[prompt - 1 : prompt + answer - 1] = 1  # labels are the next tokens: trained where they are the answer's
+        rows.append({"input_ids": ids[:seq], "labels": ids[1:], "loss_mask": mask, "position_ids": np.arange(seq, dtype=np.int32)})
+    columns = ["input_ids", "labels", "loss_mask", "position_ids"]
+    writer = FileWriter(str(tmp_path / "sft.mindrecord"), shard_num=1, overwrite=True)
+    writer.set_page_size(1 << 16)
+    writer.add_schema({c: {"type": "int32", "shape": [-1]} for c in columns}, "sft")
+    writer.write_raw_data(rows)
+    writer.commit()
+    config = yaml.safe_load((SHIPPED / "qwen3" / "finetune_qwen3.yaml").read_text())
+    assert config["train_dataset"]["input_columns"] == columns  # the columns the shipped finetune trains on
+    config["model"]["model_config"]["seq_length"] = seq
+    config["train_dataset"]["data_loader"] = {"type": "MindDataset", "dataset_dir": str(tmp_path / "sft.mindrecord"), "shuffle": False}
+    config["train_dataset_task"]["dataset_config"] = config["train_dataset"]
+    config["callbacks"] = [{"type": "MFLossMonitor", "per_print_times": 1}]
+    path = tmp_path / "finetune_qwen3_own_data.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_smoke(path, live=False, steps=30)
+    assert result.passed, result.format_text()
+    assert result.check("data").detail.startswith(f"the config's own dataset ({tmp_path / 'sft.mindrecord'}), every column cut")
+    assert "first trained token (loss_mask)" in result.check("data").detail
+    assert result.check("loss_falling").status == "pass", result.check("loss_falling").detail

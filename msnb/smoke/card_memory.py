@@ -44,7 +44,8 @@ CARDS = {
 # what the estimate does not count (said with every estimate)
 LEAVES_OUT = (
     "communication buffers (all-reduce / all-gather / all-to-all / pipeline send-receive) and their fusion buckets",
-    "the full weights the parallel optimizer all-gathers for the forward and backward passes (transient)",
+    "the weights the parallel optimizer all-gathers again for a layer's backward pass (level3, or a recomputed layer with "
+    "parallel_optimizer_comm_recompute: transient; with level1 and level2 those kept from the forward pass are counted in the weights)",
     "each micro-batch's own gradients before they are added into the accumulation buffer (transient)",
     "MindSpore's memory planner, workspace of the kernels, and fragmentation",
     "the framework's and the driver's own reserve (the card's HBM is more than MindSpore may use: see context.max_device_memory)",
@@ -126,7 +127,8 @@ def layers_per_stage(layers: int, pp: int, offset) -> tuple[list[int], str | Non
     base = layers // pp
     if isinstance(offset, list) and offset and all(isinstance(o, list) for o in offset):
         rows = [r for r in offset if len(r) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in r)]
-        per = [sum(r[i] for r in rows) + base * len(rows) for i in range(pp)] if rows else [base] * pp
+        chunk = layers // (pp * len(rows)) if rows else base  # pipeline interleave: each stage holds one chunk a row
+        per = [sum(r[i] for r in rows) + chunk * len(rows) for i in range(pp)] if rows else [base] * pp
     elif isinstance(offset, list) and len(offset) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in offset):
         per = [base + o for o in offset]
     elif isinstance(offset, int) and not isinstance(offset, bool):
@@ -171,6 +173,7 @@ class StageMemory:
     micro_batches_in_flight: int
     full_recompute_layers: int = 0
     select_recompute_layers: int = 0
+    gathered: int = 0  # of the weights: what the parallel optimizer all-gathered and keeps from the forward to the backward pass
 
     @property
     def activations(self) -> int:
@@ -195,6 +198,7 @@ class StageMemory:
             "total": self.total,
             "full_recompute_layers": self.full_recompute_layers,
             "select_recompute_layers": self.select_recompute_layers,
+            "gathered_weights": self.gathered,
         }
 
 
@@ -276,6 +280,9 @@ class CardMemory:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         for r in rows:
             lines.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        gathered = max((s.gathered for s in self.stages), default=0)
+        if gathered:
+            lines.append(f"  weights include up to {_gib(gathered)} GiB the parallel optimizer all-gathered and keeps from the forward to the backward pass")
         lines.append(f"  {self.verdict()}")
         lines.append("  not counted:")
         lines += [f"    - {item}" for item in self.leaves_out]
@@ -446,7 +453,9 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
     w = _dtype_bytes(mc.get("compute_dtype"), default=2)
     tp, ep = lay.tp, lay.ep
     replicas = lay.dp * lay.cp  # cards of one stage holding the same slice of a (non-expert) weight
-    expert_replicas = max(1, replicas // ep)
+    # the routed experts are split by expert_parallel alone (mindformers' GroupedMLP: layout ("ep", None), ep dividing
+    # data_parallel x model_parallel), each whole on its card, held by the stage's other cards alike
+    expert_replicas = max(1, lay.dp * tp * lay.cp // ep)
 
     def shard(group: int) -> int:
         if not lay.parallel_optimizer:
@@ -457,14 +466,24 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
     grads_sharded = lay.parallel_optimizer and (lay.optimizer_level in ("level2", "level3") or lay.gradient_accumulation_shard)
     stages = []
     first = 0
+    # level1 and level2 keep the weights all-gathered in the forward pass until the backward (MindSpore's
+    # optimizer_level: level3 gathers them again instead); a fully recomputed layer with
+    # parallel_optimizer_comm_recompute gathers them again in its recomputation, so keeps none
+    keeps_gathered = lay.parallel_optimizer and lay.optimizer_level in ("level1", "level2")
+    comm_recompute = _truthy(rc.get("parallel_optimizer_comm_recompute"))
     for i, n in enumerate(per):
         dense_params = expert_params = 0
-        for layer in range(first, first + n):
+        sd, se = shard(replicas), shard(expert_replicas)
+        gathered = 0  # parameters held all-gathered beyond this card's shard
+        for k, layer in enumerate(range(first, first + n)):
             moe_layer = parts.moe and layer >= parts.dense_layers
-            dense_params += (parts.attention + (parts.shared_experts if moe_layer else parts.dense_mlp)) // tp + parts.norms
-            if moe_layer:
-                dense_params += parts.router
-                expert_params += parts.experts // (ep * tp)
+            d = (parts.attention + (parts.shared_experts if moe_layer else parts.dense_mlp)) // tp + parts.norms + (parts.router if moe_layer else 0)
+            e = parts.experts // ep if moe_layer else 0
+            dense_params += d
+            expert_params += e
+            if keeps_gathered and not (comm_recompute and k < full[i]):
+                gathered += d - d // sd + e - e // se
+        outside = dense_params + expert_params  # the layers' share, to find the embedding's, head's and MTP's below
         if i == 0:
             dense_params += parts.embedding // tp
         if i == lay.pp - 1:
@@ -472,11 +491,13 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
             if parts.mtp_layers:
                 mtp_moe = parts.moe and parts.layers >= parts.dense_layers
                 dense_params += parts.mtp_layers * ((parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra) // tp)
-                expert_params += parts.mtp_layers * (parts.experts // (ep * tp) if mtp_moe else 0)
+                expert_params += parts.mtp_layers * (parts.experts // ep if mtp_moe else 0)
         if i == 0 and lay.pp == 1 and parts.tied:
             dense_params -= parts.head // tp  # one stage: the tied head is the embedding itself
-        sd, se = shard(replicas), shard(expert_replicas)
-        weights = width * (dense_params // sd + expert_params // se)
+        if keeps_gathered:  # the embedding, the head and the MTP layers are never recomputed
+            rest = dense_params + expert_params - outside
+            gathered += rest - rest // sd
+        weights = width * (dense_params // sd + expert_params // se) + width * gathered
         grads = width * ((dense_params // sd + expert_params // se) if grads_sharded else (dense_params + expert_params))
         optimizer = opt_bytes * (dense_params // sd + expert_params // se)
         acts = 0
@@ -495,13 +516,17 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
             in_flight = lay.micro_batch_num
         else:
             in_flight = min(lay.pp - i, lay.micro_batch_num)
-        stages.append(StageMemory(i, n, first, dense_params + expert_params, weights, grads, optimizer, acts, in_flight, full[i], min(n, select[i])))
+        stages.append(
+            StageMemory(i, n, first, dense_params + expert_params, weights, grads, optimizer, acts, in_flight, full[i], min(n, select[i]), width * gathered)
+        )
         first += n
     usable = gb
     mdm = _max_device_memory(cfg)
     if gb is not None and mdm is not None and mdm < gb:
         usable = mdm
         notes.append(f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card")
+    if lay.pp > 1 and lay.scheduler.lower() not in ("1f1b", "gpipe"):
+        notes.append(f"pipeline_scheduler {lay.scheduler}: micro-batches in flight counted as 1F1B keeps them")
     if lay.pp > 1 and lay.micro_batch_num < lay.pp:
         notes.append(f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: the pipeline idles (mindformers refuses some such configs)")
     return CardMemory(

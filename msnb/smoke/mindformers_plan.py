@@ -383,14 +383,31 @@ def _moe_dense(ed: _Edits, loaded) -> None:
         ed.set(REHEARSE, MC + ("moe_layer_freq",), [0] * layers, why)
 
 
-def _no_cpu_attention(mc: dict, loaded) -> None:
-    """Attention variants whose flash-attention kernel the CPU rehearsal cannot replace: not rehearsed, said before launch."""
-    if mc.get("use_eod_attn_mask_compression"):
-        raise NotRehearsed(
-            f"{loaded.where('model.model_config.use_eod_attn_mask_compression')}: use_eod_attn_mask_compression (packed documents: "
-            "FlashAttentionScore in the TND layout with actual_seq_qlen) has no CPU replacement here; it runs on Ascend"
-        )
-    if mc.get("experimental_attention_variant") == "dsa":
+# where packed documents' attention is switched on: the model's key, and the dataset flags from which mindformers' Trainer
+# turns that key on (BaseTrainer: the Megatron loader's config, the Hugging Face loader, the common loader's adaptor)
+EOD_COMPRESSION_KEYS = (
+    ("model", "model_config", "use_eod_attn_mask_compression"),
+    ("train_dataset", "data_loader", "config", "create_compressed_eod_mask"),
+    ("train_dataset", "data_loader", "create_compressed_eod_mask"),
+    ("train_dataset", "data_loader", "adaptor_config", "compress_mask"),
+)
+
+
+def _no_cpu_attention(ed: _Edits, loaded) -> None:
+    """Attention variants whose flash-attention kernel the CPU rehearsal cannot replace: not rehearsed, said before launch.
+
+    Packed documents' attention is one feature wherever it is switched on: in ``model_config``, or by a dataset flag
+    from which mindformers turns ``use_eod_attn_mask_compression`` on itself (legacy and new architecture alike).
+    """
+    for path in EOD_COMPRESSION_KEYS:
+        if ed.get(path):
+            key = ".".join(path)
+            how, has = ("", " has") if path[0] == "model" else (f"{key} makes mindformers switch on ", ", which has")
+            raise NotRehearsed(
+                f"{loaded.where(key)}: {how}use_eod_attn_mask_compression (packed documents: FlashAttentionScore in the TND layout with "
+                f"actual_seq_qlen){has} no CPU replacement here; it runs on Ascend"
+            )
+    if ed.get(MC + ("experimental_attention_variant",)) == "dsa":
         raise NotRehearsed(
             f"{loaded.where('model.model_config.experimental_attention_variant')}: DeepSeek sparse attention (dsa: the lightning indexer "
             "and sparse flash attention kernels) has no CPU replacement here; it runs on Ascend"
@@ -619,9 +636,9 @@ def _on_this_device(ed: _Edits, device: str, legacy: bool, family: str, mode: st
         if ed.get(("context", key)) is not None:
             ed.delete(REHEARSE, ("context", key), f"an Ascend setting {device} has no use for")
     mc = ed.node(MC)
+    if device == "CPU":
+        _no_cpu_attention(ed, loaded)
     if not legacy:
-        if device == "CPU":
-            _no_cpu_attention(mc, loaded)
         for key in _MCORE_DTYPE_KEYS:  # the new-architecture classes compute in bfloat16 where the YAML is silent
             if key not in mc:
                 ed.set(REHEARSE, MC + (key,), "float32", f"bfloat16 kernels are Ascend's: float32 on {device} (the class default is bfloat16)")

@@ -8,15 +8,17 @@ of the test process (importing mindformers writes ./output): whatever needs them
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from msnb.config import load_config
-from msnb.errors import SmokeError
+from msnb.errors import NotRehearsed, SmokeError
 from msnb.smoke import run_smoke
 from msnb.smoke.mindformers_plan import plan_mindformers, registered_model_type
 
@@ -87,6 +89,47 @@ def test_an_attention_kernel_with_no_cpu_replacement_is_not_rehearsed_before_lau
     proc = run_msnb("smoke", path, "--no-live", check=3, cwd=tmp_path, timeout=120)
     assert words in proc.stderr and "runs on Ascend" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "output").exists()
+
+
+def test_packed_documents_switched_on_by_the_shipped_dataset_flag_are_not_rehearsed_naming_the_feature(tmp_path, run_msnb):
+    """The shipped Qwen3 pretrain with its Megatron loader's create_compressed_eod_mask on: mindformers' Trainer turns
+    use_eod_attn_mask_compression on from it (and refused flash attention off); the same rule as in model_config."""
+    config = yaml.safe_load((SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml").read_text())
+    config["train_dataset"]["data_loader"]["config"]["create_compressed_eod_mask"] = True
+    config["train_dataset_task"]["dataset_config"] = config["train_dataset"]
+    path = tmp_path / "packed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = run_msnb("smoke", path, "--json", "--no-live", check=3, cwd=tmp_path, timeout=120)
+    verdict = json.loads(proc.stdout)
+    assert verdict["outcome"] == "not_rehearsed" and verdict["exit_code"] == 3, verdict
+    assert verdict["reason"].startswith(f"{path}: train_dataset.data_loader.config.create_compressed_eod_mask makes mindformers switch on "
+                                        "use_eod_attn_mask_compression (packed documents"), verdict["reason"]  # fmt: skip
+    assert not (tmp_path / "output").exists()
+
+
+@pytest.mark.parametrize(
+    "base, flag",
+    [
+        ("qwen3/finetune_qwen3.yaml", "train_dataset.data_loader.create_compressed_eod_mask"),  # the Hugging Face loader
+        ("qwen3/finetune_qwen3.yaml", "train_dataset.data_loader.adaptor_config.compress_mask"),  # the common loader
+        ("glm4/finetune_glm4_9b.yaml", "train_dataset.data_loader.create_compressed_eod_mask"),  # a legacy model too
+        ("glm4/finetune_glm4_9b.yaml", "model.model_config.use_eod_attn_mask_compression"),
+    ],
+)
+def test_every_switch_of_packed_documents_is_one_rule(tmp_path, base, flag):
+    if not (SHIPPED / base).is_file():
+        pytest.skip(f"this mindformers ships no {base}")
+    parts = flag.split(".")
+    text = (
+        f"base_config: {SHIPPED / base}\n"
+        + "".join(f"{'  ' * i}{part}:\n" for i, part in enumerate(parts[:-1]))
+        + f"{'  ' * (len(parts) - 1)}{parts[-1]}: True\n"
+    )
+    path = tmp_path / "packed.yaml"
+    path.write_text(text)
+    said = "" if flag.startswith("model.") else f"{flag} makes mindformers switch on "
+    with pytest.raises(NotRehearsed, match=re.escape(f"{path}: {said}use_eod_attn_mask_compression (packed documents: ")):
+        plan_mindformers(load_config(path), device="CPU", steps=5)
 
 
 @pytest.mark.parametrize("name, expected", [("deepseekV3", "deepseek_v3"), ("Qwen3", "qwen3"), ("Qwen3MoeForCausalLM", "qwen3_moe"), ("llm", None)])

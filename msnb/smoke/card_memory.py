@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import load_config
+from ..config.run_config import is_mindformers_run
 from ..errors import UsageError
 from .memory_estimate import _dtype_bytes, _int, model_parts, model_sizes
 from .shipped_configs import resolve_shipped
 
 GIB = 1 << 30
+MAX_STAGES = 4096  # more pipeline stages than any cluster runs: a hostile file's, refused before a row is made for each
 
 # HBM per card, in GiB, of the Ascend training cards Huawei publishes the memory of (Huawei's Ascend / Atlas product
 # pages and datasheets): the Ascend 910 (910A; Atlas 800 training server 9000/9010, Atlas 300T) has 32 GB of HBM2;
@@ -429,6 +431,10 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
     config_path, _ = resolve_shipped(config_path)  # configs/qwen3/... not here: the installed mindformers' own copy
     loaded = load_config(config_path)
     cfg = loaded.literal if getattr(loaded, "literal", None) is not None else loaded.data
+    if not is_mindformers_run(cfg):
+        raise UsageError(
+            f"{loaded.path}: not a mindformers run config (model.model_config and a trainer, run_mode or runner_config): it describes no model to size"
+        )
     sizes = model_sizes(cfg)
     mc = sizes.config
     lay = layout if isinstance(layout, Layout) else read_layout(cfg, layout if isinstance(layout, dict) else None)
@@ -439,6 +445,14 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
             "mindformers refuses that launch; the estimate is for the layout"
         )
     parts = model_parts(mc)
+    if not parts.layers or not parts.hidden:
+        why = "; ".join(sizes.notes) or "neither the YAML, a pretrained_model_dir config.json nor an installed mindformers config class gives them"
+        raise UsageError(f"{loaded.where('model.model_config')}: the model's layer count and hidden size are not known ({why})")
+    if lay.pp > max(1, parts.layers) or lay.pp > MAX_STAGES:
+        raise UsageError(
+            f"{loaded.where('parallel_config.pipeline_stage')}: parallel_config.pipeline_stage {lay.pp} is more than the model's {parts.layers} layers "
+            f"(or than {MAX_STAGES}): no stage can be without a layer"
+        )
     per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0))
     if split_note:
         notes.append(split_note)
@@ -471,18 +485,25 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
     # parallel_optimizer_comm_recompute gathers them again in its recomputation, so keeps none
     keeps_gathered = lay.parallel_optimizer and lay.optimizer_level in ("level1", "level2")
     comm_recompute = _truthy(rc.get("parallel_optimizer_comm_recompute"))
+    dense_layer = (parts.attention + parts.dense_mlp) // tp + parts.norms
+    moe_dense = (parts.attention + parts.shared_experts) // tp + parts.norms + parts.router
+    moe_experts = parts.experts // ep
+
+    def moe_in(a: int, b: int) -> int:
+        """MoE layers among layers a..b-1 (the first dense_layers are dense); counted, never looped over."""
+        return max(0, b - max(a, parts.dense_layers)) if parts.moe and b > a else 0
+
     for i, n in enumerate(per):
-        dense_params = expert_params = 0
         sd, se = shard(replicas), shard(expert_replicas)
+        moe = moe_in(first, first + n)
+        dense_params = (n - moe) * dense_layer + moe * moe_dense
+        expert_params = moe * moe_experts
         gathered = 0  # parameters held all-gathered beyond this card's shard
-        for k, layer in enumerate(range(first, first + n)):
-            moe_layer = parts.moe and layer >= parts.dense_layers
-            d = (parts.attention + (parts.shared_experts if moe_layer else parts.dense_mlp)) // tp + parts.norms + (parts.router if moe_layer else 0)
-            e = parts.experts // ep if moe_layer else 0
-            dense_params += d
-            expert_params += e
-            if keeps_gathered and not (comm_recompute and k < full[i]):
-                gathered += d - d // sd + e - e // se
+        if keeps_gathered:
+            kept_from = first + (full[i] if comm_recompute else 0)
+            kept_moe = moe_in(kept_from, first + n)
+            kept_dense = first + n - kept_from - kept_moe
+            gathered = kept_dense * (dense_layer - dense_layer // sd) + kept_moe * (moe_dense - moe_dense // sd + moe_experts - moe_experts // se)
         outside = dense_params + expert_params  # the layers' share, to find the embedding's, head's and MTP's below
         if i == 0:
             dense_params += parts.embedding // tp
@@ -501,9 +522,14 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
         grads = width * ((dense_params // sd + expert_params // se) if grads_sharded else (dense_params + expert_params))
         optimizer = opt_bytes * (dense_params // sd + expert_params // se)
         acts = 0
-        for k, layer in enumerate(range(first, first + n)):
-            mode = "full" if k < full[i] else ("select" if k < select[i] else "none")
-            acts += layer_activations(mc, micro=micro, seq=seq, layout=lay, moe=parts.moe and layer >= parts.dense_layers, mode=mode)
+        f, sel = full[i], max(full[i], select[i])
+        for mode, a, b in (("full", 0, f), ("select", f, sel), ("none", sel, n)):
+            if b <= a:
+                continue
+            m = moe_in(first + a, first + b)
+            for is_moe, count_ in ((True, m), (False, b - a - m)):
+                if count_:
+                    acts += count_ * layer_activations(mc, micro=micro, seq=seq, layout=lay, moe=is_moe, mode=mode)
         tokens = micro * max(1, seq // lay.cp)
         if i == 0:
             acts += w * tokens * parts.hidden // (tp if lay.sequence_parallel else 1)  # the embedding's output

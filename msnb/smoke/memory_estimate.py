@@ -270,7 +270,9 @@ class ModelParts:
     @property
     def total(self) -> int:
         mtp = self.mtp_layers * (self.layer(self.layers) + self.mtp_extra)
-        return sum(self.layer(i) for i in range(self.layers)) + self.embedding + (0 if self.tied else self.head) + self.final_norm + mtp
+        dense = self.dense_layers if self.moe else self.layers  # counted, not looped: a hostile file may say 10**12 layers
+        layers = dense * self.layer(0) + (self.layers - dense) * self.layer(self.layers)
+        return layers + self.embedding + (0 if self.tied else self.head) + self.final_norm + mtp
 
 
 def model_parts(mc: dict) -> ModelParts:

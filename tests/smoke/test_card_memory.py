@@ -314,3 +314,24 @@ def test_the_benchmark_agrees_with_zero_where_the_bytes_are_the_same(tmp_path):
     assert {float(r[-1]) for r in rows if r[2] == "ZeRO stage 0"} == {1.0}
     assert all(1.0 < float(r[-1]) < 1.06 for r in rows if r[2] == "ZeRO stage 1")
     assert all(r[-1] is True for r in bench.documented_rows(root, tmp_path))
+
+
+def test_hostile_sizes_are_counted_not_looped_over(tmp_path):
+    """10**11 layers is arithmetic, not 10**11 iterations; a billion pipeline stages is refused naming the key, not a billion rows."""
+    cfg = json.loads(json.dumps(SMALL))
+    cfg["model"]["model_config"].update(num_hidden_layers=10**11, offset=0)
+    est = estimate_card_memory(_write(tmp_path, cfg))
+    assert sum(s.layers for s in est.stages) == 10**11
+    cfg["parallel_config"]["pipeline_stage"] = 10**9
+    with pytest.raises(UsageError, match="pipeline_stage 1000000000"):
+        estimate_card_memory(_write(tmp_path, cfg, "stages.yaml"))
+
+
+def test_a_yaml_with_no_model_to_size_is_refused_in_one_line(tmp_path):
+    monitor_only = _write(tmp_path, {"monitor_config": {"monitor_on": True}}, "monitor.yaml")
+    with pytest.raises(UsageError, match="not a mindformers run config"):
+        estimate_card_memory(monitor_only)
+    cfg = {**SMALL, "pretrained_model_dir": str(tmp_path / "absent"), "trainer": {"type": "CausalLanguageModelingTrainer"}}
+    cfg["model"] = {"model_config": {"model_type": "no_such"}}
+    with pytest.raises(UsageError, match="has no config.json here"):
+        estimate_card_memory(_write(tmp_path, cfg, "unsized.yaml"))

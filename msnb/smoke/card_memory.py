@@ -43,6 +43,9 @@ CARDS = {
     "800T-A2": 64,
 }
 
+# the sizes that decide the memory: taken from a class's defaults where a missing config.json would give them, no estimate
+_CORE_SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size", "num_attention_heads")
+
 # what the estimate does not count (said with every estimate)
 LEAVES_OUT = (
     "communication buffers (all-reduce / all-gather / all-to-all / pipeline send-receive) and their fusion buckets",
@@ -290,6 +293,11 @@ class CardMemory:
         lines += [f"    - {item}" for item in self.leaves_out]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        big = self.largest_stage
+        fits = {True: "fits", False: "does not fit", None: "card unknown"}[self.fits]
+        return f"<CardMemory {Path(self.config).name}: {len(self.stages)} stages, largest {_gib(big.total)} GiB (stage {big.stage}), {fits}>"
+
     def as_dict(self) -> dict:
         lay = self.layout
         return {
@@ -437,6 +445,13 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
         )
     sizes = model_sizes(cfg)
     mc = sizes.config
+    defaulted = [k for k in _CORE_SIZES if k in sizes.sources and sizes.sources[k].endswith("default")]
+    if sizes.missing_folder and defaulted:  # the cluster's sizes are in that folder: a class's defaults would be a guess
+        raise UsageError(
+            f"{loaded.where('pretrained_model_dir')}: pretrained_model_dir {cfg.get('pretrained_model_dir')!r} has no config.json here, and the "
+            f"model's {', '.join(defaulted)} come from it on the cluster; run msnb memory where that folder is, or point "
+            "pretrained_model_dir at a copy of its config.json"
+        )
     lay = layout if isinstance(layout, Layout) else read_layout(cfg, layout if isinstance(layout, dict) else None)
     notes = list(sizes.notes)
     if devices is not None and devices != lay.devices:

@@ -173,6 +173,7 @@ class ModelSizes:
     config: dict
     sources: dict = field(default_factory=dict)  # key -> "the YAML", "<dir>/config.json" or "<Class>'s default"
     notes: list = field(default_factory=list)
+    missing_folder: bool = False  # pretrained_model_dir is named and has no config.json here
 
     def source_words(self) -> str:
         """``sizes from the YAML (5), /m/config.json (8)``: each source and how many size keys it gave."""
@@ -232,7 +233,7 @@ def model_sizes(config: dict, *, base: Path | None = None) -> ModelSizes:
         merged[key], sources[key] = value, "the YAML"
     if cls is None and not any(k in merged for k in ("num_hidden_layers", "num_layers")):
         notes.append("no layer count in the YAML, config.json or an installed mindformers config class: the sizes are not known")
-    return ModelSizes(merged, sources, notes)
+    return ModelSizes(merged, sources, notes, missing_folder=bool(hf == {} and any("has no config.json here" in n for n in notes)))
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ def test_the_stages_add_up_to_the_hand_computed_figures(tmp_path):
     assert text.index("\n  0 ") < text.index("\n  1 ")  # the largest stage first
     assert "not counted:" in text and "communication buffers" in text
     assert est.as_dict()["stages"][0]["total"] == first.total
+    assert repr(est) == f"<CardMemory run.yaml: 2 stages, largest {first.total / 2**30:,.1f} GiB (stage 0), fits>"
 
 
 def test_the_parallel_optimizer_shards_by_its_level(tmp_path):
@@ -335,3 +336,8 @@ def test_a_yaml_with_no_model_to_size_is_refused_in_one_line(tmp_path):
     cfg["model"] = {"model_config": {"model_type": "no_such"}}
     with pytest.raises(UsageError, match="has no config.json here"):
         estimate_card_memory(_write(tmp_path, cfg, "unsized.yaml"))
+    # the shipped finetune_qwen3.yaml as shipped (/path/to/Qwen3-32B): Qwen3Config's 8B defaults would be a guess, a false 'fits'
+    from tests.test_robust_outputs_walks import shipped_config
+
+    with pytest.raises(UsageError, match=r"'/path/to/Qwen3-32B' has no config.json here.*num_hidden_layers"):
+        estimate_card_memory(shipped_config("qwen3/finetune_qwen3.yaml"), card="910B2")

@@ -352,17 +352,34 @@ def available_bytes() -> int | None:
                     found.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
-    for limit_file, usage_file in (("memory.max", "memory.current"), ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+    for limit_file, usage_file, stat_file, cache_key in (
+        ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
+    ):
         try:
             with open(f"/sys/fs/cgroup/{limit_file}") as f:
                 limit = f.read(64).strip()
             with open(f"/sys/fs/cgroup/{usage_file}") as f:
                 usage = int(f.read(64).strip())
             if limit.isdigit() and int(limit) < 1 << 60:
-                found.append(max(0, int(limit) - usage))
+                # the page cache the kernel can reclaim counts in the cgroup's usage: it is not memory in use
+                found.append(max(0, int(limit) - max(0, usage - _cgroup_stat(stat_file, cache_key))))
         except (OSError, ValueError):
             continue
     return min(found) if found else None
+
+
+def _cgroup_stat(name: str, key: str) -> int:
+    """One counter of the cgroup's memory.stat (0 when it cannot be read)."""
+    try:
+        with open(f"/sys/fs/cgroup/{name}", "rb") as f:
+            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
+                    return int(parts[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _gb(n: int) -> str:

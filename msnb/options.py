@@ -32,6 +32,14 @@ class Option:
     nargs: object = None
     const: object = None
 
+    @property
+    def key(self) -> str:
+        """The attribute the parsed value lands in: ``dest``, else argparse's rule (the first long flag, ``-`` as ``_``)."""
+        if self.dest:
+            return self.dest
+        name = next((f for f in self.flags if f.startswith("--")), self.flags[0])
+        return name.lstrip("-").replace("-", "_")
+
     def kwargs(self) -> dict:
         """The keyword arguments of ``add_argument`` (argparse's and IPython's alike)."""
         kw = {"help": self.help} if self.help else {}

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, fields
 
 from ..errors import SmokeError
+from ..options import Option, add_arguments, magic_arguments_from
 from .device import DEVICES
 from .kept import check_keep
 
@@ -81,24 +82,37 @@ class SmokeOptions:
         check_keep(self.keep)
 
     @classmethod
-    def from_namespace(cls, args: argparse.Namespace, **extra) -> SmokeOptions:
+    def from_namespace(cls, args: argparse.Namespace, options=None, **extra) -> SmokeOptions:
         """The options an argparse (or magic_arguments) parser produced from :data:`SMOKE_OPTIONS`.
 
         Args:
             args: the parsed namespace; options a parser did not declare keep their defaults.
+            options: the option list the parser was built from (default :data:`SMOKE_OPTIONS`).
             **extra: fields the front end supplies itself (the cell's ``code``, ``live``).
 
         Returns:
             The options (the magic's line was split as a shell does, so quotes are already gone).
+
+        Raises:
+            SmokeError: a declared option whose value would land nowhere (no field, not one the front ends use).
         """
+        names = {f.name for f in fields(cls)}
         values = {}
-        for f in fields(cls):
-            if hasattr(args, f.name):
-                values[f.name] = getattr(args, f.name)
-        if hasattr(args, "no_live"):
-            values["live"] = not args.no_live
+        for opt in SMOKE_OPTIONS if options is None else options:
+            if not hasattr(args, opt.key):
+                continue
+            if opt.key in names:
+                values[opt.key] = getattr(args, opt.key)
+            elif opt.key == "no_live":
+                values["live"] = not args.no_live
+            elif opt.key not in FRONT_END_KEYS:
+                raise SmokeError(f"the smoke option {opt.flags[0]} would be ignored: {opt.key!r} is no field of SmokeOptions")
         values.update(extra)
         return cls(**values)
+
+
+FRONT_END_KEYS = frozenset({"json"})
+"""Options that only the front ends read (the CLI prints the verdict as JSON); every other one is a field."""
 
 
 def _device(text: str) -> str:
@@ -106,37 +120,6 @@ def _device(text: str) -> str:
     if name is None:
         raise argparse.ArgumentTypeError(f"unknown device {text!r}; choose {', '.join(DEVICES)}")
     return name
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option of both parsers; ``where`` is "both", "cli" or "magic"."""
-
-    flags: tuple
-    help: str
-    type: object = None
-    default: object = None
-    action: str | None = None
-    choices: tuple | None = None
-    nargs: str | None = None
-    const: object = None
-    metavar: str | None = None
-    where: str = "both"
-
-    def kwargs(self) -> dict:
-        kw = {"help": self.help}
-        if self.action:
-            kw["action"] = self.action
-        else:
-            kw["default"] = self.default
-            if self.type is not None:
-                kw["type"] = self.type
-            if self.default is not None and "default:" not in self.help:
-                kw["help"] = f"{self.help} (default: {self.default})"
-        for name in ("choices", "nargs", "const", "metavar"):
-            if getattr(self, name) is not None:
-                kw[name] = getattr(self, name)
-        return kw
 
 
 SMOKE_OPTIONS: tuple[Option, ...] = (
@@ -152,7 +135,7 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(("--lr",), "learning rate (default: 0.05 for the built-in model; 5e-3 for a shrunk mindformers model, else the config's)", type=float),
     Option(("--collect-freq",), "SummaryCollector's collect_freq (default: the config's, else 5)", type=int),
     Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
-    Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun", type=int, default=1),
+    Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun (default: 1)", type=int, default=1),
     Option(("--summary-dir",), "write the summaries here, and keep them, instead of in a temporary directory (default: temporary)", metavar="DIR"),
     Option(
         ("--keep",),
@@ -172,51 +155,34 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         ("--shrink",),
-        "a mindformers model's size: auto (shrunk on CPU and GPU, and on Ascend when it would not fit one card), always, or never",
+        "a mindformers model's size: auto (shrunk on CPU and GPU, and on Ascend when it would not fit one card), always, or never (default: auto)",
         default="auto",
         choices=SHRINK_CHOICES,
     ),
     Option(
         ("--data",),
-        "a mindformers model's data: auto (the config's dataset when its files exist here, else synthetic token ids), config, or synthetic",
+        "a mindformers model's data: auto (the config's dataset when its files exist here, else synthetic token ids), config, or synthetic (default: auto)",
         default="auto",
         choices=DATA_CHOICES,
     ),
     Option(("--timeout",), "stop the training after this many seconds (default: no limit)", type=float),
     Option(("--sink-size",), "rehearse dataset_sink_mode=True with this sink_size (default: sink mode off)", type=int, metavar="N"),
     Option(("--out",), "also save the final figure to this PNG/SVG file", where="magic", metavar="FILE"),
-    Option(("--out",), "where to save the final figure; the default is a file in the current directory", default=DEFAULT_OUT, where="cli", metavar="FILE"),
+    Option(
+        ("--out",),
+        f"where to save the final figure; the default is a file in the current directory (default: {DEFAULT_OUT})",
+        default=DEFAULT_OUT,
+        where="cli",
+        metavar="FILE",
+    ),
     Option(("--json",), "print the verdict as one JSON document (passed, checks, summary_dir, ...)", action="store_true", where="cli"),
 )
 
 
 def add_smoke_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Declare every ``msnb smoke`` option on *parser*.
-
-    Args:
-        parser: the ``smoke`` subparser.
-
-    Returns:
-        The same parser.
-    """
-    for opt in SMOKE_OPTIONS:
-        if opt.where in ("both", "cli"):
-            parser.add_argument(*opt.flags, **opt.kwargs())
-    return parser
+    """Declare every ``msnb smoke`` option on *parser* (the ``smoke`` subparser); returns it."""
+    return add_arguments(parser, SMOKE_OPTIONS)
 
 
-def smoke_magic_arguments(func):
-    """Decorate the smoke magic with IPython ``magic_arguments`` built from the same list.
-
-    Args:
-        func: the magic method (already wrapped by ``line_cell_magic``).
-
-    Returns:
-        *func*, with its parser and its help text in the docstring.
-    """
-    from IPython.core.magic_arguments import argument, magic_arguments  # IPython only when a magic is defined, never for the CLI
-
-    for opt in reversed(SMOKE_OPTIONS):  # decorators apply bottom-up; this keeps the list's order in the help
-        if opt.where in ("both", "magic"):
-            func = argument(*opt.flags, **opt.kwargs())(func)
-    return magic_arguments()(func)
+smoke_magic_arguments = magic_arguments_from(SMOKE_OPTIONS)
+"""Decorate the smoke magic with IPython ``magic_arguments`` built from the same list."""

@@ -288,6 +288,25 @@ def test_one_option_list_feeds_the_cli_and_the_magic():
                 assert "default" in action.help, action.dest
 
 
+def test_every_smoke_option_lands_in_a_field_and_one_that_would_not_is_refused():
+    """A parsed option whose name matches no SmokeOptions field (a renamed field's old flag) was silently dropped."""
+    import argparse
+
+    from msnb.errors import SmokeError
+    from msnb.options import Option, add_arguments
+    from msnb.smoke.options import SMOKE_OPTIONS
+
+    def parsed(options, argv):
+        return SmokeOptions.from_namespace(add_arguments(argparse.ArgumentParser(), options).parse_args(argv), options=options)
+
+    got = parsed(SMOKE_OPTIONS, ["run.yaml", "--steps", "7", "--batch-size", "3", "--no-live", "--shrink", "never", "--keep", "--json"])
+    assert (got.config, got.steps, got.batch_size, got.live, got.shrink, got.keep) == ("run.yaml", 7, 3, False, "never", True)
+    assert parsed((Option(("-n",), "steps under another flag", type=int, dest="steps"),), ["-n", "9"]).steps == 9
+    stale = SMOKE_OPTIONS + (Option(("--step-count",), "a renamed field's old flag", type=int),)
+    with pytest.raises(SmokeError, match="--step-count would be ignored: 'step_count' is no field"):
+        parsed(stale, ["--step-count", "9"])
+
+
 def test_a_kernel_restart_during_a_smoke_run_leaves_no_training_behind(jupyter_dirs, tmp_path):
     """In a real kernel from the kernelspec: a bad option fails the cell with one line; a restart mid-run (SIGKILL) stops the training."""
     from jupyter_client.manager import start_new_kernel

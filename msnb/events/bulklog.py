@@ -839,12 +839,11 @@ def _pynative(parser, where, wanted):
         order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
     cols = []
     for name in order:
-        v = values[name]
-        if generation_2 and name == "throughput":
-            v = v / 1000.0
-        cols.append((known[name], np.ones(n, dtype=bool), v))
+        cols.append((known[name], np.ones(n, dtype=bool), values[name]))  # as printed (logs.LogParser.take_units)
     if generation_2:
         parser.generation = 2
+    elif "throughput" in names and not stage:
+        parser.unit_1_9 += n
     parser.matched += n
     if stage:
         parser.not_last_stage += n  # (such a line keeps no last step: the line reader's neither)

@@ -25,6 +25,9 @@ the last step seen in the epoch.  Scalars are named ``loss``, ``lr``,
 ``model-flops-throughput-per-npu`` for the TFLOPS per device printed with a
 ``T`` (``train_throughput_per_npu``; the dynamic-graph trainer's
 ``throughput``): the tag mindformers gives that value in TensorBoard.
+Every value is read as printed; where a release is known to print a wrong
+unit (mindformers 1.9's dynamic-graph throughput, 1000 times too small) that
+is said as a problem naming the release (:meth:`LogParser.take_units`).
 
 A field that is there but is not one number (``global_norm: [1 31049]``, a
 tensor's repr) is not guessed at: it is left out and reported
@@ -248,7 +251,8 @@ class LogParser:
         self.matched = 0
         self.declined: dict = {}  # field -> [lines, first line number, first text]: fields that were no single number
         self.not_last_stage = 0  # dynamic-graph lines of a non-last pipeline stage ("loss: N/A"): counted, no loss
-        self.generation = None  # 2 once a line only mindformers 2.x writes was seen (its throughput is printed x1000)
+        self.generation = None  # 2 once a line only mindformers 2.x writes was seen (then its throughput's unit is right)
+        self.unit_1_9 = 0  # dynamic-graph lines with a throughput that mindformers 1.9 would have printed 1000x too small
         self.megatron = {"": MegatronNames(""), "validation ": MegatronNames("validation ")}
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
@@ -256,10 +260,10 @@ class LogParser:
 
     def bulk_state(self) -> tuple:
         """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""
-        return self.matched, self.last_global, self.generation, self.not_last_stage
+        return self.matched, self.last_global, self.generation, self.not_last_stage, self.unit_1_9
 
     def restore_bulk_state(self, state: tuple) -> None:
-        self.matched, self.last_global, self.generation, self.not_last_stage = state
+        self.matched, self.last_global, self.generation, self.not_last_stage, self.unit_1_9 = state
 
     def _global_step(self, epoch: int, step: int) -> int:
         if self.epoch is None:
@@ -340,12 +344,29 @@ class LogParser:
             return
         points.append(("loss", gstep, wall, _float(m.group("loss"))))
         self._fields(line, start, _PYNATIVE_FIELDS, gstep, wall, points)
-        if self.generation == 2:  # 2.x divides the FLOPs by 1e9 where 1.9 divided by 1e12, and prints "T" for both
-            points[before:] = [(t, s, w, v / 1000.0) if t == "model-flops-throughput-per-npu" else (t, s, w, v) for t, s, w, v in points[before:]]
+        if self.generation != 2 and any(t == "model-flops-throughput-per-npu" for t, _, _, _ in points[before:]):
+            self.unit_1_9 += 1  # read as printed; whether 1.9 printed it (1000x too small) is said, never guessed
         for mtp in _MTP.finditer(line, m.end(), m.end() + 4096):
             points.append((f"mtp-{int(mtp.group(1))}-loss", gstep, wall, _float(mtp.group(2))))
         self.last_global = (gstep, wall)
         self.matched += 1
+
+    def take_units(self) -> list[str]:
+        """One sentence for the values read as printed that a release is known to print in a wrong unit (then forgotten).
+
+        mindformers 1.9's dynamic-graph trainer divides the FLOPs by the step's milliseconds times 1e12 and prints
+        the result with a ``T``: 1000 times too small.  2.x divides by milliseconds times 1e9 (TFLOPS, as printed).
+        A line only 2.x writes proves the release; otherwise the line could be either's, so the value is kept as
+        printed and the fault is named.
+        """
+        n, self.unit_1_9 = self.unit_1_9, 0
+        if not n or self.generation == 2:
+            return []
+        return [
+            f"'throughput' read as printed on {count(n, 'line')}: mindformers 1.9's dynamic-graph trainer prints it 1000 times"
+            " too small (FLOPs / (milliseconds x 1e12), shown as 'T'); if mindformers 1.9 wrote this log, its TFLOPS are"
+            " 1000 times the values read"
+        ]
 
     def take_declined(self) -> list[str]:
         """One sentence per field that was printed but not as one number since the last call (then forgotten)."""

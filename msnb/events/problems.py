@@ -45,6 +45,8 @@ class ProblemKind(StrEnum):
 
     About values:
 
+    - ``unit``: values read as printed by a release known to print them in a wrong unit (mindformers 1.9's
+      dynamic-graph throughput, 1000 times too small); said once per file and read, naming the release, never rescaled.
     - ``not_read``: a value msnb recognised and did not read: one it has no table for (audio, a
       ``custom_scalars`` layout), or a logged field that is not one number (``global_norm: [1 31049]``).
       Reported once per tag (or field) and file, with the first place it was seen; never guessed at.
@@ -64,6 +66,7 @@ class ProblemKind(StrEnum):
     LINE = "line"
     REPAIRED = "repaired"
     NOT_READ = "not_read"
+    UNIT = "unit"
 
 
 SKIPPED_KINDS = frozenset({ProblemKind.TRUNCATED, ProblemKind.CRC, ProblemKind.TORN, ProblemKind.HEADER, ProblemKind.DECODE})

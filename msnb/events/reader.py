@@ -504,6 +504,8 @@ class FileState:
         self._read_log_chunks(f, size, final, out, cols)
         for message in self.parser.take_declined():  # once a read, however many chunks it took (one sentence, one count)
             out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
+        for message in self.parser.take_units():
+            out.problems.append(Problem(self.source.path, None, ProblemKind.UNIT, message, "warning"))
         table = cols.table(self.source, self.wanted)
         if len(table):
             _add(out, "scalars", table)

@@ -494,3 +494,31 @@ def test_a_log_read_in_many_chunks_says_each_thing_once(tmp_path):
         mp.setattr(reader, "LOG_CHUNK", 4096)
         problems = [str(p) for p in msnb.read(tmp_path).problems]
     assert len(problems) == 1 and "500 lines of a non-last pipeline stage" in problems[0], problems
+
+
+from .test_peer_corpus import FILES as PEER_FILES  # noqa: E402  (where the peer corpus lies; tests skip when it is absent)
+
+PEER_DYNAMIC_GRAPH = PEER_FILES / "mindformers_docs_logs/pynative_deepseek/msrun_log/worker_0.log"
+
+
+@pytest.mark.skipif(not PEER_DYNAMIC_GRAPH.is_file(), reason="the peer corpus is not on this machine")
+def test_the_peer_dynamic_graph_log_reads_its_throughput_as_printed_by_both_readers(tmp_path):
+    """mindformers' docs print 'throughput:  25.92T' (2.x: TFLOPS); both readers read 25.92, not 0.02592, and say nothing of units."""
+    text = PEER_DYNAMIC_GRAPH.read_text(encoding="utf-8")
+    with_bulk, alone = read_both(text, tmp_path=tmp_path)
+    assert with_bulk == alone
+    rows, problems = with_bulk
+    assert [v for t, _, v in rows if t == "model-flops-throughput-per-npu"] == ["1.36", "25.92"]
+    assert not [p for p in problems if "unit" in p or "1.9" in p]
+
+
+def test_a_release_1_9_throughput_is_named_by_both_readers_never_rescaled(tmp_path):
+    """Lines nothing but the release tells apart: read as printed; 1.9's known 1000x fault is said, the same by both readers."""
+    lines = "".join(
+        f"{{ step:[{i:5d}/   10], loss: {2.0 / i:10.6f}, per_step_time: {700:6d}ms, grad_norm: {1.5:10.6f}, throughput: {25.92:6.2f}T }}\n" for i in range(1, 5)
+    )
+    with_bulk, alone = read_both(lines, tmp_path=tmp_path)
+    assert with_bulk == alone
+    rows, problems = with_bulk
+    assert [v for t, _, v in rows if t == "model-flops-throughput-per-npu"] == ["25.92"] * 4
+    assert len(problems) == 1 and "mindformers 1.9" in problems[0] and "1000 times" in problems[0] and "4 lines" in problems[0]

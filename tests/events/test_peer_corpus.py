@@ -221,8 +221,8 @@ LOGS = {
         "lr": [1e-05, 1e-05],
         "grad_norm": [13.831877, 19.926786],
         # load_balancing_loss marks mindformers 2.x's dynamic-graph trainer (1.9's _print_log has no such field), whose
-        # "T" is FLOPs / 1e9: read as TFLOPS like 1.9's
-        "model-flops-throughput-per-npu": [0.00136, 0.02592],
+        # "T" is TFLOPS (FLOPs / (ms x 1e9)): read as printed, and no unit fault to name
+        "model-flops-throughput-per-npu": [1.36, 25.92],
         "load_balancing_loss": [1.093977, 1.106543],
     },
 }

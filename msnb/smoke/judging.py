@@ -1,17 +1,17 @@
 """The smoke verdict assembled: process, summaries, tags, loss, step time, disk, config lint.
 
 The loss is judged by msnb's one judge (:func:`msnb.analysis.judge.judge_run`, through
-:func:`msnb.smoke.verdict.judge_loss`); this module adds what only a smoke run can check.
+:func:`msnb.smoke.verdict.judge_loss`); device, process, loss recorded, step time, disk and config lint are
+the checks both smokes share (:mod:`msnb.smoke.judge_skeleton`); this module adds the summaries and tags.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from ..words import count, plural
-from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
+from .judge_skeleton import BUILTIN, check_config_lint, check_cost, check_device, check_loss, check_process, steps_trained, was_stopped
+from .verdict import FAIL, PASS, WARN, Check
 
 
 def judge_smoke(
@@ -38,7 +38,7 @@ def judge_smoke(
     does not also fail ``summaries``.  *flags_out*, where given, receives the judge's flags on the loss
     (rank, step, reason), the very ones behind its ``finite``, ``loss_spikes`` and ``rank_divergence`` checks.
     """
-    checks = [Check("device", PASS if device_usable else FAIL, device_reason)]
+    checks = [check_device(device_usable, device_reason)]
     if spec.get("mindformers_model"):
         checks.append(
             Check(
@@ -49,19 +49,9 @@ def judge_smoke(
                 "msnb's built-in network",
             )
         )
-    trained = max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
-    stopped = outcome.interrupted or outcome.timed_out or stopped_by is not None
-    if stopped_by is not None:
-        checks.append(Check("process", FAIL, f"stopped by {stopped_by} after {count(trained, 'step')}; the child and its workers were stopped"))
-    elif outcome.interrupted:
-        checks.append(Check("process", FAIL, f"interrupted by the user after {count(trained, 'step')}; the child and its workers were stopped"))
-    elif outcome.timed_out:
-        checks.append(Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({count(trained, 'step')}): stopped by --timeout"))
-    elif outcome.returncode != 0:
-        last = outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output"
-        checks.append(Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')}: {last}"))
-    else:
-        checks.append(Check("process", PASS, f"trained {count(trained, 'step')} in {outcome.elapsed_s:.1f} s (MindSpore's start included)"))
+    trained = steps_trained(times)
+    stopped = was_stopped(outcome, stopped_by)
+    checks.append(check_process(outcome, trained, stopped_by, BUILTIN))
 
     expected_ranks = list(range(workers)) if workers > 1 else [None]
     ms_files = [f for f in summary_read.files if f["kind"] == "ms_summary"]
@@ -103,23 +93,10 @@ def judge_smoke(
                 )
             )
 
-    loss_checks, flags = judge_loss([summary_read.scalars, everything.scalars if everything is not None else None], context=summary_read.scalars)
-    if flags_out is not None:
-        flags_out.extend(flags)
-    if not loss_checks and (outcome.returncode == 0 or trained):
-        checks.append(Check("loss_falling", FAIL, "no loss was recorded"))
-    checks.extend(loss_checks)
-
-    collect_freq = int(spec.get("collect_freq") or 1)
+    checks.extend(
+        check_loss([summary_read.scalars, everything.scalars if everything is not None else None], summary_read.scalars, outcome, trained, BUILTIN, flags_out)
+    )
     builtin = not spec.get("code") and not spec.get("module")
-    checks.extend(check_step_time({r: t[:3] for r, t in times.items()}, collect_freq, builtin_model=builtin))
-    medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in times.values() if t[1].size > 5]
-    size = sum(p.stat().st_size for p in summary.rglob("*") if p.is_file()) if summary.exists() else 0
-    checks.append(check_disk(size, trained * max(1, workers), float(np.median(medians)) if medians else None, builtin_model=builtin))
-
-    warnings = [f for f in findings if f.severity in ("warning", "error")]
-    if warnings:
-        checks.append(Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings)))
-    else:
-        checks.append(Check("config_lint", PASS, "no findings in the monitoring settings"))
+    checks.extend(check_cost(times, int(spec.get("collect_freq") or 1), [summary], trained, workers, builtin_model=builtin))
+    checks.append(check_config_lint(findings, BUILTIN))
     return checks

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from ..words import count, plural
+from .judge_skeleton import MINDFORMERS, check_config_lint, check_cost, check_device, check_loss, check_process, steps_trained, was_stopped
 from .mindformers_plan import change_lines
-from .verdict import FAIL, PASS, WARN, Check, check_disk, check_step_time, judge_loss
+from .verdict import FAIL, PASS, WARN, Check
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
 FORMAT_TAGS = {
@@ -163,21 +164,8 @@ def not_rehearsed_reason(failures: list) -> str | None:
 
 
 def _process(outcome, trained: int, stopped_by: str | None, failures: list) -> Check:
-    if stopped_by is not None:
-        return Check("process", FAIL, f"stopped by {stopped_by} after {count(trained, 'step')}; the training was stopped")
-    if outcome.interrupted:
-        return Check("process", FAIL, f"interrupted by the user after {count(trained, 'step')}; the training was stopped")
-    if outcome.timed_out:
-        return Check("process", FAIL, f"no end after {outcome.elapsed_s:.0f} s ({count(trained, 'step')}): stopped by --timeout")
-    reason = not_rehearsed_reason(failures)
-    if reason is not None:
-        return Check("process", WARN, f"not rehearsed after {count(trained, 'step')}: {reason}")
-    if outcome.returncode != 0:
-        last = _failure_words(failures) if failures else (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output")
-        return Check("process", FAIL, f"training exited with code {outcome.returncode} after {count(trained, 'step')} {last}".replace("  ", " "))
-    return Check(
-        "process", PASS, f"trained {count(trained, 'step')} in {outcome.elapsed_s:.1f} s through mindformers' Trainer (start and compilation included)"
-    )
+    failed = " " + (_failure_words(failures) if failures else (outcome.log_tail.strip().splitlines()[-1] if outcome.log_tail.strip() else "no output"))
+    return check_process(outcome, trained, stopped_by, MINDFORMERS, not_rehearsed=not_rehearsed_reason(failures), failed=failed.replace("  ", " "))
 
 
 def _model(plan, trained: int, returncode, failures: list) -> Check:
@@ -206,8 +194,8 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     """
     plan = ctx.plan
     failures = ctx.failures or []
-    trained = max((int(t[0].max()) for t in ctx.times.values() if t[0].size), default=0)
-    checks = [Check("device", PASS if ctx.device_usable else FAIL, ctx.device_reason)]
+    trained = steps_trained(ctx.times)
+    checks = [check_device(ctx.device_usable, ctx.device_reason)]
     checks.append(_model(plan, trained, ctx.outcome.returncode, failures))
     if ctx.rehearsal:
         checks.append(
@@ -235,48 +223,22 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
                 "monitor_config.device_local_loss_format (per-device loss) or runner_wrapper.local_norm: True (per-parameter norms in the log)",
             )
         )
-    stopped = ctx.outcome.interrupted or ctx.outcome.timed_out or ctx.stopped_by is not None
+    stopped = was_stopped(ctx.outcome, ctx.stopped_by)
     checks.append(_process(ctx.outcome, trained, ctx.stopped_by, failures))
-    lint = _config_lint(ctx.findings)
+    lint = check_config_lint(ctx.findings, MINDFORMERS)
     if not stopped and not_rehearsed_reason(failures) is not None:
         return checks + [lint]
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
     per_step = _LogsAndBoard(ctx.everything)
-    loss_checks, flags = judge_loss(
-        [ctx.summary_read.scalars if ctx.summary_read is not None else None, per_step.scalars], context=log_scalars(ctx.everything.scalars)
-    )
-    if flags_out is not None:
-        flags_out.extend(flags)
-    if not loss_checks and (ctx.outcome.returncode == 0 or trained):
-        checks.append(Check("loss_falling", FAIL, "no loss was recorded by any callback"))
-    checks.extend(loss_checks)
+    sources = [ctx.summary_read.scalars if ctx.summary_read is not None else None, per_step.scalars]
+    checks.extend(check_loss(sources, log_scalars(ctx.everything.scalars), ctx.outcome, trained, MINDFORMERS, flags_out))
     checks.extend(check_loss_components(log_scalars(ctx.everything.scalars), trained))
     if stopped:
         checks = [c for c in checks if not (c.name.startswith("loss_falling") and c.status == FAIL and trained < 5)]
-    checks.extend(check_step_time({r: t[:3] for r, t in ctx.times.items()}, ctx.collect_freq, builtin_model=plan.shrunk))
-    medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in ctx.times.values() if t[1].size > 5]
-    written = [
-        p
-        for root in (ctx.workdir / "output" / "tensorboard", ctx.workdir / "output" / "log", ctx.summary)
-        if root.exists()
-        for p in root.rglob("*")
-        if p.is_file()
-    ]
-    size = sum(p.stat().st_size for p in written)
-    checks.append(check_disk(size, trained * plan.workers, float(np.median(medians)) if medians else None, builtin_model=plan.shrunk))
+    written = [ctx.workdir / "output" / "tensorboard", ctx.workdir / "output" / "log", ctx.summary]
+    checks.extend(check_cost(ctx.times, ctx.collect_freq, written, trained, plan.workers, builtin_model=plan.shrunk))
     checks.append(lint)
     return checks
-
-
-def _config_lint(findings: list) -> Check:
-    """Errors are predicted startup crashes of the real run (FAIL); warnings deserve a look (WARN)."""
-    errors = [f for f in findings if f.severity == "error"]
-    warnings = [f for f in findings if f.severity == "warning"]
-    if errors:
-        return Check("config_lint", FAIL, "; ".join(f"{f.key}: {f.message}" if f.key else f.message for f in errors + warnings))
-    if warnings:
-        return Check("config_lint", WARN, "; ".join(f"{f.key}: {f.message}" for f in warnings))
-    return Check("config_lint", PASS, "no findings in the config")
 
 
 # loss components MFLossMonitor prints beside the loss (mindformers 1.9: lm_loss, mtp_loss; MoE aux losses)

@@ -53,6 +53,7 @@ from ..words import count
 from .device import device_status
 from .figures import smoke_figures
 from .guard import MARKER_VAR
+from .judge_skeleton import steps_trained
 from .judging import judge_smoke
 from .kept import scratch_directory
 from .memory_estimate import model_sizes, refuse_unless_it_fits
@@ -726,10 +727,6 @@ def _launch_changes(workdir: Path) -> list:
     return [Change(c["kind"], (c["key"],), c["before"], DELETE if c.get("deleted") else c["after"], c["why"]) for c in changes]
 
 
-def _trained(times: dict) -> int:
-    return max((int(t[0].max()) for t in times.values() if t[0].size), default=0)
-
-
 def judge(launched: Launched, watched: Watched) -> SmokeResult:
     """Read what the run left on disk, judge it, draw the figures; remove the scratch directory when it is not needed.
 
@@ -795,12 +792,12 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
     if watched.out_of_memory is not None:  # this machine's limit: nothing the run wrote is judged, nothing is blamed on the config
         checks = [c for c in checks if c.name in ("device", "cleanup") or c.status != FAIL and c.name != "process"]
-        checks.append(Check("process", WARN, f"not rehearsed after {count(_trained(times), 'step')}: {watched.out_of_memory}"))
+        checks.append(Check("process", WARN, f"not rehearsed after {count(steps_trained(times), 'step')}: {watched.out_of_memory}"))
     passed = not any(c.status == FAIL for c in checks)
     not_rehearsed = watched.out_of_memory
     if prepared.plan is not None and passed and not_rehearsed is None:
         not_rehearsed = not_rehearsed_reason([f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))])
-    trained = _trained(times)
+    trained = steps_trained(times)
     first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
     delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
     # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped

@@ -14,6 +14,8 @@
 3. mindformers' documented cards: the shipped configs at the device counts mindformers' READMEs launch them on
    (Atlas 800T A2, 64 GB a card, ``context.max_device_memory`` as the config sets it): the largest stage must fit
    what the config lets MindSpore use, or msnb would call a documented, working config too big.
+4. The training layouts mindformers' READMEs list with their memory configuration (Qwen3 32B/14B/8B/4B, TeleChat3
+   36B: cards, parallel and recompute config, ``max_device_memory``), the same way.
 
 Nothing here is timed: it checks numbers.  mindformers must be installed (its configs are read, never imported).
 """
@@ -46,6 +48,25 @@ DOCUMENTED = {
     "deepseek3/pretrain_deepseek3_671b.yaml": (256, "32 Atlas 800T A2 (64G)"),
     "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml": (16, "two Atlas 800T A2 (64G)"),
 }
+
+# the training layouts mindformers' READMEs list as trained on Atlas 800T A2 with their memory configuration
+# (configs/qwen3/README.md, configs/telechat3/README.md: cards, parallel_config, recompute_config, max_device_memory),
+# built on the shipped Qwen3 / TeleChat3 configs with the published config.json sizes of each Qwen3 size
+QWEN3_SIZES = {
+    "Qwen3-14B": {"hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40, "num_attention_heads": 40},
+    "Qwen3-8B": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32},
+    "Qwen3-4B": {"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32, "tie_word_embeddings": True,
+                 "untie_embeddings_and_output_weights": False},
+}  # fmt: skip
+VALIDATED = (
+    # (model, README level, base config, sizes, cards, parallel_config, recompute)
+    ("Qwen3-32B", "Validated", "qwen3/pretrain_qwen3_32b_4k.yaml", {}, 16, {"model_parallel": 4, "pipeline_stage": 4, "micro_batch_num": 4}, True),
+    ("Qwen3-14B", "Preliminary", "qwen3/pretrain_qwen3_32b_4k.yaml", QWEN3_SIZES["Qwen3-14B"], 8, {"model_parallel": 8}, True),
+    ("Qwen3-8B", "Preliminary", "qwen3/pretrain_qwen3_32b_4k.yaml", QWEN3_SIZES["Qwen3-8B"], 8, {"model_parallel": 8}, False),
+    ("Qwen3-4B", "Preliminary", "qwen3/pretrain_qwen3_32b_4k.yaml", QWEN3_SIZES["Qwen3-4B"], 8, {"model_parallel": 8}, False),
+    ("TeleChat3-36B", "Validated", "telechat3/pretrain_telechat3_36b.yaml", {}, 16, {"model_parallel": 8, "pipeline_stage": 2, "micro_batch_num": 4},
+     [[14, 14], [14, 14]]),
+)  # fmt: skip
 
 QWEN3_32B_CONFIG_JSON = (
     '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "num_hidden_layers": 64, '
@@ -136,6 +157,30 @@ def documented_rows(root: Path, scratch: Path) -> list:
     return rows
 
 
+def validated_rows(root: Path, scratch: Path) -> list:
+    """Each layout mindformers' READMEs list as trained, on its cards and max_device_memory: the largest stage must fit."""
+    import yaml
+
+    rows = []
+    for model, level, base, sizes, cards, parallel, recompute in VALIDATED:
+        cfg = yaml.safe_load((root / base).read_text())
+        cfg["model"]["model_config"].update(sizes)
+        pc = {"data_parallel": 1, "model_parallel": 1, "pipeline_stage": 1, "micro_batch_num": 1, **parallel}
+        cfg["parallel_config"].update(pc)
+        if pc["pipeline_stage"] == 1:
+            cfg["model"]["model_config"]["offset"] = 0
+        cfg["recompute_config"]["recompute"] = recompute
+        cfg.setdefault("context", {})["max_device_memory"] = "58GB"
+        path = scratch / f"{model}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        est = estimate_card_memory(path, devices=cards, card="800T-A2")
+        big = est.largest_stage
+        words = f"tp {est.layout.tp}, pp {est.layout.pp}" + (", recompute" if recompute else ", no recompute")
+        rows.append((model, level, cards, words, big.total / GIB, est.usable_gb, f"{big.total / (est.usable_gb * GIB):.3f}", est.fits))
+    return rows
+
+
 def stage_table(root: Path, name: str) -> list:
     est = estimate_card_memory(root / name, card="800T-A2")
     return [
@@ -176,6 +221,10 @@ def main(argv=None) -> int:
     print("\n3. mindformers' documented cards: the largest stage against what the config lets MindSpore use, GiB\n")
     rows = documented_rows(root, Path(args.scratch))
     print(_table(("config", "cards", "documented on", "layout's cards", "largest stage", "needs", "usable", "ratio", "fits"), rows, md))
+    print("\n4. the training layouts mindformers' READMEs list (Atlas 800T A2, max_device_memory 58GB), GiB\n")
+    validated = validated_rows(root, Path(args.scratch))
+    print(_table(("model", "README", "cards", "layout", "needs", "usable", "ratio", "fits"), validated, md))
+    rows = rows + [(r[-1],) for r in validated]
     for name in ("qwen3/pretrain_qwen3_32b_4k.yaml", "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml", "deepseek3/pretrain_deepseek3_12b_16p_pp16.yaml"):
         print(f"\n{name}, GiB a card\n")
         head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", "total")

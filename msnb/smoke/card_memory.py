@@ -125,21 +125,27 @@ def read_layout(config: dict, overrides: dict | None = None) -> Layout:
     )
 
 
-def layers_per_stage(layers: int, pp: int, offset) -> tuple[list[int], str | None]:
-    """mindformers' split of *layers* over *pp* stages: ``layers // pp`` each plus the config's ``offset`` (an int, a
-    list a stage, or a list of lists for pipeline interleave), as ``LayerSetting`` computes it; and a note when the
-    split does not add up (mindformers refuses that config; the remainder is put on the last stage here)."""
-    base = layers // pp
+def _ints(row) -> bool:
+    return isinstance(row, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in row)
+
+
+def layers_per_stage(layers: int, pp: int, offset, interleave: int = 1) -> tuple[list[int], str | None]:
+    """mindformers' split of *layers* over *pp* stages, as its ``LayerSetting`` computes it: ``layers // (pp x
+    interleave)`` a chunk, plus the ``offset`` broadcast to (interleave, pp) (an int, a list a stage, or a list a
+    chunk row), each stage holding one chunk a row; and a note when the split does not add up (mindformers refuses
+    that: the offsets must add up to the remainder; here the remainder is put on the last stage)."""
+    interleave = max(1, interleave)
     if isinstance(offset, list) and offset and all(isinstance(o, list) for o in offset):
-        rows = [r for r in offset if len(r) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in r)]
-        chunk = layers // (pp * len(rows)) if rows else base  # pipeline interleave: each stage holds one chunk a row
-        per = [sum(r[i] for r in rows) + chunk * len(rows) for i in range(pp)] if rows else [base] * pp
-    elif isinstance(offset, list) and len(offset) == pp and all(isinstance(x, int) and not isinstance(x, bool) for x in offset):
-        per = [base + o for o in offset]
+        rows = [r for r in offset if len(r) == pp and _ints(r)]
+        interleave = len(rows) or interleave
+    elif isinstance(offset, list) and len(offset) == pp and _ints(offset):
+        rows = [offset] * interleave
     elif isinstance(offset, int) and not isinstance(offset, bool):
-        per = [base + offset] * pp
+        rows = [[offset] * pp] * interleave
     else:
-        per = [base] * pp
+        rows = [[0] * pp] * interleave
+    chunk = layers // (pp * interleave)
+    per = [sum(chunk + r[i] for r in rows) for i in range(pp)]
     note = None
     if any(n < 0 for n in per) or sum(per) != layers:
         note = f"offset {offset!r} splits {layers} layers over {pp} stages as {per}, which does not add up to {layers}: mindformers refuses it"
@@ -149,12 +155,14 @@ def layers_per_stage(layers: int, pp: int, offset) -> tuple[list[int], str | Non
 
 
 def _per_stage(value, pp: int, per: list[int]) -> list[int]:
-    """A recompute setting as layers recomputed per stage: True (all), a list of counts a stage (or of lists), else none."""
+    """A recompute setting as layers recomputed per stage: True (all), a count a stage, or a count a chunk row and
+    stage (pipeline interleave: summed over the rows), else none."""
     if isinstance(value, bool) or value is None:
         return list(per) if value else [0] * pp
     if isinstance(value, list):
         if value and all(isinstance(v, list) for v in value):
-            value = [sum(x for x in (row[i] if i < len(row) else 0,) if isinstance(x, int)) for row in value for i in range(pp)][:pp]
+            rows = [r for r in value if _ints(r)]
+            value = [sum(r[i] for r in rows if i < len(r)) for i in range(pp)]
         counts = [v if isinstance(v, int) and not isinstance(v, bool) else (per[i] if v is True else 0) for i, v in enumerate(value[:pp])]
         counts += [0] * (pp - len(counts))
         return [min(c, n) for c, n in zip(counts, per)]
@@ -468,7 +476,10 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
             f"{loaded.where('parallel_config.pipeline_stage')}: parallel_config.pipeline_stage {lay.pp} is more than the model's {parts.layers} layers "
             f"(or than {MAX_STAGES}): no stage can be without a layer"
         )
-    per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0))
+    pipe = cfg.get("parallel", {}).get("pipeline_config") if isinstance(cfg.get("parallel"), dict) else None
+    interleaved = isinstance(pipe, dict) and _truthy(pipe.get("pipeline_interleave"))
+    interleave = _pos(mc, "pp_interleave_num", "virtual_pipeline_model_parallel_size") if interleaved else 1
+    per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0), interleave)
     if split_note:
         notes.append(split_note)
     rc = cfg.get("recompute_config") if isinstance(cfg.get("recompute_config"), dict) else {}

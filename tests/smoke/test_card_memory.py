@@ -166,6 +166,9 @@ def test_an_offset_that_does_not_add_up_is_said():
     assert layers_per_stage(61, 8, [[1] * 8, [1] * 7 + [-2]]) == ([8] * 7 + [5], None)
     per, note = layers_per_stage(10, 4, 0)
     assert sum(per) == 10 and "does not add up" in note
+    # an int or a list offset under interleave 2: each of the 2 x 4 chunks holds 64 // 8 = 8, plus its offset
+    assert layers_per_stage(64, 4, 0, interleave=2) == ([16] * 4, None)
+    assert layers_per_stage(66, 4, [0, 0, 0, 1], interleave=2) == ([16, 16, 16, 18], None)
 
 
 def test_sizes_come_from_config_json_and_from_the_class_defaults(tmp_path):
@@ -315,6 +318,7 @@ def test_the_benchmark_agrees_with_zero_where_the_bytes_are_the_same(tmp_path):
     assert {float(r[-1]) for r in rows if r[2] == "ZeRO stage 0"} == {1.0}
     assert all(1.0 < float(r[-1]) < 1.06 for r in rows if r[2] == "ZeRO stage 1")
     assert all(r[-1] is True for r in bench.documented_rows(root, tmp_path))
+    assert all(r[-1] is True for r in bench.validated_rows(root, tmp_path))
 
 
 def test_hostile_sizes_are_counted_not_looped_over(tmp_path):

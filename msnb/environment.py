@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from .words import count
 
 PACKAGES = (
@@ -58,16 +60,14 @@ class DeviceStatus:
 
 
 def version_tuple(version: str) -> tuple:
-    """Leading numeric parts of a version string: ``"2.9.0rc1"`` -> ``(2, 9, 0)``."""
-    out = []
-    for part in version.replace("-", ".").split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        out.append(int(digits))
-        if digits != part:
-            break
-    return tuple(out)
+    """The release numbers of a PEP 440 version, as ``packaging`` (pip's own parser) reads them.
+
+    ``"2.9.0rc1"`` -> ``(2, 9, 0)``, ``"1.0.post1"`` -> ``(1, 0)``; ``()`` for a string that is no version (``"?"``).
+    """
+    try:
+        return Version(version).release
+    except (InvalidVersion, TypeError):
+        return ()
 
 
 def installed_major(name: str) -> int | None:

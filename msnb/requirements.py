@@ -16,84 +16,69 @@ A bottom-layer module: metadata and files only, nothing imported.
 from __future__ import annotations
 
 import importlib.metadata as md
-import re
 from dataclasses import dataclass, field
 
-from .environment import package_dir, version_tuple
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .environment import package_dir
 
 # the packages whose requirements on these dependencies msnb's rules follow, and the dependencies
 REQUIRERS = ("mindspore", "mindformers")
 DEPENDENCIES = ("protobuf", "numpy")
 SUMMARY_MODULE = "train/summary_pb2.py"
 _MAX_MODULE = 1 << 20  # a generated module is tens of KB; only its first lines are needed
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]{0,100})\s*(?:\[[^\]]{0,200}\])?\s*\(?\s*([^;()]{0,200}?)\s*\)?\s*(?:;(.{0,500}))?$")
-_CLAUSE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.*+!-]{0,60})\s*$")
 
 
 def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
-def parse_requires(lines) -> dict:
-    """``{dependency: specifier}`` from Requires-Dist lines, leaving out those under an extra (``; extra == ...``).
+def parse_requires(lines, environment: dict | None = None) -> dict:
+    """``{dependency: specifier}`` from Requires-Dist lines that apply here, as pip reads them (``packaging``).
+
+    A line under an extra (``; extra == "dev"``) or whose marker is false for *environment* (``; python_version <
+    "3.8"``, ``; sys_platform == "win32"``) is left out: it is not a requirement of this installation.
 
     Args:
         lines: Requires-Dist values, e.g. ``["numpy<2.0.0,>=1.20.0", "protobuf>=3.13.0"]``.
+        environment: marker variables that override this interpreter's (``{"python_version": "3.9"}``).
 
     Returns:
         Normalised names to their specifier text (``""`` when unversioned); unreadable lines are skipped.
     """
+    env = {**(environment or {}), "extra": ""}
     out = {}
     for line in lines or ():
-        m = _REQUIREMENT.match(line)
-        if not m or (m.group(3) and "extra" in m.group(3)):
+        try:
+            req = Requirement(line)
+        except (InvalidRequirement, TypeError):
             continue
-        out[_norm(m.group(1))] = m.group(2).replace(" ", "")
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        out[_norm(req.name)] = str(req.specifier)
     return out
 
 
 def satisfies(version: str, specifier: str) -> bool | None:
-    """Whether *version* meets a PEP 440 specifier such as ``<2.0.0,>=1.20.0`` (release numbers only).
+    """Whether an installed *version* meets a PEP 440 specifier such as ``<2.0.0,>=1.20.0``, as pip decides it.
+
+    ``packaging`` answers, with pre-releases allowed as pip allows them for what is installed: ``2.10.0rc1`` meets
+    ``>=2.9`` and not ``>=2.10.0``; ``1.0.post1`` does not meet ``>1.0``.
 
     Args:
         version: an installed version, e.g. ``"1.26.4"``.
         specifier: comma-separated clauses; ``""`` means any version.
 
     Returns:
-        True or False; None when a clause cannot be read (then no rule fires on it).
+        True or False; None when the version or a clause cannot be read (then no rule fires on it).
     """
-    have = version_tuple(version)
-    if not have:
+    try:
+        return SpecifierSet(specifier).contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion, TypeError):
         return None
-    for clause in filter(None, (c.strip() for c in specifier.split(","))):
-        m = _CLAUSE.match(clause)
-        if not m:
-            return None
-        op, text = m.groups()
-        if text.endswith(".*") and op in ("==", "!="):
-            prefix = version_tuple(text[:-2])
-            same = have[: len(prefix)] == prefix
-            if same != (op == "=="):
-                return False
-            continue
-        want = version_tuple(text)
-        if not want:
-            return None
-        width = max(len(have), len(want))
-        a, b = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
-        ok = {
-            "==": a == b,
-            "===": a == b,
-            "!=": a != b,
-            "<": a < b,
-            "<=": a <= b,
-            ">": a > b,
-            ">=": a >= b,
-            "~=": a >= b and have[: max(1, len(want) - 1)] == want[: max(1, len(want) - 1)],
-        }[op]
-        if not ok:
-            return False
-    return True
 
 
 def _requires_of(dist: str) -> dict | None:

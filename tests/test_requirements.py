@@ -1,21 +1,24 @@
 """What the installed MindSpore requires, read from its metadata, and the rules that follow it (doctor, lint, the switch).
 
-The specifier reader is checked against ``packaging`` (pip's own), an independent oracle; the rules are checked with
-the Requires-Dist lines MindSpore 2.9 and 2.10 ship, and against whichever of them is installed here.
+msnb asks ``packaging`` (pip's own parser) every version question; the tests hold msnb's entry points (``satisfies``,
+``version_tuple``, ``parse_requires``) to ``packaging``'s answers on adversarial versions and specifiers, so that no
+hand-written checker creeps back; the rules are checked with the Requires-Dist lines MindSpore 2.9 and 2.10 ship,
+and against whichever of them is installed here.
 """
 
 import importlib.metadata as md
 
+import packaging.requirements as packaging_requirements
+import packaging.specifiers as packaging_specifiers
+import packaging.utils as packaging_utils
+import packaging.version as packaging_version
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from msnb import doctor
 from msnb.environment import version_tuple
 from msnb.requirements import StackFacts, dataset_graph_breaks, installed_stack_facts, parse_requires, satisfies, summary_modules_pre4
-
-packaging_version = pytest.importorskip("packaging.version")
-packaging_specifiers = pytest.importorskip("packaging.specifiers")
 
 # the Requires-Dist lines of each release, as their wheels ship them (protobuf and NumPy; the others do not matter here)
 MINDSPORE_2_9 = ["numpy<2.0.0,>=1.20.0", "protobuf>=3.13.0", "asttokens>=2.0.4", "scipy>=1.5.4"]
@@ -45,19 +48,84 @@ def test_requires_dist_lines_are_read_as_pip_reads_them():
     assert parse_requires(["Foo_Bar (>=1.0)", "extra-thing>=2; extra == 'dev'", "numpy ; python_version>'3'"]) == {"foo-bar": ">=1.0", "numpy": ""}
 
 
-VERSIONS = st.tuples(st.integers(0, 12), st.integers(0, 40), st.integers(0, 5)).map(lambda t: ".".join(map(str, t)))
-CLAUSES = st.tuples(st.sampled_from(["<", "<=", ">", ">=", "==", "!=", "~="]), VERSIONS).map("".join)
+# Adversarial versions: pre-, post- and dev-releases, epochs, local labels, uneven lengths, zero padding.
+RELEASES = st.lists(st.integers(0, 12), min_size=1, max_size=4).map(lambda parts: ".".join(map(str, parts)))
+VERSIONS = st.tuples(
+    st.sampled_from(["", "", "", "1!"]),
+    RELEASES,
+    st.sampled_from(["", "", "", "a1", "b2", "rc1", "rc0", ".post1", ".post0", ".dev0", "rc1.post2.dev3", "-1"]),
+    st.sampled_from(["", "", "", "", "+local.7"]),
+).map("".join)
+OPERATORS = st.sampled_from(["<", "<=", ">", ">=", "==", "!=", "~=", "==="])
+PUBLIC = st.tuples(st.sampled_from(["", "", "1!"]), RELEASES, st.sampled_from(["", "", "rc1", ".post1", ".dev0"])).map("".join)
+CLAUSES = st.one_of(
+    st.tuples(OPERATORS, PUBLIC).map("".join),
+    st.tuples(st.sampled_from(["==", "!="]), RELEASES).map(lambda t: f"{t[0]}{t[1]}.*"),
+    st.sampled_from([">=banana", "~=1", "<1.0.*", "==1.0+local"]),
+)
 
 
+def packaging_says(version: str, spec: str):
+    """pip's answer for an installed version (pre-releases allowed), None when either side cannot be read."""
+    try:
+        return packaging_specifiers.SpecifierSet(spec).contains(packaging_version.Version(version), prereleases=True)
+    except (packaging_specifiers.InvalidSpecifier, packaging_version.InvalidVersion):
+        return None
+
+
+@settings(max_examples=500, deadline=None)
 @given(VERSIONS, st.lists(CLAUSES, min_size=0, max_size=3))
 def test_satisfies_agrees_with_packaging(version, clauses):
     spec = ",".join(clauses)
-    assert satisfies(version, spec) == (packaging_version.Version(version) in packaging_specifiers.SpecifierSet(spec))
+    assert satisfies(version, spec) == packaging_says(version, spec), (version, spec)
+
+
+@settings(max_examples=500, deadline=None)
+@given(VERSIONS)
+def test_release_numbers_are_packagings(version):
+    assert version_tuple(version) == packaging_version.Version(version).release
+
+
+def test_the_pairs_the_hand_written_checker_got_wrong():
+    assert satisfies("2.10.0rc1", ">=2.10.0") is False  # a release candidate comes before its release
+    assert satisfies("2.10.0rc1", ">=2.9") is True  # and after the release before it (pip allows installed pre-releases)
+    assert satisfies("1.0.post1", ">1.0") is False  # ">V" excludes V's post-releases (PEP 440)
+    assert satisfies("1.0.post1", ">=1.0") is True
+    assert satisfies("1!1.0", ">=2.0") is True  # an epoch outranks every release
+    assert version_tuple("1.0.post1") == (1, 0) and version_tuple("2.9.0rc1") == (2, 9, 0) and version_tuple("?") == ()
 
 
 def test_wildcards_and_unreadable_clauses():
     assert satisfies("2.10.3", "==2.10.*") and not satisfies("2.11.0", "==2.10.*") and not satisfies("2.10.0", "!=2.10.*")
-    assert satisfies("1.0", ">=banana") is None
+    assert satisfies("1.0", ">=banana") is None and satisfies("banana", ">=1.0") is None
+
+
+def test_a_requirement_whose_marker_is_false_here_is_not_a_requirement():
+    lines = [
+        'numpy<2; python_version < "3.0"',
+        'numpy>=1.20; python_version >= "3.0"',
+        'protobuf>=3.13; sys_platform == "no-such-platform"',
+        'pywin32; os_name == "nt" and extra == "win"',
+    ]
+    assert parse_requires(lines) == {"numpy": ">=1.20"}
+    assert parse_requires(lines, {"python_version": "2.7"}) == {"numpy": "<2"}
+    assert parse_requires(lines, {"sys_platform": "no-such-platform"}) == {"numpy": ">=1.20", "protobuf": ">=3.13"}
+
+
+@given(
+    st.sampled_from(["numpy", "Foo_Bar", "protobuf", "a.b-c"]),
+    st.lists(CLAUSES, max_size=3),
+    st.sampled_from(["", "; python_version >= '3'", "; extra == 'dev'"]),
+)
+def test_parse_requires_reads_as_packaging_does(name, clauses, marker):
+    line = f"{name}{','.join(clauses)}{marker}"
+    try:
+        req = packaging_requirements.Requirement(line)
+    except packaging_requirements.InvalidRequirement:
+        assert parse_requires([line]) == {}
+        return
+    expected = {} if "extra" in marker else {packaging_utils.canonicalize_name(req.name): str(req.specifier)}
+    assert parse_requires([line]) == expected
 
 
 # ---- doctor: every fix meets what the installed MindSpore requires -------------------------------------------------

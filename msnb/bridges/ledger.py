@@ -19,8 +19,11 @@ bridge that uses it to stay inside the destination.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +193,31 @@ def prepare_destination(src, dst, *, what: str) -> Path:
     except OSError as exc:
         raise UsageError(f"{what} {dst} cannot be created: {exc.strerror or exc}") from None
     return Path(os.path.realpath(dst_path))
+
+
+@contextlib.contextmanager
+def destination_lock(dst: Path, name: str):
+    """Hold an exclusive lock on the destination *dst* while one export reads and writes its ledger and parts.
+
+    Two exports into one folder would each load the same ledger, write the same rows and save over each other's
+    ledger; with the lock the second waits until the first has landed, then writes only what is new since.  The lock
+    is ``flock`` on *dst*/*name*: the kernel drops it when its holder dies, so a killed export never blocks the next.
+
+    Raises:
+        UsageError: *name* in *dst* is a symbolic link, a FIFO or anything other than a regular file.
+    """
+    path = dst / name
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be opened as the export's lock file: {exc.strerror or exc}; remove it") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path}: is not a regular file, so it cannot be the export's lock file; remove it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def _drop_written(new: ReadResult, seen: dict, done: dict) -> ReadResult:

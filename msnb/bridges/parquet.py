@@ -34,7 +34,7 @@ from ..errors import MissingDependency, NothingReadable, UsageError
 from ..events.runs import run_labeller
 from ..safe_files import inside
 from ..words import count
-from .ledger import Ledger, prepare_destination
+from .ledger import Ledger, destination_lock, prepare_destination
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -47,6 +47,7 @@ KIND_DIRS = {
     "markers": "markers",
 }
 LEDGER_FILE = "_msnb_export.json"  # a leading underscore: Parquet readers skip it
+LOCK_FILE = "_msnb_export.lock"  # held by the export writing into this folder (another one waits)
 _counter = itertools.count()
 
 
@@ -318,7 +319,9 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
 
     Each source's new parts and its ledger entry land together (:func:`_land`), so
     an export interrupted anywhere (Ctrl-C, SIGTERM, SIGKILL) and run again holds
-    every row once and leaves no temporary part behind.
+    every row once and leaves no temporary part behind.  Exports into one folder
+    take turns (``out/_msnb_export.lock``): a second one waits for the first, then
+    writes only the rows that are new since.
 
     Raises:
         NothingReadable: *path* holds nothing msnb can read.
@@ -331,6 +334,12 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     if not Path(path).exists():
         raise UsageError(f"no such file or directory: {path}")
     out = prepare_destination(path, out, what="--out")
+    with destination_lock(out, LOCK_FILE):
+        return _export_locked(path, out, verify=verify, row_group_size=row_group_size)
+
+
+def _export_locked(path, out: Path, *, verify: bool, row_group_size: int) -> ParquetReport:
+    """:func:`export`'s work, done while this process alone holds the dataset folder's lock."""
     ledger = Ledger(path, out / LEDGER_FILE, verify=verify, exclude=out)
     problem = _finish_pending(ledger, out)
     if problem:

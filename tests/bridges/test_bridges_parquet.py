@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -232,3 +233,41 @@ def test_a_dataset_directory_that_cannot_be_one_is_refused_in_one_line(ms_files,
     for bad, words in (("/proc/msnb-x", "kernel's proc filesystem"), (tmp_path / "file", "not a directory"), (tmp_path / "file" / "sub", "cannot be created")):
         with pytest.raises(UsageError, match=words):
             msnb.to_parquet(result, bad)
+
+
+EXPORT_IN_A_CHILD = "import json, sys; from msnb.bridges.parquet import export; print(json.dumps(export(sys.argv[1], sys.argv[2]).rows))"
+
+
+def test_two_exports_into_one_folder_take_turns_and_hold_every_row_once(ms_files, tmp_path):
+    src = tmp_path / "src"
+    for n in range(4):  # enough source files that the two processes' exports overlap
+        shutil.copytree(ms_files, src / f"job{n}")
+    out = tmp_path / "ds"
+    children = [
+        subprocess.Popen([sys.executable, "-c", EXPORT_IN_A_CHILD, str(src), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    said = [child.communicate(timeout=300) for child in children]
+    assert [child.returncode for child in children] == [0, 0], said
+    rows = [json.loads(stdout) for stdout, _ in said]
+    full = msnb.read(src)
+    assert len(full.scalars) > 0
+    for kind, table in (("scalars", full.scalars), ("histograms", full.histograms)):
+        written = duckdb.sql(f"select count(*) from read_parquet('{out}/*/*/kind={kind}/*.parquet')").fetchall()[0][0]
+        assert written == len(table)  # no row twice, none lost
+        assert sum(r.get(kind, 0) for r in rows) == len(table)  # the second wrote only what the first had not
+    assert not list(out.rglob("*.tmp"))
+    assert json.loads((out / LEDGER_FILE).read_text())["pending"] == []
+
+
+def test_a_lock_file_that_is_no_regular_file_is_refused_in_one_line(ms_files, tmp_path):
+    out = tmp_path / "ds"
+    out.mkdir()
+    os.mkfifo(out / "_msnb_export.lock")  # opened for the lock, a FIFO would block or feed nothing: refused
+    with pytest.raises(UsageError, match=r"_msnb_export.lock: is not a regular file"):
+        export(ms_files, out)
+    (out / "_msnb_export.lock").unlink()
+    (out / "_msnb_export.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UsageError, match=r"_msnb_export.lock: cannot be opened"):
+        export(ms_files, out)
+    assert not (tmp_path / "elsewhere").exists()

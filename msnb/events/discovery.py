@@ -16,7 +16,7 @@ reader finds each kind's lines wherever they are in the file.
 Every walk of a folder, whichever command asks, is bounded the same way
 (:class:`WalkBounds`): it stays inside the folder given (a symlink whose target
 lies outside is reported, not followed: a link to ``/`` would walk the
-machine), a folder on a kernel pseudo-filesystem (``/proc``, ``/sys``) is not
+machine, a file link to ``~/.ssh/id_rsa`` would be read), a folder on a kernel pseudo-filesystem (``/proc``, ``/sys``) is not
 entered, and at most :data:`MAX_WALK_DEPTH` levels and :data:`MAX_WALK_ENTRIES`
 directory entries are looked at; what lies beyond is reported, never silently
 dropped.
@@ -193,8 +193,7 @@ def _small_int(digits: str) -> int | None:
     return value if value <= _INT64_MAX else None
 
 
-HEAD_BYTES = 64 << 10  # bytes a format's sniff sees: a header row, a JSON document's first keys
-LOG_HEAD_BYTES = 8 << 20  # Megatron prints its arguments (thousands of lines, megabytes with MindSpeed) before the first iteration
+HEAD_BYTES = 64 << 10  # bytes a format's sniff sees: a header row, a JSON document's first keys, a log's first lines
 
 
 @dataclass(frozen=True)
@@ -210,7 +209,7 @@ class Format:
         reader: ``"module:function"`` of a whole-file reader, ``function(path, *, run, tags) -> ReadResult``
             (loaded when first used, so that this module imports no reader); ``""`` for the streaming readers
             of event files and text logs.
-        head: bytes the sniff is given (0: :data:`HEAD_BYTES`); a log's first iteration may come after megabytes of arguments.
+        head: bytes the sniff is given (0: :data:`HEAD_BYTES`).
     """
 
     kind: str
@@ -241,13 +240,28 @@ def _jsonl_row(head: bytes) -> bool:
 
 # any line one of msnb's log readers reads: MindSpore's LossMonitor, mindformers' two trainers, Megatron-LM
 _LOG_LINE = re.compile(rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is|\{ ?(?:Epoch|step):\[ *\d|iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
+# what the trainers print before their first step: Megatron-LM's (and MindSpeed's) arguments, a banner then
+# "  name ....... value" lines that run to megabytes before the first iteration; mindformers' logger
+# ("- mindformers[path:line] -", "- [mindformers/...] -"); MindSpore's own log lines ("[WARNING] ME(1234:...")
+_LOG_START = re.compile(
+    rb"-{8,} arguments -{8,}|using world size: \d|^  [A-Za-z_][\w-]{0,128} \.{3,} |"
+    rb"- (?:mindformers)?\[mindformers/[^\]\n]{1,256}\] -|- mindformers\[[^\]\n]{1,256}\] -|"
+    rb"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z]{2,8}\(\d{1,10}[,:]",
+    re.M,
+)
+
+
+def _log_head(head: bytes) -> bool:
+    """A training log's first bytes: a line msnb reads, or what a trainer prints before its first step."""
+    return _LOG_LINE.search(head) is not None or _LOG_START.search(head) is not None
+
 
 FORMATS: list[Format] = [
     Format(TRAINER_STATE, re.compile(r"^trainer_state\.json$"), None, "msnb.events.baselines:read_trainer_state"),
     Format(TRAINER_STATE, re.compile(r"\.json$"), lambda head: b'"log_history"' in head, "msnb.events.baselines:read_trainer_state"),
     Format(TABLE_CSV, re.compile(r"\.csv$"), _csv_header, "msnb.events.baselines:read_table"),
     Format(TABLE_JSONL, re.compile(r"\.(?:jsonl|ndjson)$"), _jsonl_row, "msnb.events.baselines:read_table"),
-    Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), lambda head: _LOG_LINE.search(head) is not None, "", LOG_HEAD_BYTES),
+    Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), _log_head),
 ]
 """The formats found by name and content, most specific first (event files and ``*.log`` are known by name alone)."""
 
@@ -301,20 +315,36 @@ def kind_of(path: str | os.PathLike, name: str | None = None) -> str | None:
     Returns:
         A kind, or None when the file is none msnb reads.
     """
+    return sniffed(path, name)[0]
+
+
+def sniffed(path: str | os.PathLike, name: str | None = None) -> tuple[str | None, bool]:
+    """:func:`kind_of`, and whether a file that is no kind yet may still become one as it grows.
+
+    Only a small head is read (:data:`HEAD_BYTES`, whatever the file's size), so a walk over hundreds of large
+    text files costs little.  A file named like a format that sniffs (``nohup.out``, ``metrics.csv``) whose
+    head said no while it was shorter than the bytes a sniff sees is *pending*: a job may be about to write
+    its first line, so a follower sniffs it again when it grows (:func:`discover`'s ``dir_cache``).
+
+    Returns:
+        ``(kind, pending)``: the kind or None, and whether a None may change as the file grows.
+    """
     name = os.path.basename(os.fspath(path)) if name is None else name
     kind = classify(name)
     if kind is not None:
-        return kind
+        return kind, False
     lower = name.lower()
     candidates = [f for f in FORMATS if f.sniff is not None and f.name.search(lower)]
     if not candidates:
-        return None
+        return None, False
+    window = max(fmt.head or HEAD_BYTES for fmt in candidates)
     try:
         with open(path, "rb", opener=_nonblocking) as file:
-            head = file.read(max(fmt.head or HEAD_BYTES for fmt in candidates))
+            head = file.read(window)
     except OSError:
-        return None
-    return next((fmt.kind for fmt in candidates if fmt.sniff(head[: fmt.head or HEAD_BYTES])), None)
+        return None, False
+    kind = next((fmt.kind for fmt in candidates if fmt.sniff(head[: fmt.head or HEAD_BYTES])), None)
+    return kind, kind is None and len(head) < window
 
 
 def explicit_kind(path: Path) -> str | None:
@@ -379,16 +409,21 @@ def describe(path: Path, root: Path, kind: str) -> Source:
     return Source(str(path), kind, run, rank, (_timestamp(path.name, kind), path.name))
 
 
-def list_dir(d: Path, problems: list | None = None, limit: int | None = None) -> tuple[list, list, int, bool]:
+def list_dir(
+    d: Path, problems: list | None = None, limit: int | None = None, *, root: str | None = None, pending: list | None = None
+) -> tuple[list, list, int, bool]:
     """One directory's listing as a walk for runs sees it.
 
     Hidden folders (``.venv``, ``.git``, editors' checkpoints) and package folders never hold a run and are left
-    out; a file of a kind msnb reads that is not a regular file (a FIFO, a socket) is reported, not opened.
+    out; a file of a kind msnb reads that is not a regular file (a FIFO, a socket) is reported, not opened; a
+    file symlink whose target lies outside *root* is reported, not opened (nor sniffed).
 
     Args:
         d: the directory.
-        problems: where a special file is reported.
+        problems: where a special file or a link out of *root* is reported.
         limit: stop after this many entries (None: all).
+        root: the real path of the folder walked (None: links are not checked).
+        pending: where ``(name, size)`` of each file that may still become a kind as it grows is put (:func:`sniffed`).
 
     Returns:
         ``(files, subdirs, entries, cut)``: ``(name, kind)`` of the files msnb reads, the folders to walk,
@@ -407,9 +442,15 @@ def list_dir(d: Path, problems: list | None = None, limit: int | None = None) ->
                     if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
                         subdirs.append(entry.name)
                 elif entry.is_file(follow_symlinks=True):
-                    kind = msprobe.file_kind(d / entry.name) or kind_of(d / entry.name, entry.name)  # msprobe's CSVs before the generic table
+                    if root is not None and entry.is_symlink() and not inside(d / entry.name, root):
+                        if _named_like_ours(entry.name):  # a link out named like nothing msnb reads is no loss
+                            _link_out(problems, d / entry.name, root)
+                        continue
+                    kind, maybe = _file_kind(d / entry.name, entry.name)
                     if kind:
                         files.append((entry.name, kind))
+                    elif maybe and pending is not None:
+                        pending.append((entry.name, entry.stat().st_size))
                 elif classify(entry.name):
                     _not_regular(problems, d / entry.name)
             except OSError:
@@ -417,6 +458,47 @@ def list_dir(d: Path, problems: list | None = None, limit: int | None = None) ->
             if limit is not None and entries >= limit:
                 return files, subdirs, entries, True
     return files, subdirs, entries, False
+
+
+def _file_kind(path: Path, name: str) -> tuple[str | None, bool]:
+    """:func:`sniffed`, msprobe's CSVs asked first (before the generic table)."""
+    kind = msprobe.file_kind(path)
+    return (kind, False) if kind else sniffed(path, name)
+
+
+def _named_like_ours(name: str) -> bool:
+    """Whether a file of this name could be one msnb reads (by its name alone, or by its name and head)."""
+    lower = name.lower()
+    return classify(name) is not None or lower.endswith((".csv", ".json")) or any(f.name.search(lower) for f in FORMATS)
+
+
+def _link_out(problems: list | None, path: Path, root: str) -> None:
+    """A file symlink leading out of the folder walked: named, never opened (a link to ``~/.ssh/id_rsa`` in a run)."""
+    if problems is not None:
+        problems.append(left_out(path, f"a symlink to {os.path.realpath(path)}, outside {root}: not read"))
+
+
+def _grown(d: Path, files: list, pending: list) -> tuple[list, list]:
+    """*files* with each *pending* file that grew and now sniffs as a kind; the files still pending.
+
+    A directory's mtime does not change when a file in it grows, so its cached listing would never see
+    ``nohup.out`` write its first training line: a pending file is sniffed again whenever its size changed.
+    """
+    files, still = list(files), []
+    for name, size in pending:
+        try:
+            now = os.stat(d / name).st_size
+        except OSError:
+            continue  # gone: the next listing (the directory's mtime changed) says what is there
+        if now == size:
+            still.append((name, size))
+            continue
+        kind, maybe = _file_kind(d / name, name)
+        if kind:
+            files.append((name, kind))
+        elif maybe:
+            still.append((name, now))
+    return files, still
 
 
 def walk(root, problems: list | None = None, max_depth: int = MAX_WALK_DEPTH):
@@ -456,6 +538,8 @@ def walk(root, problems: list | None = None, max_depth: int = MAX_WALK_DEPTH):
                         if entry.is_dir(follow_symlinks=True):
                             if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
                                 subdirs.append(entry.name)
+                        elif entry.is_symlink() and not inside(d / entry.name, bounds.real_root):
+                            _link_out(problems, d / entry.name, str(root))
                         else:
                             names.append(entry.name)  # a FIFO too: the caller opens what it reads safely, or reports it
                     except OSError:
@@ -481,8 +565,9 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
 
     Args:
         root: a file, a run directory or a tree of runs.
-        dir_cache: maps a directory to ``(mtime_ns, files, subdirs)``; a directory
-            whose mtime has not changed is not listed again (cheap repeated polls).
+        dir_cache: maps a directory to ``(mtime_ns, files, subdirs, pending)``; a directory
+            whose mtime has not changed is not listed again (cheap repeated polls), but its
+            pending files (:func:`sniffed`) are sniffed again when they grew.
         problems: where to append a ``loop`` problem for each directory reached
             again through a symlink (it is not walked twice), and an
             ``unreadable`` one for each directory that cannot be listed.
@@ -529,13 +614,17 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         cached = dir_cache.get(str(d)) if dir_cache is not None else None
         if cached and cached[0] == mtime:
             files, subdirs = cached[1], cached[2]
+            if len(cached) > 3 and cached[3]:  # files that may become logs or tables as they grow: sniffed again when they did
+                files, pending = _grown(d, files, cached[3])
+                dir_cache[str(d)] = (mtime, files, subdirs, pending)
         else:
             if bounds.cut:
                 if dir_cache is not None:
                     dir_cache[str(d)] = (mtime, [], [])  # not listed at the next poll either: the bound holds across polls
                 continue
+            pending: list = []
             try:
-                files, subdirs, seen, stopped = list_dir(d, problems, bounds.left())
+                files, subdirs, seen, stopped = list_dir(d, problems, bounds.left(), root=bounds.real_root, pending=pending)
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -553,7 +642,7 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
                     problems.append(left_out(d / name, why))
             subdirs = kept
             if dir_cache is not None and not stopped:
-                dir_cache[str(d)] = (mtime, files, subdirs)
+                dir_cache[str(d)] = (mtime, files, subdirs, pending)
         for name, kind in files:
             sources.append(describe(d / name, root_path, kind))
         stack.extend((d / s, depth + 1) for s in subdirs)

@@ -17,9 +17,12 @@ before any work, so a mistake costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import stat
 import tempfile
+import threading
 
 from .errors import UsageError
 from .safe_files import pseudo_filesystem
@@ -176,21 +179,70 @@ def write_file(path: str, write) -> None:
     except OSError:
         mode = 0o666 & ~_umask()
     folder, name = os.path.split(path)
+    with _stop_signals_raise(path):
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name[:64]}.", suffix=".msnb-tmp", dir=folder)
+        except OSError as exc:
+            raise UsageError(f"--out {path}: cannot write in {folder}: {exc.strerror or exc}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except OSError as exc:
+            _unlink(tmp)
+            raise UsageError(f"--out {path}: cannot write it: {exc.strerror or exc}") from None
+        except BaseException:  # Ctrl-C, and SIGTERM or SIGHUP raised as _Stopped: no temporary file is left
+            _unlink(tmp)
+            raise
+
+
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived during a save: raised so that the temporary file is removed first."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise(path: str):
+    """While *path* is saved, SIGTERM and SIGHUP raise (so the temporary file is removed), then are sent again.
+
+    Their default action ends the process at once, which would leave the hidden temporary file behind.  Only the
+    main thread may set handlers; elsewhere, and for a signal set to be ignored, nothing changes.  A caught signal
+    is sent again once the process's own handlers are back, so the process ends (or its handler runs) as it would
+    have; if it goes on, the save is said not to have happened.
+
+    Raises:
+        UsageError: a signal stopped the save and the process went on.
+    """
+    old: dict = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _STOP_SIGNALS:
+            try:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    old[signum] = signal.signal(signum, _raise_stopped)
+            except (ValueError, OSError):  # no handler can be set here: nothing changes
+                pass
+    stopped = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name[:64]}.", suffix=".msnb-tmp", dir=folder)
-    except OSError as exc:
-        raise UsageError(f"--out {path}: cannot write in {folder}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink(tmp)
-        raise UsageError(f"--out {path}: cannot write it: {exc.strerror or exc}") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
+        yield
+    except _Stopped as stop:
+        stopped = stop.signum
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    if stopped is not None:
+        os.kill(os.getpid(), stopped)  # the process's own disposition: by default it ends here
+        raise UsageError(f"--out {path}: not written: {signal.Signals(stopped).name} arrived while it was saved")
 
 
 def save_figure(figure, path: str, dpi: int = 100) -> None:

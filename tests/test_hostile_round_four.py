@@ -4,11 +4,18 @@ a signal during a save, torn rows of msprobe's files.  One test per reproduction
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 import msnb
 from msnb.events.discovery import HEAD_BYTES, discover, walk
 
+REPO = Path(__file__).resolve().parents[1]
 LOSS_LINES = "".join(f"epoch: 1 step: {i}, loss is {2.0 / i}\n" for i in range(1, 6))
 
 
@@ -43,3 +50,62 @@ def test_a_walk_sniffs_only_a_small_head_of_a_large_text_file(tmp_path):
     assert os.path.getsize(megatron) > 4 << 20
     assert [(Path(s.path).name, s.kind) for s in discover(tmp_path)] == [("stdout.txt", "log")]
     assert msnb.read(late).scalars.series("loss")[0].tolist() == [1, 2, 3, 4, 5]  # named explicitly: read whole
+
+
+def test_keep_and_summary_dir_on_dev_are_refused_before_anything_starts_and_nothing_is_created(tmp_path):
+    """``--keep /dev/x`` trained into /dev; ``--summary-dir /dev/x`` made the folder, then refused."""
+    from tests.test_robust_commands import msnb as msnb_cli
+    from tests.test_robust_commands import one_line_error
+
+    for option, where in (("--keep", f"/dev/msnb-keep-{os.getpid()}"), ("--summary-dir", f"/dev/shm/msnb-summary-{os.getpid()}/run")):
+        proc = msnb_cli("smoke", "--steps", 3, "--no-live", option, where, cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
+        one_line_error(proc, f"{option} {where}", "kernel's")
+        assert proc.returncode == 2
+        assert not os.path.lexists(where) and not os.path.lexists(os.path.dirname(where) if option == "--summary-dir" else where)
+    assert list(tmp_path.iterdir()) == []  # nothing started: no scratch folder
+
+
+SAVER = """
+import os, sys, time
+from msnb.outputs import write_file
+
+def write(f):
+    f.write(b"half a figure")
+    f.flush()
+    open(sys.argv[2], "w").close()  # the parent may signal now
+    time.sleep(60)
+
+write_file(sys.argv[1], write)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_signal_during_a_save_leaves_no_temporary_file_and_still_ends_the_process(tmp_path, signame):
+    out, ready = tmp_path / "fig.png", tmp_path / "ready"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen([sys.executable, "-c", SAVER, str(out), str(ready)], env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), "the child never began its save"
+        child.send_signal(getattr(signal, signame))
+        assert child.wait(timeout=30) == -getattr(signal, signame)  # ended by the signal, as it would have been
+    finally:
+        child.kill()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ready"]  # no .fig.png.*.msnb-tmp, no fig.png
+
+
+def test_a_signal_the_process_handles_during_a_save_reaches_its_handler_and_the_save_is_said_not_done(tmp_path):
+    from msnb.errors import UsageError
+    from msnb.outputs import write_file
+
+    got: list = []
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        with pytest.raises(UsageError, match="not written: SIGTERM"):
+            write_file(str(tmp_path / "fig.png"), lambda f: (f.write(b"x"), os.kill(os.getpid(), signal.SIGTERM), time.sleep(1)))
+        assert got == [signal.SIGTERM]  # the process's own handler ran, once
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and list(tmp_path.iterdir()) == []
+    finally:
+        signal.signal(signal.SIGTERM, old)

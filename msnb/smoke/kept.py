@@ -15,7 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..errors import SmokeError
+from ..errors import SmokeError, UsageError
+from ..outputs import check_out_dir
 
 PREFIX = "msnb-smoke-"
 # (relative glob, what wrote it): the folders a smoke's writers fill, in the order the verdict lists them
@@ -40,15 +41,31 @@ def keep_dir(keep) -> Path | None:
     return Path(os.path.abspath(Path(keep).expanduser()))
 
 
+def check_place(option: str, folder) -> None:
+    """Refuse a folder a run would write into under ``/dev``, ``/proc``, ``/sys`` or on a kernel filesystem, creating nothing.
+
+    The one output rule (:func:`msnb.outputs.check_out_dir`), asked before any folder is made or anything starts.
+
+    Raises:
+        SmokeError: naming *option* and the folder.
+    """
+    try:
+        check_out_dir(Path(folder).expanduser(), what=option)
+    except UsageError as exc:
+        raise SmokeError(str(exc)) from None
+
+
 def check_keep(keep) -> None:
     """Refuse a ``--keep DIR`` no run could write into, before anything starts.
 
     Raises:
-        SmokeError: DIR is a file, or a folder that already holds files (they would be judged as this run's).
+        SmokeError: DIR is on a kernel filesystem, is a file, or a folder that already holds files (they would be
+            judged as this run's).
     """
     target = keep_dir(keep)
     if target is None:
         return
+    check_place("--keep", target)
     if target.exists() and not target.is_dir():
         # `msnb smoke --keep run.yaml` reads the config as the folder: say how to write what was meant
         raise SmokeError(f"--keep {keep}: is a file, not a directory (--keep takes an optional DIR: put the config before --keep)")
@@ -117,4 +134,4 @@ def kept_outputs(workdir: str | os.PathLike, summary_dir: str | os.PathLike | No
     return found
 
 
-__all__ = ["check_keep", "keep_dir", "kept_outputs", "scratch_directory"]
+__all__ = ["check_keep", "check_place", "keep_dir", "kept_outputs", "scratch_directory"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from ..errors import SmokeError
 from ..options import Option, add_arguments, magic_arguments_from
 from .device import DEVICES
-from .kept import check_keep
+from .kept import check_keep, check_place
 
 DEFAULT_OUT = "msnb_smoke.png"
 BUILTIN_STEPS = 200
@@ -80,6 +80,8 @@ class SmokeOptions:
         if self.lr is not None and not isinstance(self.lr, numbers.Real):
             raise SmokeError(f"--lr must be a number (got {self.lr!r})")
         check_keep(self.keep)
+        if self.summary_dir is not None:
+            check_place("--summary-dir", self.summary_dir)  # before the folder is made, and before anything starts
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace, options=None, **extra) -> SmokeOptions:

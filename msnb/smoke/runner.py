@@ -55,7 +55,7 @@ from .figures import smoke_figures
 from .guard import MARKER_VAR
 from .judge_skeleton import steps_trained
 from .judging import judge_smoke
-from .kept import scratch_directory
+from .kept import check_place, scratch_directory
 from .memory_estimate import model_sizes, refuse_unless_it_fits
 from .memory_watch import MemoryWatch
 from .mindformers_judging import judge_mindformers_smoke, log_scalars, not_rehearsed_reason
@@ -173,6 +173,7 @@ def _resolve_module(module: str) -> tuple[str, str | None]:
 def _check_summary_dir(summary_dir) -> Path:
     target = Path(summary_dir).expanduser()
     target = (Path.cwd() / target) if not target.is_absolute() else target
+    check_place("--summary-dir", target)  # refused before anything is made
     if target.exists() and not target.is_dir():
         raise SmokeError(f"--summary-dir {summary_dir}: is a file, not a directory")
     try:

@@ -49,8 +49,11 @@ def check_place(option: str, folder) -> None:
     Raises:
         SmokeError: naming *option* and the folder.
     """
+    path = Path(folder).expanduser()
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return  # a file: its caller says so in its own words
     try:
-        check_out_dir(Path(folder).expanduser(), what=option)
+        check_out_dir(path, what=option)
     except UsageError as exc:
         raise SmokeError(str(exc)) from None
 
@@ -65,10 +68,10 @@ def check_keep(keep) -> None:
     target = keep_dir(keep)
     if target is None:
         return
-    check_place("--keep", target)
     if target.exists() and not target.is_dir():
         # `msnb smoke --keep run.yaml` reads the config as the folder: say how to write what was meant
         raise SmokeError(f"--keep {keep}: is a file, not a directory (--keep takes an optional DIR: put the config before --keep)")
+    check_place("--keep", target)
     if target.is_dir():
         try:
             first = next(iter(os.scandir(target)), None)

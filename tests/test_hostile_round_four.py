@@ -109,3 +109,14 @@ def test_a_signal_the_process_handles_during_a_save_reaches_its_handler_and_the_
         assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and list(tmp_path.iterdir()) == []
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_the_commands_page_states_the_readers_real_bounds():
+    """docs/COMMANDS.md said JSON was read up to 512 MB (and lines to 16,384 characters) long after the code changed."""
+    from msnb.events import baselines, logs
+
+    text = " ".join((REPO / "docs" / "COMMANDS.md").read_text().split())
+    assert baselines.MAX_LINE == logs.MAX_LINE
+    assert f"a line parsed by its first {baselines.MAX_LINE:,} characters" in text
+    assert f"`trainer_state.json` read up to {baselines.MAX_JSON_BYTES >> 20} MiB" in text and baselines.MAX_JSON_BYTES % (1 << 20) == 0
+    assert "512 MB" not in text

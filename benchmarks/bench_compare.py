@@ -35,7 +35,7 @@ CHILD = r"""
 import json, sys, time
 variant, base, cand = sys.argv[1], sys.argv[2], sys.argv[3]
 if variant.startswith("msnb"):
-    import msnb, msnb.analysis.compare, msnb.events.baselines, msnb.events.reader, msnb.events.logs
+    import msnb, msnb.analysis.compare, msnb.events.table_files, msnb.events.reader, msnb.events.logs
     from msnb.analysis.compare_sides import read_side, wanted_tags
     t, c0 = time.perf_counter(), time.process_time()
     r = msnb.compare(base, cand)

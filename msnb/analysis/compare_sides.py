@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import NothingReadable, UsageError
-from ..events import baselines, read
+from ..events import read
 from ..events.discovery import WalkBounds
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
-from ..events.tags import resolve as msnb_resolve
-from ..events.tags import spellings
+from ..events.tags import resolve, spellings
 from ..words import listed
 from .medians import nan_median
 from .series import align, curves
@@ -88,20 +87,11 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
 
 def wanted_tags(*names) -> frozenset:
     """Every spelling of the meanings compared (and of any tag named), for readers that can skip the rest."""
-    out = set(spellings(names))
-    for name in names:
-        m = baselines.meaning(name)
-        out.update(baselines.MEANINGS.get(m, ()))
-    for m in MEANINGS:
-        out.update(baselines.MEANINGS[m])
-        out.update(spellings([m]))
-    return frozenset(out)
+    return spellings([*names, *MEANINGS], compared=True)
 
 
 def _pick_tag(name: str, tags: set, explicit: bool, label: str) -> str | None:
-    real = baselines.resolve(name, tags)
-    if real is None:
-        real = msnb_resolve(name, tags)
+    real = resolve(name, tags, compared=True)
     if real is None and explicit:
         raise UsageError(f"{label} has no tag {name!r} (tags: {listed(sorted(tags))})")
     return real

@@ -257,10 +257,10 @@ def _log_head(head: bytes) -> bool:
 
 
 FORMATS: list[Format] = [
-    Format(TRAINER_STATE, re.compile(r"^trainer_state\.json$"), None, "msnb.events.baselines:read_trainer_state"),
-    Format(TRAINER_STATE, re.compile(r"\.json$"), lambda head: b'"log_history"' in head, "msnb.events.baselines:read_trainer_state"),
-    Format(TABLE_CSV, re.compile(r"\.csv$"), _csv_header, "msnb.events.baselines:read_table"),
-    Format(TABLE_JSONL, re.compile(r"\.(?:jsonl|ndjson)$"), _jsonl_row, "msnb.events.baselines:read_table"),
+    Format(TRAINER_STATE, re.compile(r"^trainer_state\.json$"), None, "msnb.events.table_files:read_trainer_state"),
+    Format(TRAINER_STATE, re.compile(r"\.json$"), lambda head: b'"log_history"' in head, "msnb.events.table_files:read_trainer_state"),
+    Format(TABLE_CSV, re.compile(r"\.csv$"), _csv_header, "msnb.events.table_files:read_table"),
+    Format(TABLE_JSONL, re.compile(r"\.(?:jsonl|ndjson)$"), _jsonl_row, "msnb.events.table_files:read_table"),
     Format(LOG, re.compile(r"\.(?:out|txt|stdout|stderr|err)$|^(?:stdout|stderr|nohup)"), _log_head),
 ]
 """The formats found by name and content, most specific first (event files and ``*.log`` are known by name alone)."""

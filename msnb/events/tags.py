@@ -1,9 +1,14 @@
-"""What tags mean: one vocabulary for the spellings of MindSpore, mindformers and msnb's log reader.
+"""What tags mean: the one vocabulary for the spellings of MindSpore, mindformers, Megatron-LM and Hugging Face.
 
 ``loss`` is written ``loss/auto`` by MindSpore's SummaryCollector, ``loss`` by
 mindformers' TensorBoard writer and ``lm-loss`` or ``lm_loss`` elsewhere, ``lm loss`` by Megatron-LM; every
 layer above the reader asks for the *meaning* (``"loss"``) and gets whichever
 spelling the data holds, with the real tag reported back.
+
+Two orders over one vocabulary, for a meaning whose own name is not among a run's tags: msnb's own views
+(:data:`ALIASES`) prefer msnb's and MindSpore's spellings, a comparison with another framework's run
+(:data:`COMPARED`, ``msnb compare``) prefers Megatron-LM's (``lm loss``, ``learning rate``) and knows Hugging Face's
+``train/...`` too.  Every spelling means one thing in both (a test holds them to it).
 """
 
 from __future__ import annotations
@@ -18,27 +23,49 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss-scale", "loss_scale", "scale_sense", "loss scale"),
     "batch_size": ("batch-size", "batch_size", "global_batch_size", "global batch size"),
 }
+# meaning -> spellings as a comparison with another framework's run prefers them, most specific first: Megatron's log
+# and torch's TensorBoard writer keep the space, tensorboardX turns it into "_", Hugging Face writes "train/...";
+# a meaning not listed here is compared in :data:`ALIASES`' order
+COMPARED: dict[str, tuple[str, ...]] = {
+    "loss": ("lm loss", "lm-loss", "lm_loss", "loss", "loss/auto", "train/loss", "train_loss"),
+    "grad_norm": ("grad norm", "grad-norm", "grad_norm", "global_norm", "train/grad_norm"),
+    "lr": ("learning rate", "learning-rate", "learning_rate", "lr", "train/learning_rate"),
+    "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
+    "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
+}
 DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput")
 # schedules and counters follow a plan, not noise: drawing them smoothed makes them lag
 SCHEDULES = ("lr", "loss_scale", "batch_size")
 
 
-def meaning(tag: str) -> str | None:
-    """The meaning (a key of :data:`ALIASES`) of a real tag or of a meaning's own name, else None."""
-    if tag in ALIASES:
+def _order(compared: bool) -> dict:
+    return {**ALIASES, **COMPARED} if compared else ALIASES
+
+
+def meaning(tag: str, *, compared: bool = False) -> str | None:
+    """The meaning (a key of :data:`ALIASES`, or of :data:`COMPARED` with *compared*) of a real tag or of a meaning's
+    own name, else None."""
+    order = _order(compared)
+    if tag in order:
         return tag
-    return next((m for m, spellings in ALIASES.items() if tag in spellings), None)
+    return next((m for m, names in order.items() if tag in names), None)
 
 
-def resolve(name: str, available) -> str | None:
-    """The real tag in *available* that *name* (a real tag or a meaning) stands for, else None."""
+def resolve(name: str, available, *, compared: bool = False) -> str | None:
+    """The real tag in *available* that *name* (a real tag or a meaning) stands for, else None.
+
+    Args:
+        name: a real tag or a meaning.
+        available: the tags a run holds.
+        compared: in the order a comparison with another framework's run prefers (:data:`COMPARED`).
+    """
     have = available if isinstance(available, (set, frozenset, dict)) else set(available)
     if name in have:
         return name
-    m = meaning(name)
+    m = meaning(name, compared=compared)
     if m is None:
         return None
-    return next((t for t in ALIASES[m] if t in have), None)
+    return next((t for t in _order(compared)[m] if t in have), None)
 
 
 def is_schedule(tag: str) -> bool:
@@ -46,7 +73,7 @@ def is_schedule(tag: str) -> bool:
     return meaning(tag) in SCHEDULES
 
 
-def spellings(names) -> frozenset[str]:
+def spellings(names, *, compared: bool = False) -> frozenset[str]:
     """Every real tag that the names in *names* (real tags or meanings) may be written as.
 
     Used to read only some tags: ``["loss"]`` stands for ``loss``, ``loss/auto``,
@@ -54,6 +81,7 @@ def spellings(names) -> frozenset[str]:
 
     Args:
         names: an iterable of tags or meanings (a single string counts as one name).
+        compared: the spellings of other frameworks too (:data:`COMPARED`).
 
     Returns:
         The set of real tags to keep.
@@ -63,7 +91,8 @@ def spellings(names) -> frozenset[str]:
     out = set()
     for name in names:
         out.add(name)
-        m = meaning(name)
-        if m is not None:
-            out.update(ALIASES[m])
+        for m in {meaning(name), meaning(name, compared=compared)} - {None}:
+            out.update(ALIASES.get(m, ()))
+            if compared:
+                out.update(COMPARED.get(m, ()))
     return frozenset(out)

@@ -20,7 +20,7 @@ import pytest
 import msnb
 from msnb.analysis.compare_rules import CompareRules
 from msnb.errors import NothingReadable, UsageError
-from msnb.events import baselines
+from msnb.events.tags import resolve
 from tests.conftest import ipython_json
 
 N = 1200  # steps: over the standard's 1,000
@@ -142,8 +142,8 @@ def test_megatron_log_lines_read_with_and_without_timestamps(tmp_path):
     run = run_values(30)
     write_megatron_log(tmp_path / "a.log", run)
     write_megatron_log(tmp_path / "b.log", run, timestamps=False, every=10)
-    a = baselines.read_baseline(tmp_path / "a.log")
-    b = baselines.read_baseline(tmp_path / "b.log")
+    a = msnb.read(tmp_path / "a.log")
+    b = msnb.read(tmp_path / "b.log")
     steps, loss = a.scalars.series("lm loss")
     assert steps.tolist() == list(range(1, 31)) and np.allclose(loss, run["loss"], rtol=1e-6)
     assert b.scalars.series("lm loss")[0].tolist() == [10, 20, 30]
@@ -167,7 +167,7 @@ def test_megatron_nan_and_bad_lines_are_points_and_problems_not_errors(tmp_path)
         + "9" * (2 << 20)
         + " |\n"
     )
-    r = baselines.read_baseline(path)
+    r = msnb.read(path)
     steps, loss = r.scalars.series("lm loss")
     assert steps.tolist() == [1, 2] and math.isnan(loss[1])  # a 100,000-digit field is no number
     assert np.isinf(r.scalars.series("grad norm")[1][1])
@@ -178,13 +178,13 @@ def test_megatron_nan_and_bad_lines_are_points_and_problems_not_errors(tmp_path)
 def test_hf_trainer_state_and_tables(tmp_path):
     run = run_values(40)
     write_trainer_state(tmp_path / "trainer_state.json", run, every=5)
-    r = baselines.read_baseline(tmp_path / "trainer_state.json")
+    r = msnb.read(tmp_path / "trainer_state.json")
     assert r.scalars.series("loss")[0].tolist() == list(range(5, 41, 5))
     assert r.scalars.series("train_loss")[0].tolist() == [40]  # the summary entry: its own tag, not the per-step loss
     (tmp_path / "long.csv").write_text("step,tag,value\n1,loss,2.5\n2,loss,2.4\n3,loss,oops\n")
     (tmp_path / "wide.csv").write_text("step,loss,lr\n1,2.5,0.1\n2,2.4,0.1\n")
     (tmp_path / "p.jsonl").write_text('{"step": 1, "tag": "loss", "value": 2.5}\n{"step": "x", "tag": "loss", "value": 1}\nnot json\n')
-    long, wide, jl = (baselines.read_baseline(tmp_path / n) for n in ("long.csv", "wide.csv", "p.jsonl"))
+    long, wide, jl = (msnb.read(tmp_path / n) for n in ("long.csv", "wide.csv", "p.jsonl"))
     assert long.scalars.series("loss")[1].tolist() == [2.5, 2.4] and "line 4" in long.problems[0].message
     assert wide.scalars.series("lr")[1].tolist() == [0.1, 0.1]
     assert jl.scalars.series("loss")[0].tolist() == [1] and len(jl.problems) == 2
@@ -194,13 +194,13 @@ def test_byte_order_marks_are_read(tmp_path):
     (tmp_path / "a.csv").write_text("step,loss\n1,2.0\n", encoding="utf-8-sig")
     (tmp_path / "trainer_state.json").write_text('{"log_history": [{"step": 1, "loss": 2.0}]}', encoding="utf-8-sig")
     for name in ("a.csv", "trainer_state.json"):
-        r = baselines.read_baseline(tmp_path / name)
+        r = msnb.read(tmp_path / name)
         assert r.scalars.series("loss")[1].tolist() == [2.0] and r.problems == []
 
 
 def test_hostile_json_is_a_problem(tmp_path):
     (tmp_path / "trainer_state.json").write_text("[" * 100_000)
-    r = baselines.read_baseline(tmp_path / "trainer_state.json")
+    r = msnb.read(tmp_path / "trainer_state.json")
     assert not len(r.scalars) and r.problems[0].kind == "foreign"
 
 
@@ -209,7 +209,7 @@ def test_megatron_tensorboard_tags_with_spaces_are_found_by_meaning(tmp_path):
     write_megatron_tensorboard(tmp_path / "tb", run)
     tags = msnb.read(tmp_path / "tb").scalars.tags()
     assert "lm loss" in tags
-    assert baselines.resolve("loss", tags) == "lm loss" and baselines.resolve("lr", tags) == "learning-rate"
+    assert resolve("loss", tags, compared=True) == "lm loss" and resolve("lr", tags, compared=True) == "learning-rate"
 
 
 # ------------------------------------------------------------------ the verdicts
@@ -423,11 +423,11 @@ def test_real_baselines_parse_and_the_real_pair_compares():
     files = sorted(p for p in CORPUS.rglob("*") if p.is_file())
     assert files
     for path in files:
-        r = baselines.read_baseline(path)
+        r = msnb.read(path)
         assert r is not None and len(r.scalars), path
-        assert baselines.resolve("loss", r.scalars.tags()) in ("lm loss", "loss"), path
+        assert resolve("loss", r.scalars.tags(), compared=True) in ("lm loss", "loss"), path
         assert [p for p in r.problems if p.kind != "line"] == [], (path, r.problems[:3])
-    tp4 = baselines.read_baseline(CORPUS / "megatron" / "llm-action_gpt2-345m_tp4.log")
+    tp4 = msnb.read(CORPUS / "megatron" / "llm-action_gpt2-345m_tp4.log")
     steps, loss = tp4.scalars.series("lm loss")
     assert steps[0] == 100 and loss[0] == pytest.approx(9.654853) and steps.size == 20
     # the same model with TP 4 and with PP 4: the loss within the standard on 20 common steps (a coverage warning), but the
@@ -499,7 +499,7 @@ def test_damaged_baselines_never_raise(tmp_path, seed):
         cut = int(rng.integers(len(data) // 2, len(data)))
         damaged = bytes(data[:cut]) + rng.bytes(int(rng.integers(1, 3000))) + b"iteration 5/ | : | lm loss: \xff|\n"
         (tmp_path / f"bad_{name}").write_bytes(damaged)
-        got = baselines.read_baseline(tmp_path / f"bad_{name}")
+        got = msnb.read(tmp_path / f"bad_{name}")
         assert got is None or isinstance(got.problems, list)
 
 
@@ -514,8 +514,8 @@ def test_reading_only_some_megatron_fields_gives_the_same_points(tmp_path):
     paths = [tmp_path / "train.log"] + ([CORPUS / "megatron" / "bigscience_meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"] if CORPUS.is_dir() else [])
     wanted = ["lm loss", "grad norm", "learning rate", "number of skipped iterations", "validation lm loss value"]
     for path in paths:
-        few = baselines.read_megatron_log(path, tags=wanted).scalars
-        every = baselines.read_megatron_log(path).scalars
+        few = msnb.read(path, tags=wanted).scalars
+        every = msnb.read(path).scalars
         every = every.take(np.isin(every.tag, wanted))
         a, b = np.lexsort((few.step, few.tag)), np.lexsort((every.step, every.tag))
         assert len(few) == len(every) > 0
@@ -559,3 +559,17 @@ def test_real_writers_a_mindspore_summary_as_the_candidate(ms_files, tmp_path):
     by_meaning = msnb.compare(tmp_path / "baseline.csv", collector)  # both spellings there: the log's "loss" is taken, the same values
     assert by_meaning.tags["loss"]["candidate"] == "loss" and by_meaning.passed
     assert statuses(result)["mean_error"] == "pass" and statuses(result)["lr_schedule"] == "warn"  # SummaryCollector writes no lr
+
+
+def test_one_vocabulary_each_spelling_means_one_thing_and_a_comparison_prefers_the_language_model_loss():
+    from msnb.events.tags import ALIASES, COMPARED, meaning
+
+    for m, names in COMPARED.items():
+        assert set(ALIASES.get(m, ())) <= set(names), m  # the comparison's order covers every spelling msnb's views know
+        assert all(meaning(t, compared=True) == m for t in names)
+    for m, names in ALIASES.items():
+        assert all(meaning(t) == m == meaning(t, compared=True) for t in names)
+    both = {"loss/auto", "lm_loss"}  # two spellings of the loss in one run, "loss" itself not among them
+    assert resolve("loss", both) == "loss/auto" and resolve("loss", both, compared=True) == "lm_loss"
+    assert resolve("loss", both | {"loss"}, compared=True) == "loss"  # a tag named as it is written is that tag
+    assert resolve("lr", {"train/learning_rate"}, compared=True) == "train/learning_rate" and resolve("lr", {"train/learning_rate"}) is None

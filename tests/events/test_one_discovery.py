@@ -78,7 +78,7 @@ def test_tables_and_trainer_state_are_found_by_name_and_content_at_any_depth(tmp
 def test_a_format_registers_in_one_line(tmp_path):
     import re
 
-    fmt = discovery.Format("demo-kind", re.compile(r"\.demo$"), lambda head: head.startswith(b"DEMO"), "msnb.events.baselines:read_table")
+    fmt = discovery.Format("demo-kind", re.compile(r"\.demo$"), lambda head: head.startswith(b"DEMO"), "msnb.events.table_files:read_table")
     discovery.register(fmt)
     try:
         (tmp_path / "x.demo").write_text("DEMO\n")

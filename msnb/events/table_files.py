@@ -1,21 +1,13 @@
-"""Reference runs from other frameworks: Megatron-LM's training log, Hugging Face's ``trainer_state.json``, plain tables.
+"""Scalars from files that other tools write as tables: Hugging Face's ``trainer_state.json``, CSV and JSON Lines.
 
-A migrated model is judged against the run it was migrated from, and that run
-was written by Megatron-LM (or MindSpeed-LLM, which prints the same line), by
-Hugging Face's Trainer, or exported by hand.  These readers turn each into the
-same :class:`~msnb.events.tables.ScalarTable` that :func:`msnb.events.read`
-returns, with the tags as the framework wrote them (``lm loss``, ``grad norm``,
-``learning rate``...); :data:`MEANINGS` says which tags mean the same thing on
-both sides of a comparison.
+A migrated model is judged against the run it was migrated from, and that run may come as Hugging Face Trainer's
+``trainer_state.json`` or as a table exported by hand (Megatron-LM's training log is a log: :mod:`msnb.events.logs`).
+These readers turn each into the same :class:`~msnb.events.tables.ScalarTable` that :func:`msnb.events.read` returns,
+with the tags as the file wrote them (``loss``, ``grad_norm``, ``learning_rate``...); what they mean is
+:mod:`msnb.events.tags`' business.  :func:`msnb.events.read` calls them through discovery's format table.
 
 Formats:
 
-- **Megatron-LM** ``training_log``: one line per ``log_interval`` iterations,
-  ``[2024-06-01 10:00:00] iteration      100/  500000 | consumed samples: 800 | ...
-  | learning rate: 3.984E-06 | lm loss: 9.654853E+00 | loss scale: 262144.0 | grad norm: 3.700 | ...``
-  (the timestamp and some fields depend on the version), and the validation line
-  `` validation loss at iteration 1000 | lm loss value: 6.3E+00 | lm loss PPL: 555.5 |``.
-  Every ``name: number`` field becomes a tag; validation fields get a ``validation `` prefix.
 - **Hugging Face** ``trainer_state.json``: each ``log_history`` entry with a ``step``
   gives one point per numeric key (``loss``, ``grad_norm``, ``learning_rate``, ``eval_loss``...).
 - **Tables**: CSV with a header holding ``step``, ``tag`` and ``value`` (``msnb export``'s
@@ -23,8 +15,7 @@ Formats:
   column per tag; JSON Lines objects with ``step``, ``tag`` and ``value``.
 
 Reading is bounded: text is streamed in :data:`CHUNK` pieces and a line parsed by
-its first :data:`MAX_LINE` characters, in time linear in its length (fields are
-found by splitting on ``|`` and ``:``, numbers by ``float``); a JSON file larger than
+its first :data:`MAX_LINE` characters; a JSON file larger than
 :data:`MAX_JSON_BYTES` is refused.  A line or entry that cannot be read becomes a
 :class:`~msnb.events.problems.Problem` naming the file and line; nothing here raises
 on bad data.
@@ -37,15 +28,13 @@ import io
 import json
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 
 from ..words import count
-from .discovery import LOG, Source, explicit_kind, reader_of
 from .logs import megatron_number as number_in  # a field's number, a unit after it allowed: one parser for logs and tables
 from .problems import Problem, ProblemKind
-from .reader import FileState, ReadResult
+from .reader import ReadResult
 from .tables import NO_RANK, ScalarTable
 
 HF_STATE, TABLE_CSV, TABLE_JSONL = "trainer-state", "csv", "jsonl"
@@ -55,32 +44,6 @@ MAX_JSON_BYTES = 96 << 20  # a parsed JSON document takes about 6 bytes a byte: 
 MAX_TABLE_POINTS = 2_000_000  # points one table file gives (about 130 bytes each while read); a wider table: ask for fewer tags
 MAX_PROBLEMS = 100  # bad lines listed one by one per file; the rest are counted in one problem
 _INT64_MAX = (1 << 63) - 1
-
-# meaning -> spellings, most specific first: Megatron's log and torch's TensorBoard writer keep the space,
-# tensorboardX turns it into "_", mindformers writes "-" in TensorBoard and its own names in its log
-MEANINGS: dict[str, tuple[str, ...]] = {
-    "loss": ("lm loss", "lm-loss", "lm_loss", "loss", "loss/auto", "train/loss", "train_loss"),
-    "grad_norm": ("grad norm", "grad-norm", "grad_norm", "global_norm", "train/grad_norm"),
-    "lr": ("learning rate", "learning-rate", "learning_rate", "lr", "train/learning_rate"),
-    "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
-    "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
-}
-
-
-def meaning(tag: str) -> str | None:
-    """The meaning (a key of :data:`MEANINGS`) of a tag as any framework spells it, else None."""
-    if tag in MEANINGS:
-        return tag
-    return next((m for m, names in MEANINGS.items() if tag in names), None)
-
-
-def resolve(name: str, available) -> str | None:
-    """The tag in *available* that *name* (a real tag or a meaning) stands for, most specific spelling first."""
-    have = set(available)
-    if name in have:
-        return name
-    m = meaning(name)
-    return None if m is None else next((t for t in MEANINGS[m] if t in have), None)
 
 
 class _Points:
@@ -179,31 +142,6 @@ def _lines(path: str, problems: _Problems):
                 break
     if cut:
         problems.add(None, f"{count(cut, 'line')} longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
-
-
-def read_megatron_log(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
-    """Megatron-LM's (or MindSpeed-LLM's) training log: one point per field per iteration line.
-
-    The one text-log reader reads it (:mod:`msnb.events.logs`), as it reads any log.
-
-    Args:
-        path: the log (stdout of ``pretrain_gpt.py`` and the like).
-        run: the run name the rows get.
-        tags: read only these fields (as printed, ``lm loss``; validation ones as ``validation lm loss value``);
-            None reads every field.
-
-    Returns:
-        A :class:`ReadResult`.
-    """
-    return _read_log(path, run=run, tags=tags)
-
-
-def _read_log(path, *, run: str, tags) -> ReadResult:
-    src = Source(str(path), LOG, run, NO_RANK, (0.0, os.path.basename(str(path))))
-    state = FileState(src, explicit=True, wanted=None if tags is None else frozenset(tags))
-    out = state.poll(final=True)
-    out.files = [state.info()]
-    return out
 
 
 def read_trainer_state(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult:
@@ -414,26 +352,3 @@ def _size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
-
-
-def read_baseline(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadResult | None:
-    """Read one file of any format the discovery knows (:func:`msnb.events.discovery.explicit_kind`), or None for none.
-
-    Args:
-        path: a file.
-        run: the run name the rows get.
-        tags: only these tags where the format allows reading less.
-
-    Returns:
-        A :class:`ReadResult`, or None when the file is of no kind msnb reads.
-    """
-    kind = explicit_kind(Path(path))
-    if kind is None:
-        return None
-    try:
-        if kind == LOG:
-            return _read_log(path, run=run, tags=tags)
-        reader = reader_of(kind)
-        return None if reader is None else reader(path, run=run, tags=tags)
-    except OSError as exc:
-        return ReadResult(problems=[Problem(str(path), None, ProblemKind.UNREADABLE, f"cannot read: {exc.strerror or exc}")])

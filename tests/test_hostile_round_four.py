@@ -113,10 +113,10 @@ def test_a_signal_the_process_handles_during_a_save_reaches_its_handler_and_the_
 
 def test_the_commands_page_states_the_readers_real_bounds():
     """docs/COMMANDS.md said JSON was read up to 512 MB (and lines to 16,384 characters) long after the code changed."""
-    from msnb.events import baselines, logs
+    from msnb.events import logs, table_files
 
     text = " ".join((REPO / "docs" / "COMMANDS.md").read_text().split())
-    assert baselines.MAX_LINE == logs.MAX_LINE
-    assert f"a line parsed by its first {baselines.MAX_LINE:,} characters" in text
-    assert f"`trainer_state.json` read up to {baselines.MAX_JSON_BYTES >> 20} MiB" in text and baselines.MAX_JSON_BYTES % (1 << 20) == 0
+    assert table_files.MAX_LINE == logs.MAX_LINE
+    assert f"a line parsed by its first {table_files.MAX_LINE:,} characters" in text
+    assert f"`trainer_state.json` read up to {table_files.MAX_JSON_BYTES >> 20} MiB" in text and table_files.MAX_JSON_BYTES % (1 << 20) == 0
     assert "512 MB" not in text

@@ -182,7 +182,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     """Every check of a mindformers smoke run.
 
     Args:
-        ctx: a :class:`~msnb.smoke.runner.MindformersRun` bundle: the plan, the process outcome, the tables read, the
+        ctx: a :class:`~msnb.smoke.finishing.MindformersRun` bundle: the plan, the process outcome, the tables read, the
             step times, the device, the lint findings, the rehearsal the child reported and its failures.
 
         flags_out: where given, receives the judge's flags on the loss (those behind its loss checks).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..requirements import dataset_graph_breaks
@@ -24,7 +25,7 @@ from .monitor_schema import MonitorSettings, monitor_settings
 from .run_config import is_mindformers_run
 from .run_types import check_run_types
 
-__all__ = ["Finding", "lint", "is_distributed", "sink_size"]
+__all__ = ["Finding", "lint", "is_distributed", "sink_size", "LintFacts", "RULES"]
 
 _EVERYTHING = {"", ".*", "^.*$", ".+", ".", "^.*", ".*$"}
 _PRINTERS = {"LossMonitor", "MFLossMonitor", "TimeMonitor"}
@@ -104,128 +105,170 @@ def lint(
             installed MindSpore's generated modules break the dataset graph (2.9's do, 2.10's do not).
 
     Returns:
-        The findings, in rule order.
+        The findings, in the order of :data:`RULES`, then mindformers' startup findings.
 
     Raises:
         ConfigError: a key a rule reads holds the wrong type (file, key and line named).
     """
     loaded = config if isinstance(config, LoadedConfig) else LoadedConfig(data=config, path="<dict>")
-    data = loaded.data
     check_run_types(loaded)  # the one type check of the run YAML's sections (the smoke's prepare calls it too)
-    s = settings or monitor_settings(loaded)
-    out: list[Finding] = []
-    mc = "monitor_config"
+    facts = LintFacts(loaded, loaded.data, settings or monitor_settings(loaded), steps, distributed, protobuf_major)
+    out: list[Finding] = [found for rule in RULES for found in rule(facts)]
+    out += startup_findings(loaded)
+    return out
 
-    for file, key, first, second in loaded.duplicates:
-        out.append(
-            Finding(
-                "duplicate-key",
-                WARNING,
-                f"'{key}' appears twice in {file} (lines {first} and {second}); the later one wins",
-                fix=f"delete one of the two '{key}' lines",
-                key=key,
-            )
+
+@dataclass(frozen=True)
+class LintFacts:
+    """What every rule reads: the config, its parsed ``monitor_config`` and what the caller knows of the run."""
+
+    loaded: LoadedConfig
+    data: dict
+    s: MonitorSettings
+    steps: int | None
+    distributed: bool | None
+    protobuf_major: int | None
+
+
+MC = "monitor_config"
+
+
+def duplicate_keys(f: LintFacts) -> list[Finding]:
+    """A key written twice in one mapping: YAML keeps the later one silently."""
+    return [
+        Finding(
+            "duplicate-key",
+            WARNING,
+            f"'{key}' appears twice in {file} (lines {first} and {second}); the later one wins",
+            fix=f"delete one of the two '{key}' lines",
+            key=key,
         )
+        for file, key, first, second in f.loaded.duplicates
+    ]
 
-    if s.collect_freq < 10 and (steps is None or steps >= 1000):
-        out.append(
-            Finding(
-                "collect-freq-low",
-                WARNING,
-                f"collect_freq {s.collect_freq} records a summary every {count(s.collect_freq, 'step')}: on a long run that costs step time and disk",
-                fix="use 10 or more",
-                key=f"{mc}.collect_freq",
-            )
+
+def collect_freq_low(f: LintFacts) -> list[Finding]:
+    """Recording every few steps on a long run costs step time and disk."""
+    s = f.s
+    if not (s.collect_freq < 10 and (f.steps is None or f.steps >= 1000)):
+        return []
+    return [
+        Finding(
+            "collect-freq-low",
+            WARNING,
+            f"collect_freq {s.collect_freq} records a summary every {count(s.collect_freq, 'step')}: on a long run that costs step time and disk",
+            fix="use 10 or more",
+            key=f"{MC}.collect_freq",
         )
+    ]
 
-    sink = sink_size(data)
-    if sink is not None and sink > 1:
-        f = s.collect_freq
-        # MindSpore's SummaryCollector (what msnb's monitor hands collect_freq to) counts it in sinks in this mode
-        collector = f"MindSpore's SummaryCollector counts collect_freq in sinks when dataset sink mode is on: {f} sinks are {f * sink} steps"
-        if f % sink:
-            if f < sink:
-                effect = f"collect_freq {f} is smaller than that: the effective frequency is the sink size, one record every {sink} steps at most"
-            else:
-                effect = f"collect_freq {f} is not a multiple of it: step-counting callbacks record only where both meet, every {f * sink // math.gcd(f, sink)} steps"
-            out.append(
-                Finding(
-                    "sink-mode-collect-freq",
-                    WARNING,
-                    f"runner_config.sink_mode is on with sink_size {sink}: callbacks run once per sink, every {sink} steps, so {effect}, "
-                    f"and curves jump in strides of the sink ({collector})",
-                    fix=f"set collect_freq to a multiple of sink_size ({sink}, {2 * sink}, ...)",
-                    key=f"{mc}.collect_freq",
-                )
-            )
-        else:
-            out.append(Finding("sink-mode-summary-unit", INFO, f"runner_config.sink_mode is on with sink_size {sink}: {collector}", key=f"{mc}.collect_freq"))
 
+def sink_mode_collect_freq(f: LintFacts) -> list[Finding]:
+    """In dataset sink mode callbacks run once per sink: collect_freq counts sinks, and meets step counters rarely."""
+    sink = sink_size(f.data)
+    if sink is None or sink <= 1:
+        return []
+    freq = f.s.collect_freq
+    # MindSpore's SummaryCollector (what msnb's monitor hands collect_freq to) counts it in sinks in this mode
+    collector = f"MindSpore's SummaryCollector counts collect_freq in sinks when dataset sink mode is on: {freq} sinks are {freq * sink} steps"
+    if not freq % sink:
+        return [Finding("sink-mode-summary-unit", INFO, f"runner_config.sink_mode is on with sink_size {sink}: {collector}", key=f"{MC}.collect_freq")]
+    if freq < sink:
+        effect = f"collect_freq {freq} is smaller than that: the effective frequency is the sink size, one record every {sink} steps at most"
+    else:
+        effect = f"collect_freq {freq} is not a multiple of it: step-counting callbacks record only where both meet, every {freq * sink // math.gcd(freq, sink)} steps"
+    return [
+        Finding(
+            "sink-mode-collect-freq",
+            WARNING,
+            f"runner_config.sink_mode is on with sink_size {sink}: callbacks run once per sink, every {sink} steps, so {effect}, "
+            f"and curves jump in strides of the sink ({collector})",
+            fix=f"set collect_freq to a multiple of sink_size ({sink}, {2 * sink}, ...)",
+            key=f"{MC}.collect_freq",
+        )
+    ]
+
+
+def histogram_every_parameter(f: LintFacts) -> list[Finding]:
+    """Histograms of every parameter at each collection slow the steps and swell the summary."""
+    s = f.s
     regular = s.collect_specified_data.get("histogram_regular")
     every = bool((s.histogram_settings or {}).get("every_parameter")) or (isinstance(regular, str) and regular.strip() in _EVERYTHING)
-    if every:
-        out.append(
-            Finding(
-                "histogram-every-parameter",
-                WARNING,
-                "histograms of every parameter at each collection: slow steps and a large summary",
-                fix="name the layers you need in histogram_regular",
-                key=f"{mc}.collect_specified_data.histogram_regular",
-            )
+    if not every:
+        return []
+    return [
+        Finding(
+            "histogram-every-parameter",
+            WARNING,
+            "histograms of every parameter at each collection: slow steps and a large summary",
+            fix="name the layers you need in histogram_regular",
+            key=f"{MC}.collect_specified_data.histogram_regular",
         )
+    ]
 
-    dist = is_distributed(data) if distributed is None else distributed
-    has_rank = _names_rank(s.summary_dir)
+
+def summary_dir_per_rank(f: LintFacts) -> list[Finding]:
+    """Ranks writing into one summary_dir collide; msnb's per_rank_dir splits them (and says where)."""
+    s, data = f.s, f.data
+    dist = is_distributed(data) if f.distributed is None else f.distributed
     # msnb's summary_dir: a mindformers run config writes its own summaries (SummaryMonitor) unless the user set msnb's key
     own_summary_dir = not is_mindformers_run(data) or "summary_dir" in s.present
-    if dist and not has_rank and own_summary_dir:
-        if s.per_rank_dir:
-            out.append(
-                Finding(
-                    "summary-dir-per-rank",
-                    INFO,
-                    f"distributed run: msnb's callbacks write to {s.summary_dir}/rank_<id>; tools that read summary_dir directly see one directory per rank",
-                    key=f"{mc}.summary_dir",
-                )
+    if not (dist and not _names_rank(s.summary_dir) and own_summary_dir):
+        return []
+    if s.per_rank_dir:
+        return [
+            Finding(
+                "summary-dir-per-rank",
+                INFO,
+                f"distributed run: msnb's callbacks write to {s.summary_dir}/rank_<id>; tools that read summary_dir directly see one directory per rank",
+                key=f"{MC}.summary_dir",
             )
-        else:
-            out.append(
-                Finding(
-                    "summary-dir-no-rank",
-                    WARNING,
-                    "distributed run with one summary_dir for every rank: their files collide and the curves interleave",
-                    fix="add rank_<id> to summary_dir or set per_rank_dir: true",
-                    key=f"{mc}.summary_dir",
-                )
-            )
+        ]
+    return [
+        Finding(
+            "summary-dir-no-rank",
+            WARNING,
+            "distributed run with one summary_dir for every rank: their files collide and the curves interleave",
+            fix="add rank_<id> to summary_dir or set per_rank_dir: true",
+            key=f"{MC}.summary_dir",
+        )
+    ]
 
-    callbacks = data.get("callbacks") or []
-    types = [c.get("type") for c in callbacks if isinstance(c, dict)]
+
+def duplicate_printing(f: LintFacts) -> list[Finding]:
+    """A printing callback listed while msnb keeps its default ones prints every step twice."""
+    s, data = f.s, f.data
+    types = [c.get("type") for c in (data.get("callbacks") or []) if isinstance(c, dict)]
     printers = sorted(set(t for t in types if isinstance(t, str)) & _PRINTERS)
     # keep_default_callbacks is msnb's key: a mindformers run config's callbacks are mindformers' own, unless the user set it
     msnb_callbacks = not is_mindformers_run(data) or "keep_default_callbacks" in s.present
-    if s.keep_default_callbacks and printers and msnb_callbacks:
-        out.append(
-            Finding(
-                "duplicate-printing",
-                WARNING,
-                f"callbacks lists {', '.join(printers)} while keep_default_callbacks is on: every step is printed twice",
-                fix="set keep_default_callbacks: false",
-                key="callbacks",
-            )
+    if not (s.keep_default_callbacks and printers and msnb_callbacks):
+        return []
+    return [
+        Finding(
+            "duplicate-printing",
+            WARNING,
+            f"callbacks lists {', '.join(printers)} while keep_default_callbacks is on: every step is printed twice",
+            fix="set keep_default_callbacks: false",
+            key="callbacks",
         )
+    ]
 
-    if s.early_stop is not None and s.early_stop.window <= 1:
+
+def early_stop_raw_loss(f: LintFacts) -> list[Finding]:
+    """An early stop that judges single loss values stops a run on one bad batch."""
+    out = []
+    if f.s.early_stop is not None and f.s.early_stop.window <= 1:
         out.append(
             Finding(
                 "early-stop-raw-loss",
                 WARNING,
                 "early stop with window 1 judges the raw step loss, which is noisy: one bad batch stops the run",
                 fix="use a window of 10 or more",
-                key=f"{mc}.early_stop.window",
+                key=f"{MC}.early_stop.window",
             )
         )
-    for i, c in enumerate(callbacks):
+    for i, c in enumerate(f.data.get("callbacks") or []):
         if isinstance(c, dict) and c.get("type") == "EarlyStopping" and str(c.get("monitor", "eval_loss")).endswith("loss"):
             out.append(
                 Finding(
@@ -236,61 +279,90 @@ def lint(
                     key=f"callbacks[{i}]",
                 )
             )
-
-    if s.summary_base_dir:
-        base = os.path.normpath(os.path.abspath(os.path.expanduser(s.summary_base_dir)))
-        run = os.path.normpath(os.path.abspath(os.path.expanduser(s.summary_dir)))
-        rel = os.path.relpath(run, base)
-        if rel == ".":
-            out.append(
-                Finding(
-                    "summary-dir-is-base",
-                    WARNING,
-                    "summary_dir is summary_base_dir itself: MindInsight and msnb list runs as its subdirectories, so this run has no name beside the others",
-                    fix="point summary_dir at a subdirectory named after the run",
-                    key=f"{mc}.summary_dir",
-                )
-            )
-        elif rel.startswith(".."):
-            out.append(
-                Finding(
-                    "summary-dir-outside-base",
-                    WARNING,
-                    f"summary_dir {s.summary_dir} is not under summary_base_dir {s.summary_base_dir}: MindInsight will not find it, nor will reading the base directory",
-                    fix="put summary_dir under summary_base_dir",
-                    key=f"{mc}.summary_dir",
-                )
-            )
-        elif len(rel.split(os.sep)) > 1:
-            out.append(
-                Finding(
-                    "summary-dir-too-deep",
-                    INFO,
-                    f"summary_dir is {len(rel.split(os.sep))} levels below summary_base_dir: MindInsight lists only its direct children (msnb reads any depth)",
-                    key=f"{mc}.summary_dir",
-                )
-            )
-
-    if dataset_graph_breaks(protobuf_major) and s.collect_specified_data.get("collect_dataset_graph", True):  # the installed MindSpore's modules decide
-        out.append(
-            Finding(
-                "dataset-graph-protobuf",
-                INFO,
-                f"protobuf {protobuf_major}.x makes this MindSpore's SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
-                key=f"{mc}.collect_specified_data.collect_dataset_graph",
-            )
-        )
-
-    if _MINDFORMERS_SECTIONS & set(data) and s.present:
-        out.append(
-            Finding(
-                "msnb-keys-in-mindformers-config",
-                ERROR,
-                f"mindformers rejects unknown monitor_config keys (KeyError: \"The config 'monitor_config' gets an unexpected key\", "
-                f"mindformers/tools/register/template.py) and {', '.join(sorted(s.present))} are msnb's: the run dies while loading its config",
-                fix="keep them in a file that only msnb reads",
-                key=mc,
-            )
-        )
-    out += startup_findings(loaded)
     return out
+
+
+def summary_dir_placement(f: LintFacts) -> list[Finding]:
+    """Where summary_dir lies against summary_base_dir decides whether MindInsight and a read of the base find the run."""
+    s = f.s
+    if not s.summary_base_dir:
+        return []
+    base = os.path.normpath(os.path.abspath(os.path.expanduser(s.summary_base_dir)))
+    run = os.path.normpath(os.path.abspath(os.path.expanduser(s.summary_dir)))
+    rel = os.path.relpath(run, base)
+    if rel == ".":
+        return [
+            Finding(
+                "summary-dir-is-base",
+                WARNING,
+                "summary_dir is summary_base_dir itself: MindInsight and msnb list runs as its subdirectories, so this run has no name beside the others",
+                fix="point summary_dir at a subdirectory named after the run",
+                key=f"{MC}.summary_dir",
+            )
+        ]
+    if rel.startswith(".."):
+        return [
+            Finding(
+                "summary-dir-outside-base",
+                WARNING,
+                f"summary_dir {s.summary_dir} is not under summary_base_dir {s.summary_base_dir}: MindInsight will not find it, nor will reading the base directory",
+                fix="put summary_dir under summary_base_dir",
+                key=f"{MC}.summary_dir",
+            )
+        ]
+    if len(rel.split(os.sep)) > 1:
+        return [
+            Finding(
+                "summary-dir-too-deep",
+                INFO,
+                f"summary_dir is {len(rel.split(os.sep))} levels below summary_base_dir: MindInsight lists only its direct children (msnb reads any depth)",
+                key=f"{MC}.summary_dir",
+            )
+        ]
+    return []
+
+
+def dataset_graph_protobuf(f: LintFacts) -> list[Finding]:
+    """The installed MindSpore's generated modules decide whether this protobuf crashes the dataset graph's collection."""
+    if not (dataset_graph_breaks(f.protobuf_major) and f.s.collect_specified_data.get("collect_dataset_graph", True)):
+        return []
+    return [
+        Finding(
+            "dataset-graph-protobuf",
+            INFO,
+            f"protobuf {f.protobuf_major}.x makes this MindSpore's SummaryCollector crash while collecting the dataset graph; msnb's callbacks turn it off",
+            key=f"{MC}.collect_specified_data.collect_dataset_graph",
+        )
+    ]
+
+
+def msnb_keys_in_mindformers_config(f: LintFacts) -> list[Finding]:
+    """mindformers refuses unknown monitor_config keys while loading its config: msnb's keys there kill the run."""
+    s = f.s
+    if not (_MINDFORMERS_SECTIONS & set(f.data) and s.present):
+        return []
+    return [
+        Finding(
+            "msnb-keys-in-mindformers-config",
+            ERROR,
+            f"mindformers rejects unknown monitor_config keys (KeyError: \"The config 'monitor_config' gets an unexpected key\", "
+            f"mindformers/tools/register/template.py) and {', '.join(sorted(s.present))} are msnb's: the run dies while loading its config",
+            fix="keep them in a file that only msnb reads",
+            key=MC,
+        )
+    ]
+
+
+# The rules, in the order their findings are listed; a new rule is one function of LintFacts added here.
+RULES = (
+    duplicate_keys,
+    collect_freq_low,
+    sink_mode_collect_freq,
+    histogram_every_parameter,
+    summary_dir_per_rank,
+    duplicate_printing,
+    early_stop_raw_loss,
+    summary_dir_placement,
+    dataset_graph_protobuf,
+    msnb_keys_in_mindformers_config,
+)

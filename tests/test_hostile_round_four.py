@@ -120,3 +120,26 @@ def test_the_commands_page_states_the_readers_real_bounds():
     assert f"a line parsed by its first {table_files.MAX_LINE:,} characters" in text
     assert f"`trainer_state.json` read up to {table_files.MAX_JSON_BYTES >> 20} MiB" in text and table_files.MAX_JSON_BYTES % (1 << 20) == 0
     assert "512 MB" not in text
+
+
+MSPROBE_V1_HEADER = "vpp_stage,name,step,min,max,mean,norm,nans,zeros,shape,dtype\n"
+
+
+def test_msprobe_torn_rows_one_column_short_are_skipped_and_said_not_repaired_into_a_new_series(tmp_path):
+    """The repair of msprobe 26.2.0's short optimizer-state rows made 'grad_reduced/c1.weight/...' of shifted values."""
+    good = '0,fc1.weight,{s},-1,1,0,{n},0.0,0.0,"(32, 16)",Float32\n'
+    torn = 'c1.weight,0.5,3,0.7,0.9,0.1,0.0,0.0,"(32, 16)",Float32\n'  # a crash cut the line's head: as many fields as 26.2.0's short rows
+    folder = tmp_path / "run" / "Dec05_02-31-03-rank3-88949a87"
+    folder.mkdir(parents=True)
+    (folder / "grad_reduced_0-2.csv").write_text(MSPROBE_V1_HEADER + good.format(s=0, n=1.0) + torn + good.format(s=1, n=2.0))
+    (folder / "exp_avg_0-1.csv").write_text(  # in an optimizer-state file, only a row with the state's own name is 26.2.0's
+        MSPROBE_V1_HEADER + 'exp_avg.fc1.weight,-0.5,0,0.25,0.01,0.9,0.0,0.0,"(32, 16)",Float32\n' + torn.replace(",3,", ",1,")
+    )
+    r = msnb.read(tmp_path / "run")
+    tags = set(r.scalars.tag.tolist())
+    assert not any("c1.weight" in t and "fc1.weight" not in t for t in tags), sorted(tags)
+    assert r.scalars.series("grad_reduced/fc1.weight/norm")[1].tolist() == [1.0, 2.0]
+    assert r.scalars.series("exp_avg/fc1.weight/norm")[1].tolist() == [0.9]  # the real short row, read as meant
+    said = {(os.path.basename(p.path), p.kind, p.message) for p in r.problems}
+    assert {(name, kind) for name, kind, _ in said} == {("grad_reduced_0-2.csv", "decode"), ("exp_avg_0-1.csv", "decode"), ("exp_avg_0-1.csv", "repaired")}
+    assert all("1 row skipped (torn or short: 10 fields where the header has 11)" in m for _, k, m in said if k == "decode")

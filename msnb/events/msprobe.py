@@ -10,8 +10,9 @@ v, and the weights before and after the update; ``min``, ``max``, ``mean``,
   ``param_updated``; columns ``vpp_stage,name,step[,micro_step],<ops>,shape,dtype``.  A row becomes one scalar per
   op, tagged ``<kind>/<name>/<op>`` (``actv/fc1.input/norm``; ``exp_avg/fc1.weight/norm``: the state's own
   ``exp_avg.`` prefix is dropped so a parameter reads alike in every kind).  msprobe 26.2.0 writes the
-  native-MindSpore ``exp_avg``/``exp_avg_sq`` rows one column short (no ``vpp_stage``, the step third): such rows
-  are read as meant and the file gets one ``repaired`` problem.
+  native-MindSpore ``exp_avg``/``exp_avg_sq`` rows one column short (no ``vpp_stage``, the step third): such rows,
+  in those files and with the state's own name prefix only, are read as meant and the file gets one ``repaired``
+  problem; a short row anywhere else is a torn row, skipped and said.
 - v2 (``monitor_v2``): ``<out>/rank_<R>/<monitor>_step<a>-<b>.csv``, columns ``vpp_stage,step,module_name,scope
   [,micro_step],<ops>``, tagged ``<monitor>/<scope>/<module_name>/<op>``.
 
@@ -413,11 +414,12 @@ class CsvFile:
         n = len(self.header)
         good, where = [], []
         for line, row in rows:
-            if len(row) == n - 1 and self.layout == "v1" and _step(row[2]) is not None and _number(row[1]) is not None and _number(row[0]) is None:
+            if len(row) == n - 1 and self._short_state_row(row):
                 row = ["", row[0], row[2], row[1], *row[3:]]  # [name, op0, step, op1...]: the step was inserted third
                 self.repaired += 1
             if len(row) != n:
-                skipped.setdefault(f"{len(row)} fields where the header has {n}", [0, line])[0] += 1
+                why = "torn or short" if len(row) < n else "more fields than the header"
+                skipped.setdefault(f"{why}: {len(row)} fields where the header has {n}", [0, line])[0] += 1
                 continue
             good.append(row)
             where.append(line)
@@ -436,6 +438,25 @@ class CsvFile:
                 skipped.setdefault(why, [0, line])[0] += 1
         if points:
             parts.append(self._columns(points))
+
+    def _short_state_row(self, row: list) -> bool:
+        """Whether a row one column short is msprobe 26.2.0's optimizer-state row, and only then (:meth:`_convert` repairs it).
+
+        26.2.0 writes MindSpore's own ``exp_avg``/``exp_avg_sq`` rows without ``vpp_stage``, the step third, under
+        the header ``vpp_stage,name,step,<ops>`` and with the state's own prefix (``exp_avg_sq.fc1.weight``).  A
+        torn row of any other file (the tail of a line a crash cut, ``c1.weight,0.5,3,...``) has the same count of
+        fields; repairing it would make a new series of shifted values, so it is skipped and said.
+        """
+        return (
+            self.layout == "v1"
+            and self.kind in ("exp_avg", "exp_avg_sq")
+            and self.header[:3] == ["vpp_stage", "name", "step"]
+            and "micro_step" not in self.header
+            and row[0].startswith(self.kind + ".")
+            and _number(row[0]) is None
+            and _number(row[1]) is not None
+            and _step(row[2]) is not None
+        )
 
     def _fast(self, rows: list) -> tuple:
         """``(tag codes, steps, values)`` of rows whose steps and statistics all parse; ValueError otherwise."""

@@ -7,15 +7,16 @@ registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
 __version__ = "0.1.0"
 
 
-def read(path, *, verify=True, tags=None, workers=None, names=None):
+def read(path, *, verify=True, tags=None, workers=None, names=None, jobs=False):
     """Read MindSpore summaries, TensorBoard event files and training logs under *path*.
 
     See :func:`msnb.events.read` (*tags*: only these tags or meanings; *workers*: processes,
-    None for the idle cores; *names*: each run's name from its discovered one); imported lazily so ``import msnb`` stays cheap.
+    None for the idle cores; *names*: each run's name from its discovered one; *jobs*: one run per job, as
+    check, plot and report read, :mod:`msnb.events.identity`); imported lazily so ``import msnb`` stays cheap.
     """
     from .events import read as _read  # deferred: numpy and the readers (msnb.events)
 
-    return _read(path, verify=verify, tags=tags, workers=workers, names=names)
+    return _read(path, verify=verify, tags=tags, workers=workers, names=names, jobs=jobs)
 
 
 def to_parquet(result, path, **options):

@@ -70,12 +70,15 @@ def test_the_opening_commands_run_as_printed_in_a_fresh_folder(run_msnb, tmp_pat
     assert "using the one mindformers" in smoke.stderr and "site-packages" in smoke.stderr  # said where the config came from
     assert f"files kept in {kept} (msnb check, plot and report read the folder whole):" in smoke.stdout
     assert "output/log/rank_0/info.log" in smoke.stdout and (kept / "output" / "log" / "rank_0" / "info.log").is_file()
-    check = done["check"].stdout  # MFLossMonitor's lines judged once: info.log and train.log hold the same job's losses
-    # info.log (run "log") and train.log (run "smoke") tie on tags: either may be the one kept, the other named beside it
-    assert "PASSED: 1 run" in check and "global_norm" in check and "counted once" in check, check
-    assert "run log holds the same loss series as run smoke" in check or "run smoke holds the same loss series as run log" in check, check
-    assert (folder / "curves.png").read_bytes()[:4] == b"\x89PNG" and "loss" in done["plot"].stdout
-    assert (folder / "report.html").stat().st_size > 10_000 and done["report"].stdout.rstrip().endswith("the runs' verdict: PASSED")
+    check = done["check"].stdout  # one job, one run: info.log read, train.log's copy of its lines said once
+    assert "run smoke (ranks 0): passed" in check and "PASSED: 1 run" in check, check
+    assert "judged from output/log/rank_0/info.log: loss, global_norm" in check and "read once, from output/log/rank_0/info.log" in check, check
+    assert (folder / "curves.png").read_bytes()[:4] == b"\x89PNG" and "run smoke: ranks 0" in done["plot"].stdout and "run log" not in done["plot"].stdout
+    assert (folder / "report.html").stat().st_size > 10_000 and done["report"].stdout.rstrip().endswith("1 run: smoke; the runs' verdict: PASSED")
+    from msnb.dashboard.model import BoardData
+
+    board = BoardData([kept])  # the board shows the one run too
+    assert board.poll(final=True) == ["."] and board.runs["."].verdict.judged_from.startswith("output/log/rank_0/info.log")
     # the user's folder (the test's own); after the README's test command a --sys-prefix kernel shadows it, which it says
     assert (jupyter_dirs["data"] / "kernels" / "mindspore" / "kernel.json").is_file()
 

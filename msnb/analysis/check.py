@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import NothingReadable
 from ..events.msprobe import markers_of
+from ..events.problems import ProblemKind
 from ..events.reader import ReadResult
 from ..events.runs import read_runs
 from ..events.tables import distinct
@@ -20,7 +21,7 @@ from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count, listed
 from .judge import RunVerdict, judge_run
 from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
-from .same_run import fold
+from .same_run import same_series
 
 
 def msprobe_check(markers, run: str) -> Check | None:
@@ -57,10 +58,10 @@ def flag_note(run: RunVerdict, flag) -> str:
 class CheckResult(ResultView):
     """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
 
-    def __init__(self, runs: list[RunVerdict], problems=None, counted_once: dict | None = None):
+    def __init__(self, runs: list[RunVerdict], problems=None, same_series: dict | None = None):
         self.runs = runs
         self.problems = list(problems or [])
-        self.counted_once = dict(counted_once or {})  # run -> the run of the same series judged in its place
+        self.same_series = dict(same_series or {})  # run -> an earlier run with the same loss series (both judged)
 
     @property
     def passed(self) -> bool:
@@ -76,7 +77,7 @@ class CheckResult(ResultView):
             "passed": self.passed,
             "runs": [r.as_dict() for r in self.runs],
             "flags": [f.as_dict() for f in self.flags],
-            "counted_once": dict(self.counted_once),
+            "same_series": dict(self.same_series),
         }
 
     def format_text(self) -> str:
@@ -85,13 +86,15 @@ class CheckResult(ResultView):
         for r in self.runs:
             ranks = f" (ranks {', '.join(map(str, r.ranks))})" if r.ranks else ""
             lines.append(f"run {r.run}{ranks}: {'passed' if r.passed else 'FAILED'}")
+            if r.judged_from:
+                lines.append(f"  judged from {r.judged_from}")
             for c in r.checks:
                 lines.append(f"  {status_word(c.status)}  {c.name}: {c.detail}")
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
                 lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
-        for gone, kept in self.counted_once.items():
-            lines.append(f"  note: run {gone} holds the same loss series as run {kept} (one job, another file): counted once, as {kept}")
+        for run, twin in self.same_series.items():
+            lines.append(f"  note: run {run} holds the same loss series as run {twin} (a copy, or one training in two folders): each judged on its own")
         for p in self.problems:
             lines.append(f"  note: {p}")
         verdict, summary = self.summary()
@@ -123,6 +126,8 @@ class CheckResult(ResultView):
                 f'<tr><th colspan="3" style="text-align:left">run {html.escape(r.run)}{ranks}: '
                 f'<span style="color:{color}">{"passed" if r.passed else "FAILED"}</span></th></tr>'
             )
+            if r.judged_from:
+                rows.append(f'<tr><td></td><td colspan="2" style="text-align:left">judged from {html.escape(r.judged_from)}</td></tr>')
             for c in r.checks:
                 rows.append(
                     f'<tr><td style="color:{status_color(c.status)};font-weight:bold">{status_word(c.status)}</td>'
@@ -180,7 +185,7 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
-    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq) for run in names]
+    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq).said_from(result.origins.get(run)) for run in names]
     for verdict in runs:
         said = msprobe_check(result.markers, verdict.run)
         if said is not None:
@@ -190,6 +195,5 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {listed(scalars.tags())})")
     if not explicit:
         runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
-    runs, counted_once = fold(scalars, runs)  # train.log, info.log and TensorBoard of one job: one run
-    problems = [p for p in result.problems if getattr(p, "severity", "") != "info"]
-    return CheckResult(runs, problems, counted_once)
+    problems = [p for p in result.problems if getattr(p, "severity", "") != "info" or p.kind == ProblemKind.COPY]  # a writer's copies, said
+    return CheckResult(runs, problems, same_series(scalars, runs))

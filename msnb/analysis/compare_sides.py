@@ -78,7 +78,7 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
     refused = WalkBounds(path).refuse_root() if path.is_dir() else None
     if refused:  # /proc: its files are the machine's processes, and reading one can block
         raise NothingReadable(f"{path}: {refused}")
-    result = read(path, verify=verify, tags=tags)
+    result = read(path, verify=verify, tags=tags, jobs=True)  # one run per job, a table never standing in for the training's loss
     if not len(result.scalars):
         why = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"{path}: no scalar could be read{why}")
@@ -141,6 +141,9 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
     notes = []
     if len(by_run) > 1:
         notes.append(f"{label}: {len(by_run)} runs hold {loss_tag!r}; compared the longest, {run!r}")
+    origin = result.origins.get(run, {}).get(loss_tag)
+    if origin and len(result.files) > 1:
+        notes.append(f"{label}: {loss_tag} read from {origin}")
     ranks_here = sorted({c.rank for c in by_run[run]})
     if rank != "median":
         if rank not in ranks_here:

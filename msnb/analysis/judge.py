@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..events.identity import judged_from
 from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
 from ..words import count
@@ -33,6 +34,8 @@ class RunVerdict:
     checks: list = field(default_factory=list)
     flags: list = field(default_factory=list)
     tag: str | None = None
+    series: list = field(default_factory=list)  # the tags the judge read: the loss, the gradient norms, the step time
+    judged_from: str = ""  # which files those came from (:func:`msnb.events.identity.judged_from`)
 
     @property
     def passed(self) -> bool:
@@ -46,7 +49,14 @@ class RunVerdict:
             "passed": self.passed,
             "checks": [c.as_dict() for c in self.checks],
             "flags": [f.as_dict() for f in self.flags],
+            "judged_from": self.judged_from,
         }
+
+    def said_from(self, origins: dict | None) -> RunVerdict:
+        """Name the files the judged series came from (``origins``: ``{tag: writer}`` of this run, as read); returns self."""
+        if origins:
+            self.judged_from = judged_from(origins, self.series)
+        return self
 
 
 def _steps_check(cs, rules: Rules, collect_freq: int | None = None) -> Check:
@@ -165,6 +175,7 @@ def judge_run(
 
     # non-finite values first, on every record of every rank
     watched = [loss_tag] + [t for t in ALIASES["grad_norm"] if t in present]
+    verdict.series = list(watched)
     found = find_nonfinite(mine, watched)
     nf_flags = nonfinite_flags(found, {run: ranks})
     if found:
@@ -210,6 +221,7 @@ def judge_run(
 
     st_tag = resolve("step_time", present)
     if st_tag is not None:
+        verdict.series.append(st_tag)
         for c in curves(mine, st_tag):
             label = f"[rank {c.rank}]" if len(ranked) > 1 else ""
             verdict.checks.append(step_time_stability(c.values, label, rules))

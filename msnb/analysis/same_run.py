@@ -1,11 +1,11 @@
-"""One job's identical series counted once.
+"""Runs that hold the same loss series, said: each keeps its own verdict.
 
-A mindformers training leaves the same losses in several files: the console captured as ``train.log``,
-mindformers' own ``output/log/rank_N/info.log`` and its TensorBoard files; discovery finds each as a run.
-Judged apart they would count one training two to five times.  Rule: runs whose loss series are the same
-(same steps, values equal to the print's precision, at least :data:`MIN_POINTS` of them) and whose clocks
-agree (same wall time up to a whole time-zone offset: logs print local time) are one source; the run with
-the most tags is kept (it says the most), the others are named beside it, never dropped silently.
+One job's writers (``train.log``, ``info.log``, TensorBoard) are one run already, by the reader's run identity
+(:mod:`msnb.events.identity`).  What is left are runs of different folders holding the same losses: a copy of a
+job, or two folders the user named that hold one training.  They are never folded into one (a copy whose
+``global_norm`` is NaN must fail, whatever its twin says); the judge only says that their loss series are the
+same (same steps, values equal to the print's precision, at least :data:`MIN_POINTS` of them, clocks agreeing
+up to a whole time-zone offset: logs print local time).
 """
 
 from __future__ import annotations
@@ -46,34 +46,23 @@ def _same(a, b) -> bool:
     return min(off, _ZONE_STEP - off) <= _CLOCK_SLACK and abs(wall_a - wall_b) <= 14 * 3600 + _CLOCK_SLACK
 
 
-def fold(scalars, runs: list) -> tuple[list, dict]:
-    """The runs to judge, and ``{run counted once: the run kept in its place}``.
+def same_series(scalars, runs: list) -> dict:
+    """``{run: the earlier run whose loss series it repeats}``, every run kept.
 
     Args:
         scalars: the :class:`~msnb.events.tables.ScalarTable` the runs were judged from.
-        runs: verdicts (each with ``run`` and ``tag``), in the order to report them.
+        runs: verdicts (each with ``run`` and ``tag``), in the order they are reported.
     """
     series = {r.run: _series(scalars, r.run, r.tag) for r in runs if r.tag is not None}
-    kept_for: dict = {}
-    groups: list[list] = []
+    same: dict = {}
+    firsts: list = []
     for r in runs:
         s = series.get(r.run)
         if s is None:
             continue
-        for group in groups:
-            head = group[0]
-            if head.tag == r.tag and _same(series[head.run], s):
-                group.append(r)
-                break
+        twin = next((f for f in firsts if f.tag == r.tag and _same(series[f.run], s)), None)
+        if twin is None:
+            firsts.append(r)
         else:
-            groups.append([r])
-    drop = set()
-    for group in groups:
-        if len(group) < 2:
-            continue
-        keep = max(group, key=lambda r: series[r.run][3])  # most tags; the first on a tie
-        for r in group:
-            if r is not keep:
-                kept_for[r.run] = keep.run
-                drop.add(r.run)
-    return [r for r in runs if r.run not in drop], kept_for
+            same[r.run] = twin.run
+    return same

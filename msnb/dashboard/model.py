@@ -163,7 +163,7 @@ class BoardData:
                 raise UsageError(f"{p}: no such file or directory")
         self.paths = [str(p) for p in paths]
         self.tag = tag
-        self._followers = [Follower(p, verify=verify, workers=None) for p in self.paths]
+        self._followers = [Follower(p, verify=verify, workers=None, jobs=True) for p in self.paths]  # one run per job
         self.runs: dict[str, RunData] = {}
         self.order: list[str] = []  # run keys in the order they appeared: their colours
         self.problems: list = []
@@ -201,7 +201,9 @@ class BoardData:
                     continue
                 self.runs[key] = data = RunData(key, _renamed(scalars, key), _renamed(histograms, key))
                 if len(data.scalars):
-                    data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss")  # as msnb check judges it
+                    data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss").said_from(
+                        result.origins.get(run)
+                    )  # as msnb check judges it
                 changed.append(key)
         self.problems = problems
         for key in sorted(changed):

@@ -125,6 +125,11 @@ HEAD_FOLDER = re.compile(r"(?:^|/)head_\d+$")
 """The last folder tensorboardX's ``add_scalars`` opens for one series (``<run>/rank_N/<tag>/head_<i>``)."""
 
 
+def below_is_head(parts: list) -> bool:
+    """Whether a folder path ends in an add_scalars head folder (``.../<tag>/head_0``)."""
+    return bool(parts) and HEAD_FOLDER.search(parts[-1]) is not None
+
+
 def head_owner(name: str, runs) -> str | None:
     """The run an ``add_scalars`` head folder belongs to: the deepest other run above it, or None.
 
@@ -390,12 +395,14 @@ def describe(path: Path, root: Path, kind: str) -> Source:
     except ValueError:
         rel_parts = []
     rank = NO_RANK
-    # the nearest directory naming a rank gives it; the run is what lies above it
+    # the nearest directory naming a rank gives it; the run is what lies above it (``job/rank_0/sub/train.log`` is
+    # job's rank 0), except tensorboardX's add_scalars head folders, which the reader folds back (:func:`head_owner`)
     for i in range(len(rel_parts) - 1, -1, -1):
         r = rank_in_name(rel_parts[i])
         if r is not None:
             rank = r
-            rel_parts = rel_parts[:i] + rel_parts[i + 1 :]
+            below = rel_parts[i + 1 :] if below_is_head(rel_parts) else []
+            rel_parts = rel_parts[:i] + below
             break
     if rank == NO_RANK and kind == LOG:
         r = rank_in_name(path.name)

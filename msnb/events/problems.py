@@ -42,6 +42,9 @@ class ProblemKind(StrEnum):
     - ``line``: a log line longer than the parser reads; only its start was parsed.
     - ``repaired``: rows a writer is known to write wrongly, read as it meant them (msprobe 26.2.0's optimizer-state
       rows one column short); said once per file, nothing skipped.
+    - ``copy``: a series another writer of the same job keeps too (``train.log`` beside ``info.log``): read once,
+      from the writer that keeps it most fully; a copy that differs is kept apart under its writer's name
+      (:mod:`msnb.events.identity`).
 
     About values:
 
@@ -65,6 +68,7 @@ class ProblemKind(StrEnum):
     LOOP = "loop"
     LINE = "line"
     REPAIRED = "repaired"
+    COPY = "copy"
     NOT_READ = "not_read"
     UNIT = "unit"
 

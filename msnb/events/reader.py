@@ -26,6 +26,7 @@ from .decoded import Landscape
 from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TFEVENTS, Source, chained, discover, head_owner, reader_of
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
+from .identity import as_job, root_of, settle
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
@@ -52,6 +53,8 @@ class ReadResult:
         scalars, histograms, tensors, images, texts, lineage, markers: the tables.
         problems: every :class:`Problem` met, in reading order.
         files: one dict per file read (path, kind, run, rank, version, records, bytes_read).
+        origins: ``run -> {tag: writer}``, the file or folder each tag was read from (a read by job,
+            :mod:`msnb.events.identity`); empty for a read of the runs as discovered.
     """
 
     scalars: ScalarTable = field(default_factory=ScalarTable)
@@ -63,6 +66,7 @@ class ReadResult:
     markers: MarkerTable = field(default_factory=MarkerTable)
     problems: list = field(default_factory=list)
     files: list = field(default_factory=list)
+    origins: dict = field(default_factory=dict)  # run -> {tag: the writer it was read from} (jobs=True reads)
 
     TABLES = tuple(TABLE_KINDS)
 
@@ -96,6 +100,8 @@ class ReadResult:
         for r in results:
             out.problems.extend(r.problems)
             out.files.extend(r.files)
+            for run, tags in r.origins.items():
+                out.origins.setdefault(run, {}).update(tags)
         return out
 
 
@@ -631,6 +637,10 @@ class Follower:
             Lineage records, which have no tag, are always kept.
         workers: processes a poll with much to read may use, this one included (None: the idle cores, capped);
             the result is the same as with 1.
+        jobs: read by run identity (:mod:`msnb.events.identity`): one run per job, not per writer's folder
+            (``output/log`` and ``output/tensorboard`` are the job's run), each tag from the writer that keeps it
+            most fully, the other copies said (:attr:`ReadResult.origins` names each tag's writer).  Applies to
+            :attr:`result` and :meth:`drain`; :meth:`poll` hands each file's new rows as read.
     """
 
     def __init__(
@@ -642,8 +652,10 @@ class Follower:
         names: Callable[[str], str] | None = None,
         tags=None,
         workers: int | None = 1,
+        jobs: bool = False,
     ):
         self.path = Path(path)
+        self.jobs = jobs
         self.verify = verify
         self.run = run
         self.names = names
@@ -676,6 +688,9 @@ class Follower:
         found: list = []
         sources = discover(self.path, self._dir_cache, found)
         runs = {s.run for s in sources}
+        if self.jobs:  # one run per job: a writer's folder names none (identity's rule)
+            sources = [replace(s, run=job) if (job := as_job(s, runs)) != s.run else s for s in sources]
+            runs = {s.run for s in sources}
         if self.run is not None:  # the run's own files, and its add_scalars head folders (the reader folds them into it)
             sources = [s for s in sources if s.run == self.run or head_owner(s.run, runs) == self.run]
         if self.names is not None:
@@ -727,21 +742,38 @@ class Follower:
     def result(self) -> ReadResult:
         """Everything read so far, across polls."""
         if self._cached is None:
-            merged = ReadResult.merge(r for p in self._order for r in self._states[p].results)
-            merged.problems = list(self._problems)
+            if self.jobs:
+                merged = self._settled([ReadResult.merge(self._states[p].results) for p in self._order])
+            else:
+                merged = ReadResult.merge(r for p in self._order for r in self._states[p].results)
+                merged.problems = list(self._problems)
             merged.files = [self._states[p].info() for p in self._order]
             self._cached = merged
         return self._cached
+
+    def _settled(self, per_file: list, consume: bool = False) -> ReadResult:
+        """Each file's rows (one result per path of :attr:`_order`) joined as runs by job: each tag from one writer."""
+        sources = [self._states[p].source for p in self._order]
+        scalars, copies, origins = settle(list(zip(sources, [r.scalars for r in per_file])), root_of(self.path))
+        for r, s in zip(per_file, scalars):
+            r.scalars = s
+        merged = ReadResult.merge(per_file, consume=consume)
+        merged.problems = list(self._problems) + copies
+        merged.origins = origins
+        return merged
 
     def drain(self) -> ReadResult:
         """Everything read, joined while the per-file parts are freed (a one-shot read needs no second copy).
 
         The follower keeps no rows afterwards.
         """
-        merged = ReadResult.merge((r for p in self._order for r in self._states[p].results), consume=True)
+        if self.jobs:
+            merged = self._settled([ReadResult.merge(self._states[p].results, consume=True) for p in self._order], consume=True)
+        else:
+            merged = ReadResult.merge((r for p in self._order for r in self._states[p].results), consume=True)
+            merged.problems = list(self._problems)
         for p in self._order:
             self._states[p].results = []
-        merged.problems = list(self._problems)
         merged.files = [self._states[p].info() for p in self._order]
         return merged
 
@@ -781,7 +813,9 @@ def _pending(states: list) -> list[tuple[int, int]]:
     return out
 
 
-def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None, names: Callable[[str], str] | None = None) -> ReadResult:
+def read(
+    path: str | os.PathLike, *, verify: bool = True, tags=None, workers: int | None = None, names: Callable[[str], str] | None = None, jobs: bool = False
+) -> ReadResult:
     """Read every summary, event file and training log under *path*.
 
     *path* may be one file, one run directory or a tree of runs.  Damaged data
@@ -797,10 +831,11 @@ def read(path: str | os.PathLike, *, verify: bool = True, tags=None, workers: in
             None: the idle cores, at most 8; 1: this process only).  Small trees are read here whatever it says;
             the result is the same.
         names: each run's identity from its name as discovered (see :class:`Follower`); None: those names.
+        jobs: one run per job, each tag from the writer that keeps it most fully (see :class:`Follower`).
 
     Returns:
         A :class:`ReadResult`.
     """
-    follower = Follower(path, verify=verify, tags=tags, workers=workers, names=names)
+    follower = Follower(path, verify=verify, tags=tags, workers=workers, names=names, jobs=jobs)
     follower.poll_files(final=True)
     return follower.drain()

@@ -1,6 +1,7 @@
 """Reading several paths at once without mixing their runs up, and naming runs for people.
 
-A run is keyed by its full path: ``msnb plot A/exp B/exp`` gives two runs,
+Which files make a run is :mod:`msnb.events.identity`'s rule (one run per job, whatever folders its writers
+use); here runs read from several paths are kept apart.  A run is keyed by its full path: ``msnb plot A/exp B/exp`` gives two runs,
 ``A/exp`` and ``B/exp``, never one curve named ``exp``.  Labels are the
 shortest suffix of each run's path that no other run shares, and a path that
 *is* the run is named after its directory, never ``.``.  Folders every run has
@@ -12,18 +13,11 @@ from __future__ import annotations
 
 import os
 
-from .discovery import discover, head_owner, rank_in_name
+from .discovery import discover, head_owner
+from .identity import GENERIC_FOLDERS, as_job, is_generic
 from .reader import ReadResult, read
 
-# folder names that writers and launchers give every run: a label made of them names nothing
-GENERIC_FOLDERS = frozenset(
-    {"tensorboard", "summary", "summaries", "summary_dir", "output", "outputs", "log", "logs", "tb", "tb_logs", "tensorboard_logs", "events", "msrun_log"}
-)
-
-
-def is_generic(name: str) -> bool:
-    """True for a folder name that writers give every run (``tensorboard``, ``output``, ``rank_3``...)."""
-    return name.lower() in GENERIC_FOLDERS or rank_in_name(name) is not None or name in (".", "")
+__all__ = ["GENERIC_FOLDERS", "is_generic", "read_runs", "discovered_runs", "run_labeller", "shortest_distinct_suffixes", "informative_parts"]
 
 
 def informative_parts(parts: list) -> list:
@@ -69,7 +63,7 @@ def read_runs(paths, verify: bool = True, *, labelled: bool = False) -> ReadResu
         found = [key(run) if key else run for p, key in zip(paths, keys) for run in discovered_runs(p)]
         label = run_labeller(paths, found)
         names = [_labeller(key, label) for key in keys]
-    return ReadResult.merge(read(p, verify=verify, names=n) for p, n in zip(paths, names))
+    return ReadResult.merge(read(p, verify=verify, names=n, jobs=True) for p, n in zip(paths, names))
 
 
 def _keyer(root: str):
@@ -81,9 +75,10 @@ def _labeller(key, label):
 
 
 def discovered_runs(path) -> list:
-    """The runs under *path* as the reader will name them (add_scalars head folders are their run's), sorted."""
-    found = {s.run for s in discover(path)}
-    return sorted(r for r in found if head_owner(r, found) is None)
+    """The runs under *path* as the reader names them reading by job (:mod:`msnb.events.identity`), sorted."""
+    sources = discover(path)
+    found = {s.run for s in sources}
+    return sorted({as_job(s, found) for s in sources if head_owner(s.run, found) is None})
 
 
 def shortest_distinct_suffixes(full_paths: dict) -> dict:

@@ -67,6 +67,8 @@ def verdict(checked, why_not: str | None) -> str:
         ranks = f" (ranks {', '.join(map(str, run.ranks))})" if run.ranks else ""
         word = "PASS" if run.passed else "FAIL"
         parts.append(f'<h3 class="run">{page.status(word)} run <code>{esc(run.run)}</code>{esc(ranks)}</h3>')
+        if run.judged_from:
+            parts.append(f"<p>judged from {esc(run.judged_from)}</p>")
         rows = [(page.status(status_word(c.status)), c.name, c.detail) for c in run.checks]
         parts.append(table(("status", "check", "detail"), rows, raw_columns=(0,)))
         if run.flags:

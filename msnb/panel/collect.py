@@ -1,8 +1,8 @@
 """Which runs live under a base directory, and the one place each run is read.
 
-A run is what :mod:`msnb.events.discovery` calls one: the directory holding
-event files, summaries or logs, with ``rank_N`` folders (or per-rank file
-names) folded into it, at any depth (``exp/a/run``).  Discovery walks each
+A run is what :mod:`msnb.events.identity` calls one: the folder of a job, its
+writers' folders (``output/log``, ``tensorboard``, ``summary``) and ``rank_N``
+folders (or per-rank file names, at any depth) folded into it (``exp/a/run``).  Discovery walks each
 real directory once, so a symlink loop is reported, not followed; a directory
 that cannot be listed is reported too, since it may hide runs.
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..events.discovery import discover, head_owner
+from ..events.identity import as_job
 from ..events.reader import Follower
 from ..safe_files import pseudo_filesystem
 
@@ -69,8 +70,10 @@ def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problem
     """
     root = Path(base)
     dir_cache = {} if dir_cache is None else dir_cache
-    found = {s.run for s in discover(root, dir_cache, problems)}
-    names = sorted(n for n in found if head_owner(n, found) is None)  # add_scalars' head folders are their run's
+    sources = discover(root, dir_cache, problems)
+    found = {s.run for s in sources}
+    # one run per job (identity's rule: output/log and output/tensorboard are the job's); add_scalars' head folders are their run's
+    names = sorted({as_job(s, found) for s in sources if head_owner(s.run, found) is None})
     return [RunDir(name, root if name == "." else root / name, dir_cache) for name in names]
 
 
@@ -102,7 +105,7 @@ def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify:
     if first:
         # the run's own files under its own name (a run nested below is read by its own reader), only the tags
         # asked for (other tags' records are framed and checked, not decoded), in worker processes when there is much to read
-        reader = Follower(run.path, verify=verify, run=".", names={".": run.name}.get, tags=tags, workers=None)
+        reader = Follower(run.path, verify=verify, run=".", names={".": run.name}.get, tags=tags, workers=None, jobs=True)
         if run.dir_cache is not None:
             reader._dir_cache = run.dir_cache  # the base's bounded walk: the reader never lists what it left out
     news = reader.poll_files(final)  # what each file added, not joined: the result below has it all

@@ -21,6 +21,7 @@ from ..analysis.judge import RunVerdict, judge_run
 from ..analysis.overview import Envelope
 from ..analysis.rules import DEFAULT_RULES, FAIL, PASS, WARN, Rules
 from ..analysis.smoothing import ema
+from ..events.problems import ProblemKind
 from ..events.reader import ReadResult
 
 SPARK_POINTS = 120  # points kept for a sparkline: more than a 160-pixel line can show apart
@@ -74,7 +75,9 @@ class RunRow:
     @property
     def warned(self) -> bool:
         """Passed, but with a warning, a gap in the ranks, or damaged data: worth a look."""
-        return self.passed and (any(c.status == WARN for c in self.verdict.checks) or bool(self.missing_ranks) or bool(self.problems))
+        return self.passed and (
+            any(c.status == WARN for c in self.verdict.checks) or bool(self.missing_ranks) or any(str(p.severity) != "info" for p in self.problems)
+        )
 
     @property
     def status(self) -> str:
@@ -109,6 +112,7 @@ class RunRow:
             "flags": [f.as_dict() for f in self.flags],
             "bytes": self.bytes,
             "last_write": self.last_write,
+            "judged_from": self.verdict.judged_from,
         }
 
 
@@ -151,7 +155,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     """
     scalars = result.scalars
     seen: dict = {}
-    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen)
+    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen).said_from(result.origins.get(run))
     ranks = set(verdict.ranks) | {int(f["rank"]) for f in result.files if int(f["rank"]) >= 0}
     missing, missing_more = _gaps(sorted(ranks))
     last_step = last_loss = smoothed = None
@@ -169,7 +173,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
             curve = _thin(steps[ok], s)
     elif len(scalars):
         last_step = int(scalars.step.max())
-    problems = [p for p in result.problems if str(p.severity) != "info"]
+    problems = [p for p in result.problems if str(p.severity) != "info" or p.kind == ProblemKind.COPY]  # a writer's copies, said
     files = [f["path"] for f in result.files]
     row = RunRow(run, sorted(ranks), missing, last_step, last_loss, smoothed, _trend(verdict), verdict, problems, curve, files)
     row.missing_more = missing_more

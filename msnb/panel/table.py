@@ -69,6 +69,8 @@ class RunsTable(ResultView):
         widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
         for r in self.rows:
+            if r.verdict.judged_from:
+                lines.append(f"  {r.run}: judged from {r.verdict.judged_from}")
             for f in r.flags:
                 who = f" rank {f.rank}" if f.rank >= 0 else ""
                 lines.append(f"  FLAG {r.run}{who} {f.tag} from step {f.step}: {f.reason}")

@@ -15,10 +15,10 @@ def corpus(tmp_path_factory):
 
 
 def _shape(doc):
-    assert set(doc) == {"passed", "runs", "flags", "counted_once"} and isinstance(doc["passed"], bool)
-    assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["counted_once"].items())
+    assert set(doc) == {"passed", "runs", "flags", "same_series"} and isinstance(doc["passed"], bool)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["same_series"].items())
     for run in doc["runs"]:
-        assert set(run) == {"run", "ranks", "passed", "checks", "flags"}
+        assert set(run) == {"run", "ranks", "passed", "checks", "flags", "judged_from"}
         assert isinstance(run["run"], str) and all(isinstance(r, int) for r in run["ranks"])
         for c in run["checks"]:
             assert set(c) == {"name", "status", "detail"} and c["status"] in ("pass", "warn", "fail", "skip")

@@ -30,9 +30,10 @@ NOTEBOOKS = ("02_reading_summaries", "07_where_it_broke", "08_precision_alignmen
 # what the judge must say about some notebook runs (so that agreement is never agreement on nothing)
 NOTEBOOK_FLAGS = {
     "notebooks/10_board/nan_rank": {(2, "loss", 150)},
-    "notebooks/07_where_it_broke/small/tensorboard": {(0, "grad-norm", 261), (1, "grad-norm", 261), (1, "loss", 261)},
+    # one job (its logs and TensorBoard files): the logs' global_norm is judged beside TensorBoard's grad-norm
+    "notebooks/07_where_it_broke/small": {(0, "global_norm", 261), (0, "grad-norm", 261), (1, "grad-norm", 261), (1, "loss", 261)},
 }
-NOTEBOOK_PASSED = {"notebooks/02_reading_summaries/summary": True, "notebooks/08_precision_alignment/aligned": True, "notebooks/10_board/healthy": True}
+NOTEBOOK_PASSED = {"notebooks/08_precision_alignment/aligned": True, "notebooks/10_board/healthy": True}
 # the judge's note of where a failed run started, from per-parameter series: views that read only the judged tags
 # (msnb runs, the board) have none to scan, so it is left out of the comparison (the health test below checks it)
 ADDED = ("first_anomaly",)
@@ -76,7 +77,9 @@ def _namer(paths: list):
     """A view's run name -> the run's path under the corpus (check and report name runs by their shortest distinct tail)."""
 
     def name(label: str) -> str:
-        found = [p for p in paths if p == label or p.endswith("/" + label)]
+        if label in paths:  # msnb runs and the board name a run by its path under the base
+            return label
+        found = [p for p in paths if p.endswith("/" + label) or label == f"judge_scenarios/{p}"]  # a label may need the base's name
         assert len(found) == 1, f"{label!r} names {found}"
         return found[0]
 

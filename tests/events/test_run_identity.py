@@ -74,37 +74,30 @@ def test_several_paths_keyed_and_labelled_as_they_are_read(tree, labelled):
     paths = [tree / "job_a", tree / "job_b", tree / "state"]
     got = read_runs(paths, labelled=labelled)
     roots = [_root(p) for p in paths]
-    want = ReadResult.merge(renamed(msnb.read(p), lambda run, root=root: _key(root, run)) for p, root in zip(paths, roots))
+    want = ReadResult.merge(renamed(msnb.read(p, jobs=True), lambda run, root=root: _key(root, run)) for p, root in zip(paths, roots))
     if labelled:
         label = run_labeller(paths, want.runs)
         want = renamed(want, label)
-        # state/log and state/output/log differ only by a generic folder, so no label leaves those out
-        assert set(got.runs) == {"job_a/output/tensorboard", "job_b/output/tensorboard", "retry", "state/log", "output/log", "state/tensorboard"}
+        # one run per job: state's log, output/log and tensorboard folders are its writers; job_b's nested retry is a run
+        assert set(got.runs) == {"job_a", "job_b", "retry", "state"}
     same(got, want)
 
 
 def test_discovery_lists_a_head_folder_under_its_run(tree):
-    assert discovered_runs(tree / "state") == ["log", "output/log", "tensorboard"]
-    assert discovered_runs(tree / "job_b") == ["output/tensorboard", "output/tensorboard/retry"]
+    assert discovered_runs(tree / "state") == ["."]  # one job: its writers' folders name no run
+    assert discovered_runs(tree / "job_b") == [".", "output/tensorboard/retry"]
 
 
 def test_the_panel_reads_each_run_under_its_discovered_name(tree):
     """``exp/a`` is the name the panel shows and the one its rows carry from the read on (no "." to rename)."""
     runs = {r.name: r for r in find_runs(tree)}
-    assert sorted(runs) == [
-        "job_a/output/tensorboard",
-        "job_b/output/tensorboard",
-        "job_b/output/tensorboard/retry",
-        "state/log",
-        "state/output/log",
-        "state/tensorboard",
-    ]
+    assert sorted(runs) == ["job_a", "job_b", "job_b/output/tensorboard/retry", "state"]
     for name, run in runs.items():
         _reader, result = _read_run(run)
         assert set(result.runs) == {name}, name
         assert {f["run"] for f in result.files if "/head_" not in f["run"]} == {name}  # a head folder's files: under the run
         assert all(f["run"].startswith(name + "/") for f in result.files if "/head_" in f["run"])
-    outer = _read_run(runs["job_b/output/tensorboard"])[1]
+    outer = _read_run(runs["job_b"])[1]
     assert sorted(set(outer.scalars.rank.tolist())) == [0, 1]  # the nested retry's rank_0 file is the retry's, not read here
-    heads = [t for t in _read_run(runs["state/tensorboard"])[1].scalars.tags() if "/head_" in t]
+    heads = [t for t in _read_run(runs["state"])[1].scalars.tags() if "/head_" in t]
     assert len(heads) == 2

@@ -24,7 +24,7 @@ from msnb.panel import RunsBoard, watch_runs
 from msnb.panel.rows import MISSING_LISTED
 from tests.conftest import REPO, WRITERS, kernel_from_spec
 
-ROW_KEYS = {"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write"}
+ROW_KEYS = {"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write", "judged_from"}
 
 
 def write(out, which):
@@ -343,11 +343,11 @@ def test_add_scalars_head_folders_belong_to_their_run(tmp_path):
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "small"), str(REPO / "tests")], check=True, capture_output=True, timeout=300)
     assert list((tmp_path / "small" / "tensorboard" / "rank_0" / "max_attention_logit").rglob("head_*"))  # the folders are there
     table = msnb.runs(tmp_path / "small")
-    assert sorted(r.run for r in table.rows) == ["log", "output/log", "tensorboard"]
-    assert not table.all_problems, table.all_problems
-    assert len(msnb.check(tmp_path / "small").runs) == 3  # the judge's runs too (named by their shortest distinct tail)
+    assert [r.run for r in table.rows] == ["."]  # one job: its log, output/log and tensorboard folders are its writers
+    assert not [p for p in table.all_problems if p.kind != "copy"], table.all_problems
+    assert len(msnb.check(tmp_path / "small").runs) == 1  # the judge's runs too
     from msnb.panel.collect import _read_run, find_runs
 
-    (tb,) = [r for r in find_runs(tmp_path / "small") if r.name == "tensorboard"]
+    (tb,) = find_runs(tmp_path / "small")
     heads = [t for t in _read_run(tb)[1].scalars.tags() if "/head_" in t]
     assert heads == ["max_attention_logit/model.layers.0.attention/head_0", "max_attention_logit/model.layers.0.attention/head_1"]

@@ -127,11 +127,11 @@ def test_plot_cli(tb_files, tmp_path, run_msnb):
     proc = run_msnb("plot", tb_files, "--ranks", "--out", out, "--json", check=0)
     report = json.loads(proc.stdout)
     assert {"runs", "tags", "points", "flags"} <= set(report)
-    assert report["flags"][0] == {"run": "tensorboard", "rank": 1, "tag": "loss", "step": 60, "reason": "loss is nan on rank 1 alone from step 60"}
+    assert report["flags"][0] == {"run": ".", "rank": 1, "tag": "loss", "step": 60, "reason": "loss is nan on rank 1 alone from step 60"}
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = tmp_path / "curves.svg"
     text = run_msnb("plot", tb_files, "--tags", "loss", "--out", svg, check=0).stdout
-    # the run is the folder "tensorboard" under tb_files: its label is the nearest folder that names it, not "tensorboard"
+    # the run is tb_files itself (its "tensorboard" folder names none): labelled after the folder given
     assert f"FLAG run {tb_files.name} rank 1" in text and svg.read_text().lstrip().startswith("<?xml")
     run_msnb("plot", tmp_path / "nothing", "--out", tmp_path / "x.png", check=2)
 

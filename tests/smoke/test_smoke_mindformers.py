@@ -219,17 +219,26 @@ def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
     """--keep pointed at the empty-for-mindformers summary folder: now the run folder, each writer's folder named in it."""
     import msnb
 
-    result, _ = qwen3_run
+    result, tmp = qwen3_run
     text = result.format_text()
     assert f"files kept in {result.workdir} (msnb check, plot and report read the folder whole):" in text
     listed = dict(result.kept_outputs())
     assert {"summary", "output/log/rank_0/info.log", "output/tensorboard", "output/checkpoint"} <= set(listed), listed
     assert "MFLossMonitor" in listed["output/log/rank_0/info.log"] and result.as_dict()["kept_files"][0]["path"] == "summary"
+    # SummaryMonitor + TensorBoard + mindformers' logs: one job, one run in check, plot, report and the board
+    from msnb.dashboard.model import BoardData
+    from msnb.events.runs import read_runs
+    from msnb.plot.scalars import plot_read
+
     verdict = msnb.check(result.workdir)  # what `msnb check DIR` reads: every writer's copy of the same 20 steps
-    by_run = {r.run: r for r in verdict.runs}
-    assert {"summary", "tensorboard"} <= set(by_run) and verdict.passed, verdict.format_text()
-    assert verdict.counted_once.get("log") == "tensorboard"  # info.log's losses are TensorBoard's: one job, counted once
-    assert all(r.tag for r in verdict.runs)  # each judged on a loss
+    (run,) = verdict.runs
+    assert run.run == result.workdir.name and run.tag and verdict.passed, verdict.format_text()
+    assert run.judged_from.startswith("output/log/rank_0/info.log: loss"), run.judged_from
+    assert any(p.kind == "copy" and "output/tensorboard" in p.message for p in verdict.problems), verdict.format_text()
+    assert plot_read(read_runs([result.workdir], labelled=True), [result.workdir]).runs == [result.workdir.name]
+    assert msnb.report(result.workdir, out=tmp / "report.html").runs == [result.workdir.name]
+    board = BoardData([result.workdir])
+    assert board.poll(final=True) == ["."]
 
 
 def test_each_callback_wrote_what_the_verdict_says(qwen3_run):

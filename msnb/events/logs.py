@@ -253,6 +253,7 @@ class LogParser:
         self.not_last_stage = 0  # dynamic-graph lines of a non-last pipeline stage ("loss: N/A"): counted, no loss
         self.generation = None  # 2 once a line only mindformers 2.x writes was seen (then its throughput's unit is right)
         self.unit_1_9 = 0  # dynamic-graph lines with a throughput that mindformers 1.9 would have printed 1000x too small
+        self.said_unit = False  # take_units said it
         self.megatron = {"": MegatronNames(""), "validation ": MegatronNames("validation ")}
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
@@ -352,20 +353,20 @@ class LogParser:
         self.matched += 1
 
     def take_units(self) -> list[str]:
-        """One sentence for the values read as printed that a release is known to print in a wrong unit (then forgotten).
+        """One sentence, once a file, for values read as printed that a release is known to print in a wrong unit.
 
         mindformers 1.9's dynamic-graph trainer divides the FLOPs by the step's milliseconds times 1e12 and prints
         the result with a ``T``: 1000 times too small.  2.x divides by milliseconds times 1e9 (TFLOPS, as printed).
         A line only 2.x writes proves the release; otherwise the line could be either's, so the value is kept as
         printed and the fault is named.
         """
-        n, self.unit_1_9 = self.unit_1_9, 0
-        if not n or self.generation == 2:
+        if not self.unit_1_9 or self.generation == 2 or self.said_unit:
             return []
+        self.said_unit = True  # once a file: a followed log's every poll would say it again
         return [
-            f"'throughput' read as printed on {count(n, 'line')}: mindformers 1.9's dynamic-graph trainer prints it 1000 times"
-            " too small (FLOPs / (milliseconds x 1e12), shown as 'T'); if mindformers 1.9 wrote this log, its TFLOPS are"
-            " 1000 times the values read"
+            "'throughput' read as printed: mindformers 1.9's dynamic-graph trainer prints it 1000 times too small"
+            " (FLOPs / (milliseconds x 1e12), shown as 'T'); if mindformers 1.9 wrote this log, its TFLOPS are 1000 times"
+            " the values read (2.x prints them right)"
         ]
 
     def take_declined(self) -> list[str]:

@@ -44,3 +44,15 @@ def test_a_nohup_out_with_no_training_line_yet_is_followed_by_the_follower_the_b
     assert board.poll() and sum(len(r.scalars) for r in board.runs.values()) == whole
     table = runs.poll()
     assert [row.last_step for row in table.rows] == [50]
+
+
+def test_a_followed_log_that_could_be_mindformers_1_9s_names_the_unit_fault_once_not_once_a_poll(tmp_path):
+    log = tmp_path / "worker_0.log"
+    line = "{{ step:[{i:5d}/   10], loss: {loss:10.6f}, per_step_time: {ms:6d}ms, grad_norm: {n:10.6f}, throughput: {t:6.2f}T }}\n"
+    follower = Follower(tmp_path)
+    for i in range(1, 4):
+        with open(log, "a") as f:
+            f.write(line.format(i=i, loss=2.0 / i, ms=700, n=1.5, t=25.92))
+        follower.poll()
+    assert follower.result.scalars.series("model-flops-throughput-per-npu")[1].tolist() == [25.92] * 3  # as printed
+    assert [p.kind for p in follower.result.problems] == ["unit"]

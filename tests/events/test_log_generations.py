@@ -59,7 +59,6 @@ def test_dynamic_graph_lines_of_each_release_read_exactly(release):
     units = [p for p in r.problems if p.kind == "unit"]
     if release == "1.9.0":  # its lines could be 1.9's, whose throughput is 1000x too small: named, not rescaled
         assert len(units) == 1 and "mindformers 1.9" in units[0].message and "1000 times" in units[0].message
-        assert "6 lines" in units[0].message  # the six lines that print a throughput
     else:  # a line only 2.x writes proves the release: its TFLOPS are right, nothing to say
         assert units == []
     if release != "1.9.0":  # the non-last stage's line: counted and said, never a loss (nor its printed grad_norm NaN)

@@ -230,14 +230,15 @@ def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
     from msnb.events.runs import read_runs
     from msnb.plot.scalars import plot_read
 
-    verdict = msnb.check(result.workdir)  # what `msnb check DIR` reads: every writer's copy of the same 20 steps
+    kept = Path(result.workdir)
+    verdict = msnb.check(kept)  # what `msnb check DIR` reads: every writer's copy of the same 20 steps
     (run,) = verdict.runs
-    assert run.run == result.workdir.name and run.tag and verdict.passed, verdict.format_text()
+    assert run.run == kept.name and run.tag and verdict.passed, verdict.format_text()
     assert run.judged_from.startswith("output/log/rank_0/info.log: loss"), run.judged_from
-    assert any(p.kind == "copy" and "output/tensorboard" in p.message for p in verdict.problems), verdict.format_text()
-    assert plot_read(read_runs([result.workdir], labelled=True), [result.workdir]).runs == [result.workdir.name]
-    assert msnb.report(result.workdir, out=tmp / "report.html").runs == [result.workdir.name]
-    board = BoardData([result.workdir])
+    assert any(p.kind == "copy" and "/output/tensorboard/" in p.path for p in verdict.problems), verdict.format_text()
+    assert plot_read(read_runs([kept], labelled=True), [kept]).runs == [kept.name]
+    assert msnb.report(kept, out=tmp / "report.html").runs == [kept.name]
+    board = BoardData([kept])
     assert board.poll(final=True) == ["."]
 
 

@@ -327,193 +327,31 @@ def compare(
     """
     lo, hi = parse_steps(steps)
     base_tag, cand_tag = parse_tag(tag)
-    rank = _rank(rank)
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or abs(int(offset)) > 1 << 40:
-        raise UsageError(f"--offset takes a whole number of steps (got {offset!r})")
-    offset = int(offset)
-    if not isinstance(rules, CompareRules):
-        raise UsageError(f"rules must be a CompareRules, got {type(rules).__name__}")
-    reruns = [reruns] if isinstance(reruns, (str, os.PathLike)) else list(reruns or ())
-
-    def tags_for(loss):
-        return {"loss": loss, "lr": ("lr", False), "grad_norm": ("grad_norm", False), "skipped": ("skipped", False)}
-
-    wanted = wanted_tags(base_tag[0], cand_tag[0])
-    base = build_side(*read_side(baseline, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median")
-    cand = build_side(*read_side(candidate, verify=verify, tags=wanted), tags=tags_for(cand_tag), rank=rank, offset=offset)
-    rerun_sides = [build_side(*read_side(r, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median") for r in reruns]
-
+    rank, offset, reruns = _checked_options(rank, offset, rules, reruns)
+    base, cand, rerun_sides = _read_sides(baseline, candidate, reruns, base_tag, cand_tag, rank, offset, verify)
     bl, cl = base.get("loss"), cand.get("loss")
-    common, b, o = _pairs(bl, cl, lo, hi)
-    if not common.size:
-        shift = f" (candidate shifted by --offset {offset})" if offset else ""
-        raise NothingReadable(
-            f"no common step: the baseline's {bl.tag!r} has {describe_steps(bl.steps)}, the candidate's {cl.tag!r} has "
-            f"{describe_steps(cl.steps)}{shift}" + ("" if steps is None else f", compared within --steps {steps}")
-        )
+    common, b, o = _common_loss(bl, cl, lo, hi, offset, steps)
     n = int(common.size)
     tail = max(rules.tail_min_points, math.ceil(rules.tail_fraction * n))
     spread = _Reruns(base, rerun_sides, lo, hi, rules, tail)
     relaxed = spread.count > 0 and spread.curves
 
-    checks = []
     lr_check, lr_mismatch = _lr_check(base, cand, lo, hi, rules)
-    checks.append(lr_check)
-
-    # first loss
-    ok = np.isfinite(b) & np.isfinite(o)
-    fa_lim, fr_lim = max(rules.first_loss_abs, spread.first_abs), max(rules.first_loss_rel, spread.first_rel)
-    d0, r0 = _abs_rel(b[:1], o[:1])
-    d0, r0 = float(d0[0]), float(r0[0])
-    good = _ok_either(d0, r0, fa_lim, fr_lim)
-    checks.append(
-        CompareCheck(
-            "first_loss",
-            PASS if good else FAIL,
-            f"step {int(common[0])}: baseline {_g(b[0])}, candidate {_g(o[0])}: absolute error {_g(d0)} (limit {_g(fa_lim)}), "
-            f"relative {_pct(r0)} (limit {_pct(fr_lim)}); " + ("within" if good else "beyond") + " either limit",
-            {"abs": finite_or_none(d0), "rel": finite_or_none(r0)},
-            {"abs": fa_lim, "rel": fr_lim},
-        )
-    )
-
-    # mean error, whole run and trailing window
-    m = _means(b, o, tail)
-    ma_lim, mr_lim = max(rules.mean_abs, spread.mean["abs"]), max(rules.mean_rel, spread.mean["rel"])
-    ta_lim, tr_lim = max(rules.mean_abs, spread.mean["tail_abs"]), max(rules.mean_rel, spread.mean["tail_rel"])
-    whole = _ok_either(m["abs"], m["rel"], ma_lim, mr_lim)
-    late = _ok_either(m["tail_abs"], m["tail_rel"], ta_lim, tr_lim)
-    why = "" if whole and late else (" (the last steps)" if whole else " (the whole run)" if late else " (whole run and last steps)")
-    checks.append(
-        CompareCheck(
-            "mean_error",
-            PASS if whole and late else FAIL,
-            f"mean absolute error {_g(m['abs'])}, relative {_pct(m['rel'])} over {count(m['points'], 'step', thousands=True)}; last {m['tail_points']:,}: "
-            f"{_g(m['tail_abs'])}, {_pct(m['tail_rel'])}; limits {_g(ma_lim)} or {_pct(mr_lim)}"
-            + (f" (last steps: {_g(ta_lim)} or {_pct(tr_lim)})" if (ta_lim, tr_lim) != (ma_lim, mr_lim) else "")
-            + (f", raised to the spread of {count(spread.count, 'baseline rerun')}" if relaxed else "")
-            + ("" if whole and late else f"; beyond both{why}"),
-            {k: finite_or_none(m[k]) for k in ("abs", "rel", "tail_abs", "tail_rel")},
-            {"abs": ma_lim, "rel": mr_lim, "tail_abs": ta_lim, "tail_rel": tr_lim},
-        )
-    )
-
-    # grad norm
-    bg, cg = base.get("grad_norm"), cand.get("grad_norm")
-    g_lim = max(rules.grad_norm_rel, spread.grad_rel)
-    if bg is None or cg is None:
-        missing = " and ".join(n_ for n_, s in (("baseline", bg), ("candidate", cg)) if s is None)
-        checks.append(CompareCheck("grad_norm", WARN, f"not compared: no global norm on the {missing}", None, g_lim))
-    else:
-        g_steps, gb, go = _pairs(bg, cg, lo, hi)
-        g = _means(gb, go, tail)
-        if not g["points"]:
-            checks.append(CompareCheck("grad_norm", WARN, "not compared: no common step with a finite global norm on both sides", None, g_lim))
-        else:
-            good = g["rel"] <= g_lim
-            checks.append(
-                CompareCheck(
-                    "grad_norm",
-                    PASS if good else FAIL,
-                    f"mean relative error of the global norm {_pct(g['rel'])} over {count(g['points'], 'step', thousands=True)} (limit {_pct(g_lim)})",
-                    finite_or_none(g["rel"]),
-                    g_lim,
-                )
-            )
-
+    first_check, first_limits = _first_loss_check(common, b, o, rules, spread)
+    mean_check, m, mean_limits = _mean_error_check(b, o, tail, rules, spread, relaxed)
+    grad_check, g_lim = _grad_norm_check(base, cand, lo, hi, tail, rules, spread)
     finite, nonfinite = _finite_check(base, cand, lo, hi)
-    checks.append(finite)
+    checks = [lr_check, first_check, mean_check, grad_check, finite, _coverage_check(n, bl, cl, rules)]
 
-    if n >= rules.min_steps:
-        cov = CompareCheck(
-            "coverage",
-            PASS,
-            f"{count(n, 'common step', thousands=True)} (at least {rules.min_steps:,}; {rules.recommended_steps:,} or 12 h recommended)",
-            n,
-            rules.min_steps,
-        )
-    else:
-        cov = CompareCheck(
-            "coverage",
-            WARN,
-            f"only {count(n, 'common step', thousands=True)} (baseline {describe_steps(bl.steps)}, candidate {describe_steps(cl.steps)}); "
-            f"the standard observes at least {rules.min_steps:,} ({rules.recommended_steps:,} or 12 h recommended)",
-            n,
-            rules.min_steps,
-        )
-    checks.append(cov)
-
-    # where it left the baseline: the per-step difference in tolerance units, drifting persistently beyond 1
-    fs, fb, fo = common[ok], b[ok], o[ok]
-    tol = np.maximum(rules.mean_abs, rules.mean_rel * np.abs(fb))
-    envelope = spread.envelope(fs)
-    if envelope is not None:
-        tol = np.maximum(tol, envelope)
-    events = []
-    if fs.size:
-        r = (fo - fb) / tol
-        w = max(1, min(rules.divergence_window, fs.size // 10))
-        p = max(1, min(rules.divergence_patience, fs.size // 10))
-        mm = _moving_mean(r, w)
-        crossing = _first_persistent(np.abs(mm) > 1.0, p)
-        if crossing >= 0:
-            end = min(crossing + p - 1, fs.size - 1)
-            sign = 1.0 if mm[end] >= 0 else -1.0
-            onset = change_point(np.clip(r[: end + 1] * sign, -50, 50))
-            rel_end = abs(fo[end] - fb[end]) / abs(fb[end]) if fb[end] != 0 else math.inf
-            events.append(
-                (
-                    int(fs[onset]),
-                    1,
-                    Divergence(
-                        int(fs[onset]),
-                        cl.tag,
-                        finite_or_none(fb[onset]),
-                        finite_or_none(fo[onset]),
-                        f"the loss difference drifts beyond the tolerance from step {int(fs[onset])}: candidate {'above' if sign > 0 else 'below'} the "
-                        f"baseline by {_pct(rel_end)} at step {int(fs[end])} (tolerance there {_pct(tol[end] / abs(fb[end]) if fb[end] else math.inf)})",
-                    ),
-                )
-            )
-    if nonfinite is not None:
-        step, meaning, label, real, value = nonfinite
-        b_series = base.get(meaning)
-        c_series = cand.get(meaning)
-        events.append(
-            (step, 0, Divergence(step, real, _value_at(b_series, step), _value_at(c_series, step), f"the {label}'s {real!r} is {value} at step {step}"))
-        )
-    if lr_mismatch is not None:
-        step, lb, lc = lr_mismatch
-        events.append(
-            (
-                step,
-                -1,
-                Divergence(
-                    step, cand.get("lr").tag, lb, lc, f"the learning rates differ from step {step}: the schedules are not aligned (warmup, decay or base lr)"
-                ),
-            )
-        )
-    first = min(events, key=lambda e: (e[0], e[1]))[2] if events else None
-
-    notes = list(base.notes) + list(cand.notes)
-    for label, side in (("baseline", base), ("candidate", cand), *((f"rerun {i + 1}", s) for i, s in enumerate(rerun_sides))):
-        s = side.get("loss")
-        if s is not None and s.restarts:
-            notes.append(
-                f"{label} restarted at {plural(len(s.restarts), 'step')} {', '.join(map(str, s.restarts[:5]))}: the later records replace the earlier ones"
-            )
-        if side.problems:
-            notes.append(f"{label}: {count(len(side.problems), 'problem')} while reading, first: {side.problems[0]}")
-    if rerun_sides and not relaxed:
-        notes.append("no baseline rerun shares a step with the baseline: the standard's tolerance is used as it is")
-
+    drift, (fs, tol, envelope) = _loss_drift(common, b, o, rules, spread, cl.tag)
+    first = _first_divergence(drift, nonfinite, lr_mismatch, base, cand)
     tolerance = {
-        "first_loss_abs": fa_lim,
-        "first_loss_rel": fr_lim,
-        "mean_abs": ma_lim,
-        "mean_rel": mr_lim,
-        "tail_abs": ta_lim,
-        "tail_rel": tr_lim,
+        "first_loss_abs": first_limits[0],
+        "first_loss_rel": first_limits[1],
+        "mean_abs": mean_limits[0],
+        "mean_rel": mean_limits[1],
+        "tail_abs": mean_limits[2],
+        "tail_rel": mean_limits[3],
         "tail_points": m["tail_points"],
         "grad_norm_rel": g_lim,
         "lr_rel": rules.lr_rel,
@@ -527,13 +365,8 @@ def compare(
         "candidate_at": o,
         "tolerance": (fs, tol),
         "envelope": None if envelope is None else (fs, envelope),
+        **_curves(base, cand, lo, hi),
     }
-    for meaning in MEANINGS:
-        for label, side in (("baseline", base), ("candidate", cand)):
-            s = side.get(meaning)
-            if s is not None:
-                keep = (s.steps >= lo) & (s.steps <= hi)
-                series[f"{label}_{meaning}"] = (s.tag, s.steps[keep], s.values[keep])
     return CompareResult(
         baseline=[base.path, *(s.path for s in rerun_sides)],
         candidate=[cand.path],
@@ -548,6 +381,208 @@ def compare(
         ranks={"baseline": base.how, "candidate": cand.how},
         offset=offset,
         step_range=[int(common[0]), int(common[-1])],
-        notes=notes,
+        notes=_notes(base, cand, rerun_sides, relaxed),
         series=series,
     )
+
+
+def _checked_options(rank, offset, rules, reruns) -> tuple:
+    """``(rank, offset, reruns)`` as :func:`compare` uses them; a bad one is a :class:`UsageError` in one line."""
+    rank = _rank(rank)
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or abs(int(offset)) > 1 << 40:
+        raise UsageError(f"--offset takes a whole number of steps (got {offset!r})")
+    if not isinstance(rules, CompareRules):
+        raise UsageError(f"rules must be a CompareRules, got {type(rules).__name__}")
+    reruns = [reruns] if isinstance(reruns, (str, os.PathLike)) else list(reruns or ())
+    return rank, int(offset), reruns
+
+
+def _read_sides(baseline, candidate, reruns, base_tag, cand_tag, rank, offset: int, verify: bool) -> tuple:
+    """The baseline, the candidate and the baseline's reruns, each one curve per meaning (:func:`build_side`)."""
+
+    def tags_for(loss):
+        return {"loss": loss, "lr": ("lr", False), "grad_norm": ("grad_norm", False), "skipped": ("skipped", False)}
+
+    wanted = wanted_tags(base_tag[0], cand_tag[0])
+    base = build_side(*read_side(baseline, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median")
+    cand = build_side(*read_side(candidate, verify=verify, tags=wanted), tags=tags_for(cand_tag), rank=rank, offset=offset)
+    rerun_sides = [build_side(*read_side(r, verify=verify, tags=wanted), tags=tags_for(base_tag), rank="median") for r in reruns]
+    return base, cand, rerun_sides
+
+
+def _common_loss(bl, cl, lo: int, hi: int, offset: int, steps) -> tuple:
+    """``(common steps, baseline loss, candidate loss)`` at the steps both sides hold; none in common is refused."""
+    common, b, o = _pairs(bl, cl, lo, hi)
+    if not common.size:
+        shift = f" (candidate shifted by --offset {offset})" if offset else ""
+        raise NothingReadable(
+            f"no common step: the baseline's {bl.tag!r} has {describe_steps(bl.steps)}, the candidate's {cl.tag!r} has "
+            f"{describe_steps(cl.steps)}{shift}" + ("" if steps is None else f", compared within --steps {steps}")
+        )
+    return common, b, o
+
+
+def _first_loss_check(common, b, o, rules: CompareRules, spread) -> tuple:
+    """The first common step's loss within the absolute or the relative limit: ``(check, (abs limit, rel limit))``."""
+    fa_lim, fr_lim = max(rules.first_loss_abs, spread.first_abs), max(rules.first_loss_rel, spread.first_rel)
+    d0, r0 = _abs_rel(b[:1], o[:1])
+    d0, r0 = float(d0[0]), float(r0[0])
+    good = _ok_either(d0, r0, fa_lim, fr_lim)
+    check = CompareCheck(
+        "first_loss",
+        PASS if good else FAIL,
+        f"step {int(common[0])}: baseline {_g(b[0])}, candidate {_g(o[0])}: absolute error {_g(d0)} (limit {_g(fa_lim)}), "
+        f"relative {_pct(r0)} (limit {_pct(fr_lim)}); " + ("within" if good else "beyond") + " either limit",
+        {"abs": finite_or_none(d0), "rel": finite_or_none(r0)},
+        {"abs": fa_lim, "rel": fr_lim},
+    )
+    return check, (fa_lim, fr_lim)
+
+
+def _mean_error_check(b, o, tail: int, rules: CompareRules, spread, relaxed: bool) -> tuple:
+    """The mean loss error over the whole run and over its last steps: ``(check, means, limits)``."""
+    m = _means(b, o, tail)
+    ma_lim, mr_lim = max(rules.mean_abs, spread.mean["abs"]), max(rules.mean_rel, spread.mean["rel"])
+    ta_lim, tr_lim = max(rules.mean_abs, spread.mean["tail_abs"]), max(rules.mean_rel, spread.mean["tail_rel"])
+    whole = _ok_either(m["abs"], m["rel"], ma_lim, mr_lim)
+    late = _ok_either(m["tail_abs"], m["tail_rel"], ta_lim, tr_lim)
+    why = "" if whole and late else (" (the last steps)" if whole else " (the whole run)" if late else " (whole run and last steps)")
+    check = CompareCheck(
+        "mean_error",
+        PASS if whole and late else FAIL,
+        f"mean absolute error {_g(m['abs'])}, relative {_pct(m['rel'])} over {count(m['points'], 'step', thousands=True)}; last {m['tail_points']:,}: "
+        f"{_g(m['tail_abs'])}, {_pct(m['tail_rel'])}; limits {_g(ma_lim)} or {_pct(mr_lim)}"
+        + (f" (last steps: {_g(ta_lim)} or {_pct(tr_lim)})" if (ta_lim, tr_lim) != (ma_lim, mr_lim) else "")
+        + (f", raised to the spread of {count(spread.count, 'baseline rerun')}" if relaxed else "")
+        + ("" if whole and late else f"; beyond both{why}"),
+        {k: finite_or_none(m[k]) for k in ("abs", "rel", "tail_abs", "tail_rel")},
+        {"abs": ma_lim, "rel": mr_lim, "tail_abs": ta_lim, "tail_rel": tr_lim},
+    )
+    return check, m, (ma_lim, mr_lim, ta_lim, tr_lim)
+
+
+def _grad_norm_check(base, cand, lo: int, hi: int, tail: int, rules: CompareRules, spread) -> tuple:
+    """The global norm's mean relative error, a warning where a side has none: ``(check, limit)``."""
+    bg, cg = base.get("grad_norm"), cand.get("grad_norm")
+    g_lim = max(rules.grad_norm_rel, spread.grad_rel)
+    if bg is None or cg is None:
+        missing = " and ".join(n_ for n_, s in (("baseline", bg), ("candidate", cg)) if s is None)
+        return CompareCheck("grad_norm", WARN, f"not compared: no global norm on the {missing}", None, g_lim), g_lim
+    _g_steps, gb, go = _pairs(bg, cg, lo, hi)
+    g = _means(gb, go, tail)
+    if not g["points"]:
+        return CompareCheck("grad_norm", WARN, "not compared: no common step with a finite global norm on both sides", None, g_lim), g_lim
+    good = g["rel"] <= g_lim
+    check = CompareCheck(
+        "grad_norm",
+        PASS if good else FAIL,
+        f"mean relative error of the global norm {_pct(g['rel'])} over {count(g['points'], 'step', thousands=True)} (limit {_pct(g_lim)})",
+        finite_or_none(g["rel"]),
+        g_lim,
+    )
+    return check, g_lim
+
+
+def _coverage_check(n: int, bl, cl, rules: CompareRules) -> CompareCheck:
+    """Enough common steps for the standard's observation window (a warning, never a failure)."""
+    if n >= rules.min_steps:
+        return CompareCheck(
+            "coverage",
+            PASS,
+            f"{count(n, 'common step', thousands=True)} (at least {rules.min_steps:,}; {rules.recommended_steps:,} or 12 h recommended)",
+            n,
+            rules.min_steps,
+        )
+    return CompareCheck(
+        "coverage",
+        WARN,
+        f"only {count(n, 'common step', thousands=True)} (baseline {describe_steps(bl.steps)}, candidate {describe_steps(cl.steps)}); "
+        f"the standard observes at least {rules.min_steps:,} ({rules.recommended_steps:,} or 12 h recommended)",
+        n,
+        rules.min_steps,
+    )
+
+
+def _loss_drift(common, b, o, rules: CompareRules, spread, loss_tag: str) -> tuple:
+    """Where the loss left the baseline: the per-step difference in tolerance units, drifting persistently beyond 1.
+
+    Returns:
+        ``(events, (finite steps, tolerance, rerun envelope))``: at most one ``(step, 1, Divergence)``.
+    """
+    ok = np.isfinite(b) & np.isfinite(o)
+    fs, fb, fo = common[ok], b[ok], o[ok]
+    tol = np.maximum(rules.mean_abs, rules.mean_rel * np.abs(fb))
+    envelope = spread.envelope(fs)
+    if envelope is not None:
+        tol = np.maximum(tol, envelope)
+    if not fs.size:
+        return [], (fs, tol, envelope)
+    r = (fo - fb) / tol
+    w = max(1, min(rules.divergence_window, fs.size // 10))
+    p = max(1, min(rules.divergence_patience, fs.size // 10))
+    mm = _moving_mean(r, w)
+    crossing = _first_persistent(np.abs(mm) > 1.0, p)
+    if crossing < 0:
+        return [], (fs, tol, envelope)
+    end = min(crossing + p - 1, fs.size - 1)
+    sign = 1.0 if mm[end] >= 0 else -1.0
+    onset = change_point(np.clip(r[: end + 1] * sign, -50, 50))
+    rel_end = abs(fo[end] - fb[end]) / abs(fb[end]) if fb[end] != 0 else math.inf
+    found = Divergence(
+        int(fs[onset]),
+        loss_tag,
+        finite_or_none(fb[onset]),
+        finite_or_none(fo[onset]),
+        f"the loss difference drifts beyond the tolerance from step {int(fs[onset])}: candidate {'above' if sign > 0 else 'below'} the "
+        f"baseline by {_pct(rel_end)} at step {int(fs[end])} (tolerance there {_pct(tol[end] / abs(fb[end]) if fb[end] else math.inf)})",
+    )
+    return [(int(fs[onset]), 1, found)], (fs, tol, envelope)
+
+
+def _first_divergence(events: list, nonfinite, lr_mismatch, base, cand) -> Divergence | None:
+    """The earliest of the loss drift, a non-finite value and a learning-rate mismatch (at one step: lr, then value, then drift)."""
+    events = list(events)
+    if nonfinite is not None:
+        step, meaning, label, real, value = nonfinite
+        events.append(
+            (
+                step,
+                0,
+                Divergence(
+                    step, real, _value_at(base.get(meaning), step), _value_at(cand.get(meaning), step), f"the {label}'s {real!r} is {value} at step {step}"
+                ),
+            )
+        )
+    if lr_mismatch is not None:
+        step, lb, lc = lr_mismatch
+        said = f"the learning rates differ from step {step}: the schedules are not aligned (warmup, decay or base lr)"
+        events.append((step, -1, Divergence(step, cand.get("lr").tag, lb, lc, said)))
+    return min(events, key=lambda e: (e[0], e[1]))[2] if events else None
+
+
+def _notes(base, cand, rerun_sides, relaxed: bool) -> list:
+    """What the reader should know beside the checks: restarts, reading problems, reruns that shared no step."""
+    notes = list(base.notes) + list(cand.notes)
+    for label, side in (("baseline", base), ("candidate", cand), *((f"rerun {i + 1}", s) for i, s in enumerate(rerun_sides))):
+        s = side.get("loss")
+        if s is not None and s.restarts:
+            notes.append(
+                f"{label} restarted at {plural(len(s.restarts), 'step')} {', '.join(map(str, s.restarts[:5]))}: the later records replace the earlier ones"
+            )
+        if side.problems:
+            notes.append(f"{label}: {count(len(side.problems), 'problem')} while reading, first: {side.problems[0]}")
+    if rerun_sides and not relaxed:
+        notes.append("no baseline rerun shares a step with the baseline: the standard's tolerance is used as it is")
+    return notes
+
+
+def _curves(base, cand, lo: int, hi: int) -> dict:
+    """Each side's curve of each meaning within the compared steps, for the figure: ``{"baseline_loss": (tag, steps, values)}``."""
+    series = {}
+    for meaning in MEANINGS:
+        for label, side in (("baseline", base), ("candidate", cand)):
+            s = side.get(meaning)
+            if s is not None:
+                keep = (s.steps >= lo) & (s.steps <= hi)
+                series[f"{label}_{meaning}"] = (s.tag, s.steps[keep], s.values[keep])
+    return series

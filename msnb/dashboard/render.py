@@ -202,7 +202,6 @@ def render(data: BoardData, view: View, figure=None):
     """
     # deferred: matplotlib, until the first draw
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     names = list(view.tags) or data.default_tags()
     left_out = max(0, len(names) - MAX_PANELS)  # 10,000 tags chosen at once ended in std::bad_alloc after 155 s
@@ -245,42 +244,8 @@ def render(data: BoardData, view: View, figure=None):
                 continue
             shown.append(tag)
             _draw_run(panel, data, run, tag, view)
-        ax.set_title(_plain(name if set(shown) <= {name} else f"{name} ({', '.join(sorted(set(shown)))})"), parse_math=False)
-        ax.set_xlabel(panel.xlabel)
-        if view.log:
-            ax.set_yscale("log")
-            _plain_log_labels(ax)
-        if view.x == "wall":
-            _concise_dates(ax)
-        elif view.x == "step":
-            ax.xaxis.set_major_locator(MaxNLocator(nbins=TICKS, integer=True))
-        if not view.log:
-            ax.yaxis.set_major_locator(MaxNLocator(nbins=TICKS))
-        if view.x == "step":
-            if view.steps is not None:
-                lo, hi = view.steps
-                ax.set_xlim(lo - 0.5, hi + 0.5) if hi - lo < 2 else ax.set_xlim(lo, hi)
-        if view.ignore_outliers and panel.ys:
-            _fit_y(ax, np.concatenate(panel.ys), view.log)
-        if not shown:
-            ax.text(0.5, 0.5, _plain(f"no {name} in the checked runs"), ha="center", va="center", transform=ax.transAxes, color="grey", parse_math=False)
-        ax.grid(True, alpha=0.3)
-        # the runs' names go to the figure's legend above the panels (drawn in every panel, they covered the lr and
-        # grad-norm curves); a panel's own legend keeps what it alone says (flagged ranks, NaN, medians), in a corner
-        handles, labels = ax.get_legend_handles_labels()
-        kept = []
-        for h, t in zip(handles, labels):
-            if t in run_names:
-                run_legend.setdefault(t, h)
-            else:
-                kept.append((h, t))
-        kept = kept[:MAX_LEGEND]
-        if kept:
-            legend = ax.legend(
-                [h for h, _ in kept], [_plain(t) for _, t in kept], fontsize="x-small", loc="upper right", framealpha=0.7
-            )  # "best" searches every point: slow
-            for text in legend.get_texts():
-                text.set_parse_math(False)
+        _dress_axes(ax, panel, name, shown, view)
+        _split_legend(ax, run_names, run_legend)
     if run_legend:
         shown = [t for t in run_names if t in run_legend][:MAX_RUN_LEGEND]
         legend = figure.legend(
@@ -297,6 +262,52 @@ def render(data: BoardData, view: View, figure=None):
         for text in legend.get_texts():
             text.set_parse_math(False)
     return figure
+
+
+def _dress_axes(ax, panel, name: str, shown: list, view: View) -> None:
+    """A panel's title (with the spellings its runs use), axes, scales, y range and its note when no run has the tag."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_title(_plain(name if set(shown) <= {name} else f"{name} ({', '.join(sorted(set(shown)))})"), parse_math=False)
+    ax.set_xlabel(panel.xlabel)
+    if view.log:
+        ax.set_yscale("log")
+        _plain_log_labels(ax)
+    if view.x == "wall":
+        _concise_dates(ax)
+    elif view.x == "step":
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=TICKS, integer=True))
+    if not view.log:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=TICKS))
+    if view.x == "step":
+        if view.steps is not None:
+            lo, hi = view.steps
+            ax.set_xlim(lo - 0.5, hi + 0.5) if hi - lo < 2 else ax.set_xlim(lo, hi)
+    if view.ignore_outliers and panel.ys:
+        _fit_y(ax, np.concatenate(panel.ys), view.log)
+    if not shown:
+        ax.text(0.5, 0.5, _plain(f"no {name} in the checked runs"), ha="center", va="center", transform=ax.transAxes, color="grey", parse_math=False)
+    ax.grid(True, alpha=0.3)
+
+
+def _split_legend(ax, run_names: list, run_legend: dict) -> None:
+    """Runs' entries to the figure's legend (*run_legend*), the rest to the panel's own legend in a corner."""
+    # the runs' names go to the figure's legend above the panels (drawn in every panel, they covered the lr and
+    # grad-norm curves); a panel's own legend keeps what it alone says (flagged ranks, NaN, medians), in a corner
+    handles, labels = ax.get_legend_handles_labels()
+    kept = []
+    for h, t in zip(handles, labels):
+        if t in run_names:
+            run_legend.setdefault(t, h)
+        else:
+            kept.append((h, t))
+    kept = kept[:MAX_LEGEND]
+    if kept:
+        legend = ax.legend(
+            [h for h, _ in kept], [_plain(t) for _, t in kept], fontsize="x-small", loc="upper right", framealpha=0.7
+        )  # "best" searches every point: slow
+        for text in legend.get_texts():
+            text.set_parse_math(False)
 
 
 def _concise_dates(ax) -> None:

@@ -347,37 +347,10 @@ class FileState:
         """Decode the records found in *buf* (which starts at file offset *base*) into *out*'s tables."""
         if offsets.size == 0:
             return
-        src = self.source
         if self.flavor == MS_LINEAGE:
-            rows = []
-            for o, n in zip(offsets.tolist(), lengths.tolist()):
-                try:
-                    rec = mindspore_proto.decode_lineage(buf, o, o + n)
-                except _DECODE_ERRORS as exc:
-                    out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, f"lineage record could not be decoded: {exc}"))
-                    continue
-                self.records += 1
-                if rec.get("note"):
-                    out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, rec["note"], "info"))
-                if rec["kind"] == "version":
-                    self.version = self.version or rec["version"]
-                    continue
-                rows.append(rec)
-            if rows:
-                _add(
-                    out,
-                    "lineage",
-                    LineageTable(
-                        run=_full(len(rows), src.run),
-                        rank=np.full(len(rows), src.rank),
-                        step=[r["step"] for r in rows],
-                        wall_time=[r["wall_time"] for r in rows],
-                        kind=[r["kind"] for r in rows],
-                        fields=[r["fields"] for r in rows],
-                    ),
-                )
+            self._decode_lineage(buf, base, offsets, lengths, out)
             return
-
+        src = self.source
         if self.records == 0 and self.version is None:
             self._settle_flavor(buf, base, int(offsets[0]), int(lengths[0]), out)
         wanted = self.wanted
@@ -451,6 +424,37 @@ class FileState:
                     wall_time=[x[2] for x in markers],
                     kind=[x[3] for x in markers],
                     bytes=[x[4] for x in markers],
+                ),
+            )
+
+    def _decode_lineage(self, buf, base: int, offsets, lengths, out: ReadResult) -> None:
+        """MindSpore's lineage records (one per record, decoded alone): a :class:`LineageTable` in *out*."""
+        src = self.source
+        rows = []
+        for o, n in zip(offsets.tolist(), lengths.tolist()):
+            try:
+                rec = mindspore_proto.decode_lineage(buf, o, o + n)
+            except _DECODE_ERRORS as exc:
+                out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, f"lineage record could not be decoded: {exc}"))
+                continue
+            self.records += 1
+            if rec.get("note"):
+                out.problems.append(Problem(src.path, base + o - HEADER, ProblemKind.DECODE, rec["note"], "info"))
+            if rec["kind"] == "version":
+                self.version = self.version or rec["version"]
+                continue
+            rows.append(rec)
+        if rows:
+            _add(
+                out,
+                "lineage",
+                LineageTable(
+                    run=_full(len(rows), src.run),
+                    rank=np.full(len(rows), src.rank),
+                    step=[r["step"] for r in rows],
+                    wall_time=[r["wall_time"] for r in rows],
+                    kind=[r["kind"] for r in rows],
+                    fields=[r["fields"] for r in rows],
                 ),
             )
 

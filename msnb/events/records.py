@@ -342,6 +342,12 @@ def _damage_problem(path: str, damage: Damage, stop: int, at_end: bool) -> Probl
     )
 
 
+def _truncated_last(path: str, offset: int, size: int) -> Problem:
+    """The file ends inside a record: what was before it was read."""
+    message = f"truncated last record ({size} bytes of an incomplete record at the end of the file); every record before it was read"
+    return Problem(path, offset, ProblemKind.TRUNCATED, message)
+
+
 def scan(buf, path: str = "", *, start: int = 0, verify: bool = True, final: bool = True, base_offset: int = 0, damage: Damage | None = None) -> Scan:
     """Find the intact records in ``buf[start:]``.
 
@@ -429,14 +435,7 @@ def scan(buf, path: str = "", *, start: int = 0, verify: bool = True, final: boo
         break
 
     if damage is None and not need and pos < end and final:
-        problems.append(
-            Problem(
-                path,
-                base_offset + pos,
-                ProblemKind.TRUNCATED,
-                f"truncated last record ({end - pos} bytes of an incomplete record at the end of the file); every record before it was read",
-            )
-        )
+        problems.append(_truncated_last(path, base_offset + pos, end - pos))
         skipped += end - pos
         pos = end
     offsets = np.concatenate(parts_off) if parts_off else np.zeros(0, dtype=np.int64)

@@ -444,31 +444,18 @@ def plot_scalars(
     # deferred: matplotlib, until a figure is drawn
     import matplotlib
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
-    per_tag_smooth, smooth = smooth, _default_weight(smooth)
-    run_col = scalars.run
-    runs = sorted(set(run_col.tolist()))
-    masks = {run: run_col == run for run in runs}
+    _default_weight(smooth)  # a weight that is no number fails here, before anything is drawn
+    runs = sorted(set(scalars.run.tolist()))
+    masks = {run: scalars.run == run for run in runs}
     panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
     tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
-    # the flags are the judge's, run by run (the same as msnb check's); non-finite values on every record of every rank
-    rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
-    flags, judged, verdicts = [], {}, []
-    for run in runs:
-        seen: dict = {}
-        verdict = judge_run(scalars, run, rules=rules, seen=seen)
-        verdicts.append(verdict)
-        flags += verdict.flags
-        judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
+    flags, judged, verdicts = _judged(scalars, runs, divergence_threshold)
     drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
     found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
     nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
-    line_labels = _line_labels(flags, band_runs, nonfinite_keys)
-    drawn_bands = []
-    unbanded: list = []
 
     n = max(1, len(panels))
     cols = 1 if n == 1 else 2
@@ -479,97 +466,205 @@ def plot_scalars(
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
-    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    figure_state = _Figure(
+        scalars=scalars,
+        runs=runs,
+        masks=masks,
+        rank_map=rank_map,
+        flags=flags,
+        judged=judged,
+        band_runs=band_runs,
+        line_labels=_line_labels(flags, band_runs, nonfinite_keys),
+        crowded=crowded,
+        cycle=matplotlib.rcParams["axes.prop_cycle"].by_key()["color"],
+        starts=_run_starts(scalars, runs, masks),
+        label_for_run=label_for_run or (lambda run: run),
+        per_tag_smooth=smooth,
+        no_smooth=no_smooth,
+        x=x,
+        ranks=ranks,
+        log=log,
+        max_points=max_points,
+        markers=markers,
+        note_missing=note_missing,
+    )
+    for ax, panel in zip(axes, panels):
+        figure_state.draw_panel(ax, panel)
+    if title:
+        fig.suptitle(title)
+    if crowded:
+        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None, run_names=figure_state.run_names)
+    nonfinite = [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
+    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
+    labels = {r: figure_state.label_for_run(r) for r in runs}
+    return PlotReport(
+        fig,
+        runs,
+        {r: rank_map[r] for r in runs},
+        list(tags),
+        points,
+        figure_state.drawn,
+        flags,
+        nonfinite,
+        smoothed_points=figure_state.smoothed,
+        labels=labels,
+        bands=figure_state.drawn_bands,
+        unbanded=figure_state.unbanded,
+        verdicts=verdicts,
+        panels=panels,
+    )
+
+
+def _judged(scalars: ScalarTable, runs: list, divergence_threshold) -> tuple:
+    """The judge's flags, run by run (the same as msnb check's): ``(flags, {run: (loss tag, curves)}, verdicts)``."""
+    rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
+    flags, judged, verdicts = [], {}, []
+    for run in runs:
+        seen: dict = {}
+        verdict = judge_run(scalars, run, rules=rules, seen=seen)
+        verdicts.append(verdict)
+        flags += verdict.flags
+        judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
+    return flags, judged, verdicts
+
+
+def _run_starts(scalars: ScalarTable, runs: list, masks: dict) -> dict:
+    """Each run's first wall time (0 when none: log lines without a timestamp), the origin of ``x="relative"``."""
     starts = {}
     for run in runs:
         walls = scalars.wall_time[masks[run]]
-        walls = walls[np.isfinite(walls)]  # log lines without a timestamp have none
+        walls = walls[np.isfinite(walls)]
         starts[run] = float(walls.min()) if walls.size else 0.0
-    series_keys: list = []
-    run_names: dict = {}  # a label spelling its tag -> the run's name alone (see _figure_legend)
-    drawn = smoothed = 0
-    nonfinite = []
-    label_for_run = label_for_run or (lambda run: run)
+    return starts
 
-    for ax, panel in zip(axes, panels):
-        xlabel = "step"
+
+@dataclass
+class _Figure:
+    """What every panel of one :func:`plot_scalars` figure shares, and what the panels add up to."""
+
+    scalars: ScalarTable
+    runs: list
+    masks: dict
+    rank_map: dict
+    flags: list
+    judged: dict
+    band_runs: list
+    line_labels: dict
+    crowded: bool
+    cycle: list
+    starts: dict
+    label_for_run: object
+    per_tag_smooth: object
+    no_smooth: object
+    x: str
+    ranks: bool
+    log: bool
+    max_points: int
+    markers: object
+    note_missing: bool
+    series_keys: list = field(default_factory=list)
+    run_names: dict = field(default_factory=dict)  # a label spelling its tag -> the run's name alone (see _figure_legend)
+    drawn_bands: list = field(default_factory=list)
+    unbanded: list = field(default_factory=list)
+    drawn: int = 0
+    smoothed: int = 0
+
+    def draw_panel(self, ax, panel) -> None:
+        """One panel: each spelling's lines and bands, msprobe's markers, the judge's flags, then the axes."""
+        first_tag = next(iter(panel.tags.values()))
+        weight = smoothing_for(first_tag, self.per_tag_smooth, self.no_smooth)
+        drawing = _Panel(ax, first_tag, weight, self.x, self.starts, self.max_points, [], [], [])
         spelled = len(set(panel.tags.values())) > 1  # runs spell the meaning differently: each label says which tag
-        weight = smoothing_for(next(iter(panel.tags.values())), per_tag_smooth, no_smooth)
-        steady, outliers, xs_seen = [], [], []
-
-        drawing = _Panel(ax, next(iter(panel.tags.values())), weight, x, starts, max_points, steady, outliers, xs_seen)
         banded: set = set()
         labelled: set = set()  # runs whose legend entry this panel has (crowded figures: one per run)
+        xlabel = "step"
         for tag in dict.fromkeys(panel.tags.values()):
-            runs_here = [run for run in runs if panel.tags.get(run) == tag]
-            tag_idx = np.flatnonzero(scalars.tag == tag)
+            xlabel = self._draw_tag(drawing, panel, tag, spelled, banded, labelled, xlabel)
+        if self.markers is not None and self.x == "step":
+            _draw_msprobe_markers(ax, self.scalars, self.markers, panel.tags)
+        self._draw_flags(ax, panel, banded)
+        self.drawn += drawing.drawn
+        self.smoothed += drawing.smoothed
+        self._finish_axes(ax, panel, drawing, spelled, xlabel)
 
-            def name(run, tag=tag, spelled=spelled):
-                if not spelled:
-                    return label_for_run(run)
-                said = f"{label_for_run(run)} ({tag})"
-                run_names[said] = label_for_run(run)  # the figure's legend names the run alone (the title says the spellings)
-                return said
+    def _name(self, run, tag: str, spelled: bool) -> str:
+        if not spelled:
+            return self.label_for_run(run)
+        said = f"{self.label_for_run(run)} ({tag})"
+        self.run_names[said] = self.label_for_run(run)  # the figure's legend names the run alone (the title says the spellings)
+        return said
 
-            # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
-            every_band = [b for run in band_runs if run in runs_here for b in _bands_of(scalars, tag, run, flags, judged[run])]
-            panel_bands = [b for b in every_band if b.steps.size]
-            unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
-            banded |= {b.run for b in panel_bands}
-            line_runs = {run: masks[run] for run in runs_here if run not in banded}
-            for run, rank, steps, walls, values in _series(scalars, tag, ranks, idx=tag_idx, run_masks=line_runs):
-                key = (run, rank)
-                if key not in series_keys:
-                    series_keys.append(key)
-                if crowded:
-                    color = cycle[runs.index(run) % len(cycle)]
-                    per_rank = rank is not None and rank >= 0 and ranks and len(rank_map[run]) > 1
-                    label = (
-                        f"_{name(run)} rank {rank}"
-                        if per_rank and run in labelled
-                        else name(run) + (f" ({count(len(rank_map[run]), 'rank')})" if per_rank else "")
-                    )
-                    labelled.add(run)
-                else:
-                    color = cycle[series_keys.index(key) % len(cycle)]
-                    label = name(run) if rank is None or rank < 0 or not ranks else f"{name(run)} rank {rank}"
-                xlabel = _draw_line(drawing, run, steps, walls, values, color, label, thin=crowded and ranks)
-            for b in panel_bands:
-                drawn_bands.append(b)
-                run_idx = tag_idx[masks[b.run][tag_idx]]
-                key = (b.run, None)
-                if key not in series_keys:
-                    series_keys.append(key)
-                color = cycle[(runs.index(b.run) if crowded else series_keys.index(key)) % len(cycle)]
-                xs, xlabel = _x_values(x, b.steps, _step_walls(scalars, run_idx, b.steps), starts[b.run])
-                xs_seen.append(xs[np.isfinite(xs)])
-                drawn += draw_bands(ax, xs, b, color, name(b.run) if len(runs) > 1 else "", max_points)
-                stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
-                if stray:
-                    names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
-                    hit = np.unique(np.concatenate([s for _r, s in stray]))
-                    _mark_nonfinite(
-                        ax,
-                        _x_values(x, hit, _step_walls(scalars, run_idx, hit), starts[b.run])[0],
-                        f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
-                        spacing=_spacing(xs),
-                    )
-                wanted = {(b.run, r) for r in b.outliers}
-                for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
-                    text = line_labels.get((run, rank), f"rank {rank}")
-                    label = f"{name(run)} {text}" if len(runs) > 1 else text
-                    _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
-                if len(b.outliers) > MAX_LABELLED:
-                    ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
-        if markers is not None and x == "step":
-            _draw_msprobe_markers(ax, scalars, markers, panel.tags)
-        for f in flags:
+    def _key_index(self, key) -> int:
+        if key not in self.series_keys:
+            self.series_keys.append(key)
+        return self.series_keys.index(key)
+
+    def _draw_tag(self, drawing, panel, tag: str, spelled: bool, banded: set, labelled: set, xlabel: str) -> str:
+        """The runs that spell this panel *tag*: a band per banded run, lines for the others; returns the x label."""
+        scalars, runs = self.scalars, self.runs
+        runs_here = [run for run in runs if panel.tags.get(run) == tag]
+        tag_idx = np.flatnonzero(scalars.tag == tag)
+        # a run is banded in this panel when its ranks share steps of this tag; else (one rank has it, no common step) lines
+        every_band = [b for run in self.band_runs if run in runs_here for b in _bands_of(scalars, tag, run, self.flags, self.judged[run])]
+        panel_bands = [b for b in every_band if b.steps.size]
+        self.unbanded.extend((b.run, tag) for b in every_band if not b.steps.size)
+        banded |= {b.run for b in panel_bands}
+        line_runs = {run: self.masks[run] for run in runs_here if run not in banded}
+        for run, rank, steps, walls, values in _series(scalars, tag, self.ranks, idx=tag_idx, run_masks=line_runs):
+            index = self._key_index((run, rank))
+            if self.crowded:
+                color = self.cycle[runs.index(run) % len(self.cycle)]
+                per_rank = rank is not None and rank >= 0 and self.ranks and len(self.rank_map[run]) > 1
+                name = self._name(run, tag, spelled)
+                label = f"_{name} rank {rank}" if per_rank and run in labelled else name + (f" ({count(len(self.rank_map[run]), 'rank')})" if per_rank else "")
+                labelled.add(run)
+            else:
+                color = self.cycle[index % len(self.cycle)]
+                label = self._name(run, tag, spelled) if rank is None or rank < 0 or not self.ranks else f"{self._name(run, tag, spelled)} rank {rank}"
+            xlabel = _draw_line(drawing, run, steps, walls, values, color, label, thin=self.crowded and self.ranks)
+        for b in panel_bands:
+            xlabel = self._draw_band(drawing, b, tag, tag_idx, spelled)
+        return xlabel
+
+    def _draw_band(self, drawing, b, tag: str, tag_idx, spelled: bool) -> str:
+        """One run's cross-rank band, its ranks' NaN/Inf marks and its flagged ranks as lines; returns the x label."""
+        scalars, ax = self.scalars, drawing.ax
+        self.drawn_bands.append(b)
+        run_idx = tag_idx[self.masks[b.run][tag_idx]]
+        index = self._key_index((b.run, None))
+        color = self.cycle[(self.runs.index(b.run) if self.crowded else index) % len(self.cycle)]
+        xs, xlabel = _x_values(self.x, b.steps, _step_walls(scalars, run_idx, b.steps), self.starts[b.run])
+        drawing.xs_seen.append(xs[np.isfinite(xs)])
+        self.drawn += draw_bands(ax, xs, b, color, self._name(b.run, tag, spelled) if len(self.runs) > 1 else "", self.max_points)
+        stray = sorted((r, s) for r, s in b.nonfinite_steps.items() if r not in b.outliers)
+        if stray:
+            names = ", ".join(str(r) for r, _s in stray[:5]) + (f" +{len(stray) - 5}" if len(stray) > 5 else "")
+            hit = np.unique(np.concatenate([s for _r, s in stray]))
+            _mark_nonfinite(
+                ax,
+                _x_values(self.x, hit, _step_walls(scalars, run_idx, hit), self.starts[b.run])[0],
+                f"NaN/Inf (rank{'s' if len(stray) > 1 else ''} {names})",
+                spacing=_spacing(xs),
+            )
+        wanted = {(b.run, r) for r in b.outliers}
+        for i, (run, rank, steps, walls, values) in enumerate(_series(scalars, tag, True, idx=run_idx, run_masks={b.run: None}, only=wanted)):
+            text = self.line_labels.get((run, rank), f"rank {rank}")
+            label = f"{self._name(run, tag, spelled)} {text}" if len(self.runs) > 1 else text
+            _draw_line(drawing, run, steps, walls, values, line_color(i), label if i < MAX_LABELLED else None, f"NaN/Inf (rank {rank})")
+        if len(b.outliers) > MAX_LABELLED:
+            ax.plot([], [], color=line_color(MAX_LABELLED), label=f"+{len(b.outliers) - MAX_LABELLED} more flagged ranks (see the report)")
+        return xlabel
+
+    def _draw_flags(self, ax, panel, banded: set) -> None:
+        """A dashed red line where the judge flagged a rank (or the run) on this panel's tag."""
+        scalars = self.scalars
+        for f in self.flags:
             if panel.tags.get(f.run) != f.tag:
                 continue
             fx = f.step
-            if x != "step":
+            if self.x != "step":
                 w = (scalars.where(run=f.run, rank=f.rank, step=f.step) if f.rank >= 0 else scalars.where(run=f.run, tag=f.tag, step=f.step)).wall_time
-                fx = _x_values(x, np.array([f.step]), w[:1], starts[f.run])[0][0] if len(w) else None
+                fx = _x_values(self.x, np.array([f.step]), w[:1], self.starts[f.run])[0][0] if len(w) else None
             if fx is not None:
                 named = f.run not in banded  # over bands the rank's own line carries its name
                 ax.axvline(
@@ -578,25 +673,27 @@ def plot_scalars(
                     linestyle="--",
                     linewidth=1,
                     alpha=1.0 if named else 0.5,
-                    label=f"{f'rank {f.rank}' if f.rank >= 0 else 'run'} flagged from step {f.step} ({label_for_run(f.run)})" if named else None,
+                    label=f"{f'rank {f.rank}' if f.rank >= 0 else 'run'} flagged from step {f.step} ({self.label_for_run(f.run)})" if named else None,
                 )
-        drawn += drawing.drawn
-        smoothed += drawing.smoothed
-        if outliers and steady:
-            _scale_to_steady(ax, np.concatenate(steady), outliers, lambda step: step, next(iter(panel.tags.values()), ""))
-        spellings = f" ({', '.join(sorted(set(panel.tags.values())))})" if spelled and crowded else ""
-        ax.set_title(
-            panel.title + spellings + (f"\n(no {panel.title} in {_few(label_for_run(r) for r in panel.missing)})" if panel.missing and note_missing else "")
-        )
+
+    def _finish_axes(self, ax, panel, drawing, spelled: bool, xlabel: str) -> None:
+        """Title, x axis, y scale, the empty-panel note, grid and legend."""
+        from matplotlib.ticker import MaxNLocator
+
+        if drawing.outliers and drawing.steady:
+            _scale_to_steady(ax, np.concatenate(drawing.steady), drawing.outliers, lambda step: step, next(iter(panel.tags.values()), ""))
+        spellings = f" ({', '.join(sorted(set(panel.tags.values())))})" if spelled and self.crowded else ""
+        missing = panel.missing and self.note_missing
+        ax.set_title(panel.title + spellings + (f"\n(no {panel.title} in {_few(self.label_for_run(r) for r in panel.missing)})" if missing else ""))
         ax.set_xlabel(xlabel)
-        if x == "wall":
+        if self.x == "wall":
             ax.xaxis_date()
-        elif x == "step":
+        elif self.x == "step":
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers: no 0.96-1.04 axis
-            seen = np.concatenate(xs_seen) if xs_seen else np.array([])
+            seen = np.concatenate(drawing.xs_seen) if drawing.xs_seen else np.array([])
             if seen.size and np.ptp(seen) < 2:
                 ax.set_xlim(float(seen.min()) - 1, float(seen.max()) + 1)
-        if log:
+        if self.log:
             ax.set_yscale("log")
         else:
             _fit_flat(ax, drawing)
@@ -604,31 +701,8 @@ def plot_scalars(
             ax.text(0.5, 0.5, f"nothing to draw: no finite value of {panel.title}", transform=ax.transAxes, ha="center", va="center", fontsize=LEGEND_POINTS)
             ax.set_yticks([])
         ax.grid(True, alpha=0.3)
-        if not crowded:
+        if not self.crowded:
             _legend(ax)
-    if title:
-        fig.suptitle(title)
-    if crowded:
-        _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None, run_names=run_names)
-    nonfinite += [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
-    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
-    labels = {r: label_for_run(r) for r in runs}
-    return PlotReport(
-        fig,
-        runs,
-        {r: rank_map[r] for r in runs},
-        list(tags),
-        points,
-        drawn,
-        flags,
-        nonfinite,
-        smoothed_points=smoothed,
-        labels=labels,
-        bands=drawn_bands,
-        unbanded=unbanded,
-        verdicts=verdicts,
-        panels=panels,
-    )
 
 
 @dataclass

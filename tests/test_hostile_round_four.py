@@ -48,6 +48,7 @@ def test_a_walk_sniffs_only_a_small_head_of_a_large_text_file(tmp_path):
     megatron = tmp_path / "stdout.txt"  # Megatron's arguments run to megabytes: their lines mark a log from its head
     megatron.write_text("".join(f"  argument_{i} ........................................ {i}\n" for i in range(100_000)) + LOSS_LINES)
     assert os.path.getsize(megatron) > 4 << 20
+    (tmp_path / "README.txt").write_text("Contents\n  Install ........ 1\n  Usage .......... 2\n  [INFO] levels ... 3\n")  # no trainer's
     assert [(Path(s.path).name, s.kind) for s in discover(tmp_path)] == [("stdout.txt", "log")]
     assert msnb.read(late).scalars.series("loss")[0].tolist() == [1, 2, 3, 4, 5]  # named explicitly: read whole
 

@@ -246,19 +246,27 @@ def _jsonl_row(head: bytes) -> bool:
 # any line one of msnb's log readers reads: MindSpore's LossMonitor, mindformers' two trainers, Megatron-LM
 _LOG_LINE = re.compile(rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is|\{ ?(?:Epoch|step):\[ *\d|iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
 # what the trainers print before their first step: Megatron-LM's (and MindSpeed's) arguments, a banner then
-# "  name ....... value" lines that run to megabytes before the first iteration; mindformers' logger
+# "  name ....... value" lines (eight in a row: no table of contents) that run to megabytes before the first
+# iteration; mindformers' logger
 # ("- mindformers[path:line] -", "- [mindformers/...] -"); MindSpore's own log lines ("[WARNING] ME(1234:...")
 _LOG_START = re.compile(
-    rb"-{8,} arguments -{8,}|using world size: \d|^  [A-Za-z_][\w-]{0,128} \.{3,} |"
+    rb"-{8,} arguments -{8,}|using world size: \d|(?:^  [A-Za-z_][\w-]{0,128} \.{3,} [^\n]{0,4096}\n){8}|"
     rb"- (?:mindformers)?\[mindformers/[^\]\n]{1,256}\] -|- mindformers\[[^\]\n]{1,256}\] -|"
     rb"\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z]{2,8}\(\d{1,10}[,:]",
     re.M,
 )
 
 
+# a literal each of _LOG_START's branches holds: the pattern is searched only where one is (a plain search for a
+# literal is fast; the alternation is not: 2.9 ms for 64 KiB of other text, against 0.25 ms for _LOG_LINE)
+_LOG_START_KEYS = (b" arguments ", b"using world size: ", b" ...", b"mindformers", b"[DEBUG] ", b"[INFO] ", b"[WARNING] ", b"[ERROR] ", b"[CRITICAL] ")
+
+
 def _log_head(head: bytes) -> bool:
     """A training log's first bytes: a line msnb reads, or what a trainer prints before its first step."""
-    return _LOG_LINE.search(head) is not None or _LOG_START.search(head) is not None
+    if _LOG_LINE.search(head) is not None:
+        return True
+    return any(key in head for key in _LOG_START_KEYS) and _LOG_START.search(head) is not None
 
 
 FORMATS: list[Format] = [

@@ -405,67 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    p = sub.add_parser("install-kernel", help='register the "MindSpore Kernel" for Jupyter and VS Code')
-    p.add_argument("--name", default="mindspore", help="kernel name (lower-case, digits, . _ -); default: mindspore")
-    p.add_argument("--display-name", default="MindSpore Kernel", help="name shown in kernel pickers")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--user", action="store_true", help="install for this user (the default)")
-    where.add_argument("--sys-prefix", action="store_true", help="install into this Python environment (sys.prefix)")
-    where.add_argument("--prefix", metavar="DIR", help="install under DIR/share/jupyter/kernels")
-    p.add_argument("--env", action="append", metavar="KEY=VALUE", default=[], help="set a variable in the kernel's environment (repeatable)")
-    p.add_argument(
-        "--ascend-env",
-        metavar="SET_ENV_SH",
-        help="source this script (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) and record what it sets in the kernelspec",
-    )
-    p.add_argument("--force", action="store_true", help="replace a kernelspec of that name that msnb did not make for this interpreter")
-    p.add_argument("--no-check", action="store_true", help="do not start the installed kernel to check it is ready")
-    p.set_defaults(func=_cmd_install_kernel)
-
-    p = sub.add_parser(
-        "uninstall-kernel", help="remove a kernelspec msnb installed (the one Jupyter starts, unless --user/--sys-prefix/--prefix/--all), saying what is left"
-    )
-    p.add_argument("--name", default="mindspore")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--user", action="store_true", help="look only in this user's kernels folder")
-    where.add_argument("--sys-prefix", action="store_true", help="look only in this Python environment (sys.prefix)")
-    where.add_argument("--prefix", metavar="DIR", help="look only in DIR/share/jupyter/kernels (where install-kernel --prefix DIR put it)")
-    where.add_argument("--all", action="store_true", help="remove every kernelspec of that name Jupyter can find, the shadowed ones too")
-    p.add_argument("--force", action="store_true", help="remove a kernelspec folder even if msnb did not make it (never a package's own files)")
-    p.set_defaults(func=_cmd_uninstall_kernel)
-
-    p = sub.add_parser(
-        "list-kernels", help="list kernelspecs: where each lives, msnb's, those whose interpreter is gone, those shadowed by one of the same name"
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_list_kernels)
-
-    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
-    p.add_argument("path", help="a file, a run directory or a tree of runs")
-    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KIND_NAMES)} (default: scalars)")
-    p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
-    p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
-    p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
-    p.set_defaults(func=_cmd_export)
-
-    p = sub.add_parser("convert", help="write MindSpore summaries, lineage and logs as TensorBoard event files")
-    p.add_argument("src", help="a summary file, a run directory or a tree of runs")
-    p.add_argument("--to", required=True, choices=["tensorboard"], help="the target format")
-    p.add_argument("dst", help="the TensorBoard log directory to write (runs appear as DST/<run>/rank_N)")
-    p.add_argument("--follow", action="store_true", help="keep converting as the job writes (Ctrl-C stops)")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes with --follow")
-    p.add_argument("--timeout", type=float, default=None, help="stop following after this many seconds")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
-    p.set_defaults(func=_cmd_convert)
-
-    p = sub.add_parser("config", help="print a YAML config resolved (base_config, ${} references) with lint findings")
-    p.add_argument("file", help="a mindformers-style YAML file")
-    p.add_argument("--json", action="store_true", help='print {"config": ..., "findings": [...]}')
-    p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
-    p.set_defaults(func=_cmd_config)
-
+    _add_kernel_commands(sub)
+    _add_file_commands(sub)
     p = sub.add_parser("plot", help="draw the scalar curves under the PATHs to a PNG or SVG file")
     add_arguments(p, PLOT_OPTIONS).set_defaults(func=_cmd_plot)
 
@@ -510,6 +451,73 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_arguments(p)
     p.set_defaults(func=_cmd_compare)
     return parser
+
+
+def _add_kernel_commands(sub) -> None:
+    """install-kernel, uninstall-kernel and list-kernels."""
+    p = sub.add_parser("install-kernel", help='register the "MindSpore Kernel" for Jupyter and VS Code')
+    p.add_argument("--name", default="mindspore", help="kernel name (lower-case, digits, . _ -); default: mindspore")
+    p.add_argument("--display-name", default="MindSpore Kernel", help="name shown in kernel pickers")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="install for this user (the default)")
+    where.add_argument("--sys-prefix", action="store_true", help="install into this Python environment (sys.prefix)")
+    where.add_argument("--prefix", metavar="DIR", help="install under DIR/share/jupyter/kernels")
+    p.add_argument("--env", action="append", metavar="KEY=VALUE", default=[], help="set a variable in the kernel's environment (repeatable)")
+    p.add_argument(
+        "--ascend-env",
+        metavar="SET_ENV_SH",
+        help="source this script (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) and record what it sets in the kernelspec",
+    )
+    p.add_argument("--force", action="store_true", help="replace a kernelspec of that name that msnb did not make for this interpreter")
+    p.add_argument("--no-check", action="store_true", help="do not start the installed kernel to check it is ready")
+    p.set_defaults(func=_cmd_install_kernel)
+
+    p = sub.add_parser(
+        "uninstall-kernel", help="remove a kernelspec msnb installed (the one Jupyter starts, unless --user/--sys-prefix/--prefix/--all), saying what is left"
+    )
+    p.add_argument("--name", default="mindspore")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--user", action="store_true", help="look only in this user's kernels folder")
+    where.add_argument("--sys-prefix", action="store_true", help="look only in this Python environment (sys.prefix)")
+    where.add_argument("--prefix", metavar="DIR", help="look only in DIR/share/jupyter/kernels (where install-kernel --prefix DIR put it)")
+    where.add_argument("--all", action="store_true", help="remove every kernelspec of that name Jupyter can find, the shadowed ones too")
+    p.add_argument("--force", action="store_true", help="remove a kernelspec folder even if msnb did not make it (never a package's own files)")
+    p.set_defaults(func=_cmd_uninstall_kernel)
+
+    p = sub.add_parser(
+        "list-kernels", help="list kernelspecs: where each lives, msnb's, those whose interpreter is gone, those shadowed by one of the same name"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_list_kernels)
+
+
+def _add_file_commands(sub) -> None:
+    """export, convert and config: what msnb reads, written in other formats or resolved."""
+    p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
+    p.add_argument("path", help="a file, a run directory or a tree of runs")
+    p.add_argument("--kind", default="scalars", choices=KIND_CHOICES, metavar="KIND", help=f"one of {', '.join(KIND_NAMES)} (default: scalars)")
+    p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
+    p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
+    p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("convert", help="write MindSpore summaries, lineage and logs as TensorBoard event files")
+    p.add_argument("src", help="a summary file, a run directory or a tree of runs")
+    p.add_argument("--to", required=True, choices=["tensorboard"], help="the target format")
+    p.add_argument("dst", help="the TensorBoard log directory to write (runs appear as DST/<run>/rank_N)")
+    p.add_argument("--follow", action="store_true", help="keep converting as the job writes (Ctrl-C stops)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between passes with --follow")
+    p.add_argument("--timeout", type=float, default=None, help="stop following after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("config", help="print a YAML config resolved (base_config, ${} references) with lint findings")
+    p.add_argument("file", help="a mindformers-style YAML file")
+    p.add_argument("--json", action="store_true", help='print {"config": ..., "findings": [...]}')
+    p.add_argument("--steps", type=int, help="how many steps the run will take (short runs may collect often)")
+    p.set_defaults(func=_cmd_config)
 
 
 def main(argv=None) -> int:

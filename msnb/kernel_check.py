@@ -409,6 +409,70 @@ def _resolve(name: str, spec_dir: str | os.PathLike | None):
         raise KernelSpecError(f"the kernelspec {name!r} cannot be read: {' '.join(str(exc).split())}") from None
 
 
+def _interpreter_findings(findings: list, python: str, base_env: dict, reinstall: str | None, name: str) -> bool:
+    """Whether the kernelspec's interpreter exists for the front end; a bare ``python`` or a missing one is a finding.
+
+    Returns:
+        True when the interpreter exists (a bare one does: the front end supplies it).
+    """
+    # jupyter_client runs a bare "python"/"python3"/"python3.X" with its own interpreter, VS Code with the selected one
+    front_end_python = python in {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
+    if front_end_python:
+        exists = True
+        findings.append(
+            Finding(
+                "kernel-python-relative",
+                INFO,
+                f"kernel.json starts a bare {python!r}: Jupyter runs it with the server's own Python ({sys.executable} here), "
+                "VS Code with whichever interpreter is selected, so the kernel's packages depend on the front end",
+                "install a kernel that names its interpreter in full: msnb install-kernel --name NAME (run with that Python)",
+            )
+        )
+    else:
+        exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else shutil.which(python, path=base_env["PATH"]) is not None)
+    if not exists:
+        findings.append(
+            Finding(
+                "kernel-python-missing",
+                ERROR,
+                f"kernel.json starts {python or '(empty argv)'}, which does not exist"
+                + ("" if os.path.isabs(python or "/") else f" on the front end's PATH ({base_env['PATH']})")
+                + ": front ends hide such kernels or fail to start them",
+                reinstall or f"reinstall the kernel from the environment it should use, or remove it: jupyter kernelspec remove {name}",
+            )
+        )
+    return exists
+
+
+def _reference_findings(references: dict, seen: dict, made_by_msnb: bool) -> list:
+    """A ``${VAR}`` in kernel.json's env: literal text when the front end lacks VAR, an expansion only some front ends do."""
+    out = []
+    for key, value in references.items():
+        got = seen.get(key)
+        left = sorted({m.group(0) for m in _REFERENCE.finditer(value)} & {m.group(0) for m in _REFERENCE.finditer(got or "")})
+        literal = bool(left)
+        if literal:
+            message = (
+                f"kernel.json sets {key}={value!r}; started here the kernel got {got!r}: {', '.join(left)} stayed literal text "
+                "because the front end's environment lacks the variable"
+            )
+        elif got is not None:
+            message = f"kernel.json sets {key}={value!r}; jupyter_client expanded it to {got!r} here, but other front ends take it literally"
+        else:
+            message = f"kernel.json sets {key}={value!r}; front ends disagree on expanding references (some take them literally)"
+        out.append(
+            Finding(
+                "kernel-env-unexpanded",
+                ERROR if literal else WARNING,
+                message,
+                "store the value in full, as `msnb install-kernel --ascend-env <set_env.sh>` does"
+                + f" (or `--env {key}=<the full value>`)"
+                + (" and reinstall" if made_by_msnb else ""),
+            )
+        )
+    return out
+
+
 def check_kernel(
     name: str = DEFAULT_KERNEL,
     *,
@@ -449,33 +513,7 @@ def check_kernel(
     findings = report.findings
     reinstall = f"msnb install-kernel --name {name} --force  # run with the Python that should start it" if made_by_msnb else None
 
-    # jupyter_client runs a bare "python"/"python3"/"python3.X" with its own interpreter, VS Code with the selected one
-    front_end_python = python in {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
-    if front_end_python:
-        exists = True
-        findings.append(
-            Finding(
-                "kernel-python-relative",
-                INFO,
-                f"kernel.json starts a bare {python!r}: Jupyter runs it with the server's own Python ({sys.executable} here), "
-                "VS Code with whichever interpreter is selected, so the kernel's packages depend on the front end",
-                "install a kernel that names its interpreter in full: msnb install-kernel --name NAME (run with that Python)",
-            )
-        )
-    else:
-        exists = bool(python) and (os.path.exists(python) if os.path.isabs(python) else shutil.which(python, path=base_env["PATH"]) is not None)
-    if not exists:
-        findings.append(
-            Finding(
-                "kernel-python-missing",
-                ERROR,
-                f"kernel.json starts {python or '(empty argv)'}, which does not exist"
-                + ("" if os.path.isabs(python or "/") else f" on the front end's PATH ({base_env['PATH']})")
-                + ": front ends hide such kernels or fail to start them",
-                reinstall or f"reinstall the kernel from the environment it should use, or remove it: jupyter kernelspec remove {name}",
-            )
-        )
-
+    exists = _interpreter_findings(findings, python, base_env, reinstall, name)
     not_text = sorted(k for k, v in (spec.env or {}).items() if not isinstance(v, str))
     if not_text:
         findings.append(
@@ -492,31 +530,7 @@ def check_kernel(
     if exists and not not_text:  # a non-string env value stops every front end before the kernel runs
         _start_and_probe(report, ksm, base_env, startup_timeout, mindspore_timeout, made_by_msnb)
 
-    seen = report.inside.get("env_of_spec", {})
-    for key, value in references.items():
-        got = seen.get(key)
-        left = sorted({m.group(0) for m in _REFERENCE.finditer(value)} & {m.group(0) for m in _REFERENCE.finditer(got or "")})
-        literal = bool(left)
-        if literal:
-            message = (
-                f"kernel.json sets {key}={value!r}; started here the kernel got {got!r}: {', '.join(left)} stayed literal text "
-                "because the front end's environment lacks the variable"
-            )
-        elif got is not None:
-            message = f"kernel.json sets {key}={value!r}; jupyter_client expanded it to {got!r} here, but other front ends take it literally"
-        else:
-            message = f"kernel.json sets {key}={value!r}; front ends disagree on expanding references (some take them literally)"
-        findings.append(
-            Finding(
-                "kernel-env-unexpanded",
-                ERROR if literal else WARNING,
-                message,
-                "store the value in full, as `msnb install-kernel --ascend-env <set_env.sh>` does"
-                + f" (or `--env {key}=<the full value>`)"
-                + (" and reinstall" if made_by_msnb else ""),
-            )
-        )
-
+    findings += _reference_findings(references, report.inside.get("env_of_spec", {}), made_by_msnb)
     _ascend_findings(report, base_env, shell_env, dev_dir)
     if location is not None:
         findings.append(location)

@@ -1,5 +1,6 @@
 """docs/ARCHITECTURE.md's list of layers says what the import-linter contracts in pyproject.toml check (`lint-imports`)."""
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -95,3 +96,30 @@ def test_every_import_inside_a_function_says_what_it_defers():
     MindSpore, pyarrow, IPython...) or runs only in a child process, and a comment says which."""
     silent = [f"{p.relative_to(ROOT)}:{line}" for p in sorted((ROOT / "msnb").rglob("*.py")) for line, said in _function_imports(p) if not said]
     assert not silent, "imports inside functions with no comment saying what they defer: " + ", ".join(silent)
+
+
+# The functions still at or over the limit, each waiting for its own split (the report of the change that set the limit
+# names who holds them); a name leaves this list when its function is split, and nothing joins it.
+LONG_FUNCTION_LIMIT = 100
+KNOWN_LONG = {
+    ("msnb/smoke/card_memory.py", "estimate_card_memory"),
+    ("msnb/smoke/finishing.py", "judge"),
+}
+
+
+def long_functions() -> dict:
+    """``{(file, function): lines}`` of every function in msnb of LONG_FUNCTION_LIMIT lines or more (ast: def to last line)."""
+    out = {}
+    for path in sorted((ROOT / "msnb").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines >= LONG_FUNCTION_LIMIT:
+                    out[(path.relative_to(ROOT).as_posix(), node.name)] = lines
+    return out
+
+
+def test_every_function_is_shorter_than_a_hundred_lines():
+    found = long_functions()
+    assert set(found) <= KNOWN_LONG, {k: v for k, v in found.items() if k not in KNOWN_LONG}
+    assert not KNOWN_LONG - set(found), f"split already: take them off KNOWN_LONG: {KNOWN_LONG - set(found)}"

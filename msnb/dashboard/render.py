@@ -266,7 +266,7 @@ def render(data: BoardData, view: View, figure=None):
 
 def _dress_axes(ax, panel, name: str, shown: list, view: View) -> None:
     """A panel's title (with the spellings its runs use), axes, scales, y range and its note when no run has the tag."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # deferred: matplotlib, until the first draw
 
     ax.set_title(_plain(name if set(shown) <= {name} else f"{name} ({', '.join(sorted(set(shown)))})"), parse_math=False)
     ax.set_xlabel(panel.xlabel)

@@ -441,9 +441,7 @@ def plot_scalars(
     Returns:
         A :class:`PlotReport`.
     """
-    # deferred: matplotlib, until a figure is drawn
-    import matplotlib
-    from matplotlib.figure import Figure
+    import matplotlib  # deferred: matplotlib, until a figure is drawn
 
     _default_weight(smooth)  # a weight that is no number fails here, before anything is drawn
     runs = sorted(set(scalars.run.tolist()))
@@ -458,14 +456,9 @@ def plot_scalars(
     band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
 
     n = max(1, len(panels))
-    cols = 1 if n == 1 else 2
-    rows = (n + cols - 1) // cols
     # many lines: one colour per run (its ranks thin lines of that colour), one legend entry per run, outside the panels
     crowded = sum(1 if run in band_runs or not ranks else max(1, len(rank_map[run])) for run in runs) > CROWDED_ABOVE
-    fig = figure or Figure(figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
+    fig, axes = _panel_grid(figure, n)
     figure_state = _Figure(
         scalars=scalars,
         runs=runs,
@@ -496,23 +489,20 @@ def plot_scalars(
         _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None, run_names=figure_state.run_names)
     nonfinite = [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
     points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
-    labels = {r: figure_state.label_for_run(r) for r in runs}
-    return PlotReport(
-        fig,
-        runs,
-        {r: rank_map[r] for r in runs},
-        list(tags),
-        points,
-        figure_state.drawn,
-        flags,
-        nonfinite,
-        smoothed_points=figure_state.smoothed,
-        labels=labels,
-        bands=figure_state.drawn_bands,
-        unbanded=figure_state.unbanded,
-        verdicts=verdicts,
-        panels=panels,
-    )
+    return figure_state.report(fig, list(tags), points, nonfinite, verdicts, panels)
+
+
+def _panel_grid(figure, n: int) -> tuple:
+    """``(figure, axes)``: *n* panels in one column or two, in a new figure or the one given; spare axes hidden."""
+    from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
+
+    cols = 1 if n == 1 else 2
+    rows = (n + cols - 1) // cols
+    fig = figure or Figure(figsize=(PANEL_SIZE[0] * cols, PANEL_SIZE[1] * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes
 
 
 def _judged(scalars: ScalarTable, runs: list, divergence_threshold) -> tuple:
@@ -568,6 +558,25 @@ class _Figure:
     unbanded: list = field(default_factory=list)
     drawn: int = 0
     smoothed: int = 0
+
+    def report(self, fig, tags: list, points: int, nonfinite: list, verdicts: list, panels: list) -> PlotReport:
+        """What was drawn, once every panel is."""
+        return PlotReport(
+            fig,
+            self.runs,
+            {r: self.rank_map[r] for r in self.runs},
+            tags,
+            points,
+            self.drawn,
+            self.flags,
+            nonfinite,
+            smoothed_points=self.smoothed,
+            labels={r: self.label_for_run(r) for r in self.runs},
+            bands=self.drawn_bands,
+            unbanded=self.unbanded,
+            verdicts=verdicts,
+            panels=panels,
+        )
 
     def draw_panel(self, ax, panel) -> None:
         """One panel: each spelling's lines and bands, msprobe's markers, the judge's flags, then the axes."""
@@ -678,7 +687,7 @@ class _Figure:
 
     def _finish_axes(self, ax, panel, drawing, spelled: bool, xlabel: str) -> None:
         """Title, x axis, y scale, the empty-panel note, grid and legend."""
-        from matplotlib.ticker import MaxNLocator
+        from matplotlib.ticker import MaxNLocator  # deferred: matplotlib, until a figure is drawn
 
         if drawing.outliers and drawing.steady:
             _scale_to_steady(ax, np.concatenate(drawing.steady), drawing.outliers, lambda step: step, next(iter(panel.tags.values()), ""))

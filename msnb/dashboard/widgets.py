@@ -152,11 +152,12 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _badge(data: BoardData, key: str) -> str:
-    """The judge's light (its checks in the tooltip) and the run's colour swatch, as HTML."""
+    """The judge's light (its checks and the files it judged in the tooltip) and the run's colour swatch, as HTML."""
     verdict = data.runs[key].verdict
     color, word = LIGHTS[light(verdict)]
     checks = "" if verdict is None else "; ".join(f"{c.name}: {c.status}" for c in verdict.checks)
-    tip = html.escape(word + (": " + checks if checks else ""), quote=True)
+    source = f"; judged from {verdict.judged_from}" if verdict is not None and verdict.judged_from else ""
+    tip = html.escape(word + (": " + checks if checks else "") + source, quote=True)
     return (
         f'<span title="{tip}" style="display:inline-block;width:10px;height:10px;border-radius:50%;background:{color};margin-right:4px"></span>'
         f'<span style="display:inline-block;width:18px;height:4px;background:{data.color(key)};vertical-align:middle;margin-right:2px"></span>'

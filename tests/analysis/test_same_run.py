@@ -17,6 +17,7 @@ import pytest
 
 import msnb
 from msnb.dashboard.model import BoardData
+from msnb.dashboard.widgets import _badge
 from msnb.events.problems import ProblemKind
 from msnb.events.runs import read_runs
 from msnb.plot.scalars import plot_read
@@ -93,6 +94,7 @@ def test_one_job_is_one_run_in_check_plot_report_board_and_runs(job, tmp_path):
     assert report.runs == [job.name] and "judged from output/log/rank_0/info.log" in report.html
     board = BoardData([job])
     assert board.poll(final=True) == ["."] and board.runs["."].verdict.judged_from == checked.runs[0].judged_from
+    assert "judged from output/log/rank_0/info.log" in _badge(board, ".")  # the board's light says it in its tooltip
     table = msnb.runs(job)
     assert [r.run for r in table.rows] == ["."] and table.rows[0].passed
 

@@ -175,8 +175,13 @@ def find_global_norm_records(root, *, max_depth: int = 6):
     if os.path.isfile(root):
         candidates = [root] if os.path.basename(root) == RECORD_NAME else []
     else:
-        candidates = [os.path.join(d, RECORD_NAME) for d, names in walk(root, max_depth=max_depth) if RECORD_NAME in names]
-    problems = []
+        left: list = []
+        candidates = [os.path.join(d, RECORD_NAME) for d, names in walk(root, left, max_depth=max_depth) if RECORD_NAME in names]
+    problems = [  # a record linked from outside the folder (/dev/zero, another job's) is named, never opened
+        Problem(p.path, None, "decode", f"abnormal_global_norm.json could not be read: {p.message}")
+        for p in ([] if os.path.isfile(root) else left)
+        if os.path.basename(p.path) == RECORD_NAME
+    ]
     for path in candidates:
         try:
             found.append((path, read_global_norm_record(path)))

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 
 import numpy as np
 
-from . import logs
+from . import log_layouts, logs
 
 # a number as the layouts print it: digits/point/exponent (float() judges it exactly) or NaN/Inf (as logs._NUM takes them);
 # possessive, as the character after a number is never one of its own
@@ -57,7 +58,6 @@ _MF_PATTERNS: dict = {}  # which fields are captured -> the pattern
 _MF_LONGEST = 4096  # characters an MFLossMonitor match can have: 4 counters and 14 numbers, each bounded, and the names
 # what makes the line reader look at a line (logs.LogParser.feed)
 # ("epoch" stands for "epoch:" and "epoch time", looked for when it is there)
-_MARKERS = (b"Epoch:[", b"iteration", b"{ step:[", b"epoch", b"samples/s/p")  # the last: mindformers 1.x's progress line
 # line breaks str.splitlines() knows besides \n, as bytes of a UTF-8 file: a chunk holding one is read line by line
 _ASCII_BREAKS = np.array([11, 12, 13, 28, 29, 30], dtype=np.uint8)
 _UNICODE_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
@@ -123,6 +123,8 @@ def parse(parser, body: bytes, wanted=None):
         return [], 0  # (no line: the rest of a line longer than a chunk, cut)
     if not body.endswith(b"\n"):
         body += b"\n"
+    if any(layout.marker in body for layout in log_layouts.table_layouts()):
+        return None  # a layout with no whole-chunk reader: its lines are the line reader's
     state = parser.bulk_state()
     quick = _quick(parser, body, wanted)
     if quick is not None:
@@ -134,17 +136,14 @@ def parse(parser, body: bytes, wanted=None):
     nl = chunk.nl
     if nl.size and int(np.diff(nl, prepend=-1).max()) > parser.max_line:
         return None
-    present = [m for m in _MARKERS if m in body]
-    if b"epoch" in present:
-        present.remove(b"epoch")
-        present += [m for m in (b"epoch:", b"epoch time") if m in body]
+    present = [m for m in log_layouts.markers() if m in body]
     if not present:
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
     got, own = ([], np.zeros(0, dtype=np.int64)), None
-    for marker, layout in _LAYOUTS:
+    for marker, layout in log_layouts.bulk_readers(_this):
         if marker in marked:
-            got = layout(parser, _Marked(chunk, marked[marker], marked.get(b"samples/s/p")), wanted)
+            got = layout(parser, _Marked(chunk, marked[marker], marked.get(log_layouts.PROGRESS_MARKER)), wanted)
             if got is None or got[1].size:
                 own = marker
                 break
@@ -166,7 +165,7 @@ def _careful(parser, chunk: _Chunk, marked: dict, own, got, wanted):
     if got is None:
         return None
     points, done = got
-    foreign = [chunk.line_of(p) for m, p in marked.items() if m not in (own, b"samples/s/p")]
+    foreign = [chunk.line_of(p) for m, p in marked.items() if m not in (own, log_layouts.PROGRESS_MARKER)]
     if foreign and np.isin(done, np.concatenate(foreign)).any():
         return None  # a line of the layout that also holds another marker: which reading wins is the line reader's call
     odd = np.setdiff1d(np.unique(np.concatenate([chunk.line_of(p) for p in marked.values()])), done, assume_unique=True)
@@ -316,7 +315,8 @@ class _Split:
     def _inert_between(self, between: list, progress: bool) -> bool:
         """Whether the text between the matches holds no marker and no line break but \\n (then kept for :meth:`wall`)."""
         text = b"".join(between)
-        if any(m in text for m in (_MARKERS[:-1] if progress else _MARKERS)):
+        markers = log_layouts.markers()
+        if any(m in text for m in (markers[:-1] if progress else markers)):
             return False
         if not text.isascii() and any(b in text for b in _UNICODE_BREAKS):
             return False
@@ -326,7 +326,7 @@ class _Split:
         if np.isin(kinds, _ASCII_BREAKS).any():
             return False
         self.text, self.arr, self.nl = text, arr, low[kinds == 10]
-        self.progress = progress and _MARKERS[-1] in text
+        self.progress = progress and log_layouts.PROGRESS_MARKER in text
         return True
 
     def wall(self, lines: np.ndarray) -> np.ndarray | None:
@@ -342,7 +342,7 @@ class _Split:
         """``(text, line_of, positions of "samples/s/p", lines holding "Epoch:[")`` in the text between the matches (none of the last there), or None."""
         if not self.progress:
             return None
-        at = _positions(self.arr, _MARKERS[-1])
+        at = _positions(self.arr, log_layouts.PROGRESS_MARKER)
         return self.text, lambda positions: np.searchsorted(self.nl, positions), at, np.zeros(0, dtype=np.int64)  # (no "Epoch:[" there)
 
 
@@ -352,7 +352,7 @@ def _quick(parser, body: bytes, wanted):
         parser.bulk_wait -= 1
         return None
     head = body[:_HEAD]
-    first = [(at, layout) for marker, layout in _LAYOUTS if (at := head.find(marker)) >= 0]
+    first = [(at, layout) for marker, layout in log_layouts.bulk_readers(_this) if (at := head.find(marker)) >= 0]
     if not first:
         return None
     where = _Split(parser, body)
@@ -853,4 +853,4 @@ def _pynative(parser, where, wanted):
 
 
 # each layout by its marker, the most telling first (:func:`parse`)
-_LAYOUTS = ((b"Epoch:[", _mf), (b"{ step:[", _pynative), (b"iteration", _megatron))
+_this = sys.modules[__name__]  # the whole-chunk readers the layout table names (log_layouts.bulk_readers)

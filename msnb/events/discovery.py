@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..safe_files import inside, pseudo_filesystem
-from . import msprobe
+from . import log_layouts, msprobe
 from .problems import Problem, ProblemKind
 from .records import HEADER, scan
 from .tables import NO_RANK
@@ -244,7 +244,6 @@ def _jsonl_row(head: bytes) -> bool:
 
 
 # any line one of msnb's log readers reads: MindSpore's LossMonitor, mindformers' two trainers, Megatron-LM
-_LOG_LINE = re.compile(rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is|\{ ?(?:Epoch|step):\[ *\d|iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
 # what the trainers print before their first step: Megatron-LM's (and MindSpeed's) arguments, a banner then
 # "  name ....... value" lines (eight in a row: no table of contents) that run to megabytes before the first
 # iteration; mindformers' logger
@@ -258,13 +257,13 @@ _LOG_START = re.compile(
 
 
 # a literal each of _LOG_START's branches holds: the pattern is searched only where one is (a plain search for a
-# literal is fast; the alternation is not: 2.9 ms for 64 KiB of other text, against 0.25 ms for _LOG_LINE)
+# literal is fast; the alternation is not: 2.9 ms for 64 KiB of other text, against 0.25 ms for the layouts' sniff)
 _LOG_START_KEYS = (b" arguments ", b"using world size: ", b" ...", b"mindformers", b"[DEBUG] ", b"[INFO] ", b"[WARNING] ", b"[ERROR] ", b"[CRITICAL] ")
 
 
 def _log_head(head: bytes) -> bool:
     """A training log's first bytes: a line msnb reads, or what a trainer prints before its first step."""
-    if _LOG_LINE.search(head) is not None:
+    if log_layouts.sniff_pattern().search(head) is not None:  # a line of a layout msnb reads
         return True
     return any(key in head for key in _LOG_START_KEYS) and _LOG_START.search(head) is not None
 

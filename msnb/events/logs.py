@@ -50,7 +50,7 @@ import re
 import time
 
 from ..words import count
-from . import training_state
+from . import log_layouts, training_state
 
 # one way to match any number: digits, then an optional fraction, then an optional exponent; or NaN/Inf in any case
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
@@ -391,6 +391,9 @@ class LogParser:
     def feed(self, lines) -> list:
         """Points of the given lines, in order.
 
+        Each line is read by the first layout (:mod:`msnb.events.log_layouts`) that takes it: the built-in ones in
+        this order, then the table's own.
+
         Args:
             lines: text lines (without their newline); each is parsed by its first ``max_line`` characters.
 
@@ -398,77 +401,128 @@ class LogParser:
             ``(tag, step, wall_time, value)`` tuples.
         """
         points = []
+        table = log_layouts.table_layouts()
         for line in lines:
             self.lines += 1
             if len(line) > self.max_line:
                 line = line[: self.max_line]
                 self.long_lines += 1
-            if "Epoch:[" in line and (state := training_state.parse_line(line)) is not None:  # TrainingStateMonitor
-                wall = _wall_time(line)
-                points.extend((tag, step, wall, value) for tag, step, value in state)
-                self.matched += 1
+            if "Epoch:[" in line and self._training_state(line, points):
                 continue
             if "iteration" in line and self._megatron(line, points):
                 continue
+            if table and self._table(table, line, points):
+                continue
             if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
                 continue
-            at = line.find("{ step:[")
-            m = _PYNATIVE.match(line, at) if at >= 0 else None
-            if m:
-                if int(m.group(1)) > _INT64_MAX or int(m.group(2)) > _INT64_MAX:
-                    continue
-                self._pynative(line, m, points)
+            if self._pynative_line(line, points) or self._mf(line, points) or self._loss_monitor(line, points) or self._time_monitor(line, points):
                 continue
-            at = line.find("Epoch:[")
-            m = None
-            if at >= 1:
-                m = _MF.match(line, at - 1) or (_MF.match(line, at - 2) if at >= 2 else None)
-            if m:
-                epoch, step, per_epoch = int(m.group(1)), int(m.group(3)), int(m.group(4))
-                gstep = (epoch - 1) * per_epoch + step
-                if not 0 <= gstep <= _INT64_MAX:
-                    continue
-                wall = _wall_time(line)
-                loss = m.group("loss") if m.group("loss") is not None else m.group("sinkloss")
-                points.append(("loss", gstep, wall, _float(loss)))
-                self._fields(line, m.end(), _MF_FIELDS, gstep, wall, points)
-                self.last_global = (gstep, wall)
-                self.matched += 1
+            self._progress(line, points)
+        return points
+
+    def _training_state(self, line: str, points: list) -> bool:
+        """A TrainingStateMonitor line (mindformers): its points; False when the line is none."""
+        state = training_state.parse_line(line)
+        if state is None:
+            return False
+        wall = _wall_time(line)
+        points.extend((tag, step, wall, value) for tag, step, value in state)
+        self.matched += 1
+        return True
+
+    def _table(self, table, line: str, points: list) -> bool:
+        """A line of a layout read through the table (:attr:`~msnb.events.log_layouts.LogLayout.line`); False when none takes it."""
+        for layout in table:
+            if layout.marker.decode() not in line:
                 continue
-            m = _at_literal(_LOSS_MONITOR_NAN, line, "epoch:")
-            if m:
-                gstep = self._global_step(int(m.group(1)), int(m.group(2)))
-                if gstep is None:
-                    continue
+            m = layout.pattern().search(line)
+            if m is None:
+                continue
+            step = int(m.group("step"))
+            if step > _INT64_MAX:
+                return True
+            wall = _wall_time(line)
+            for group, tag in layout.fields:
+                text = m.group(group)
+                if text is not None:
+                    points.append((tag, step, wall, _float(text)))
+            self.matched += 1
+            return True
+        return False
+
+    def _pynative_line(self, line: str, points: list) -> bool:
+        """A dynamic-graph trainer line (``{ step:[``); True also for one whose counters overflow (read as nothing)."""
+        at = line.find("{ step:[")
+        m = _PYNATIVE.match(line, at) if at >= 0 else None
+        if not m:
+            return False
+        if int(m.group(1)) <= _INT64_MAX and int(m.group(2)) <= _INT64_MAX:
+            self._pynative(line, m, points)
+        return True
+
+    def _mf(self, line: str, points: list) -> bool:
+        """An MFLossMonitor line (``{ Epoch:[``); True also for one whose global step is out of range."""
+        at = line.find("Epoch:[")
+        m = None
+        if at >= 1:
+            m = _MF.match(line, at - 1) or (_MF.match(line, at - 2) if at >= 2 else None)
+        if not m:
+            return False
+        epoch, step, per_epoch = int(m.group(1)), int(m.group(3)), int(m.group(4))
+        gstep = (epoch - 1) * per_epoch + step
+        if not 0 <= gstep <= _INT64_MAX:
+            return True
+        wall = _wall_time(line)
+        loss = m.group("loss") if m.group("loss") is not None else m.group("sinkloss")
+        points.append(("loss", gstep, wall, _float(loss)))
+        self._fields(line, m.end(), _MF_FIELDS, gstep, wall, points)
+        self.last_global = (gstep, wall)
+        self.matched += 1
+        return True
+
+    def _loss_monitor(self, line: str, points: list) -> bool:
+        """A LossMonitor line (``epoch: E step: S, loss is V``, or ``... loss is NAN or INF``)."""
+        m = _at_literal(_LOSS_MONITOR_NAN, line, "epoch:")
+        if m:
+            gstep = self._global_step(int(m.group(1)), int(m.group(2)))
+            if gstep is not None:
                 points.append(("loss", gstep, _wall_time(line), math.nan))
                 self.matched += 1
-                continue
-            m = _at_literal(_LOSS_MONITOR, line, "epoch:")
-            if m:
-                gstep = self._global_step(int(m.group(1)), int(m.group(2)))
-                if gstep is None:
-                    continue
-                points.append(("loss", gstep, _wall_time(line), _float(m.group(3))))
-                self.last_global = (gstep, _wall_time(line))
-                self.matched += 1
-                continue
-            at = line.find(" epoch time:")
-            m = _TIME_MONITOR.match(line, _word_start(line, at)) if at >= 1 else None
-            if m and m.group(1).lower() == "train":
-                epoch_ms, step_ms = _float(m.group(2)), _float(m.group(3))
-                if self.epoch is not None and step_ms > 0 and math.isfinite(epoch_ms) and epoch_ms / step_ms < _INT64_MAX:
-                    steps = int(round(epoch_ms / step_ms))
-                    if steps >= self.last_step_in_epoch:
-                        self.epoch_steps[self.epoch] = steps
-                if self.last_global is not None:
-                    gstep = self.last_global[0]
-                    points.append(("step_time_ms", gstep, _wall_time(line), step_ms))
-                self.matched += 1
-                continue
-            at = line.find("samples/s/p")
-            m = _MF_PROGRESS.search(line, max(0, at - 64), at) if at >= 0 else None
-            if m and self.last_global is not None:
-                gstep, wall = self.last_global
-                points.append(("throughput", gstep, wall, _float(m.group(1))))
-                self.matched += 1
-        return points
+            return True
+        m = _at_literal(_LOSS_MONITOR, line, "epoch:")
+        if not m:
+            return False
+        gstep = self._global_step(int(m.group(1)), int(m.group(2)))
+        if gstep is not None:
+            points.append(("loss", gstep, _wall_time(line), _float(m.group(3))))
+            self.last_global = (gstep, _wall_time(line))
+            self.matched += 1
+        return True
+
+    def _time_monitor(self, line: str, points: list) -> bool:
+        """A TimeMonitor line of training (``train epoch time: ... per step time: ...``): the step time of the last step."""
+        at = line.find(" epoch time:")
+        m = _TIME_MONITOR.match(line, _word_start(line, at)) if at >= 1 else None
+        if not (m and m.group(1).lower() == "train"):
+            return False
+        epoch_ms, step_ms = _float(m.group(2)), _float(m.group(3))
+        if self.epoch is not None and step_ms > 0 and math.isfinite(epoch_ms) and epoch_ms / step_ms < _INT64_MAX:
+            steps = int(round(epoch_ms / step_ms))
+            if steps >= self.last_step_in_epoch:
+                self.epoch_steps[self.epoch] = steps
+        if self.last_global is not None:
+            gstep = self.last_global[0]
+            points.append(("step_time_ms", gstep, _wall_time(line), step_ms))
+        self.matched += 1
+        return True
+
+    def _progress(self, line: str, points: list) -> bool:
+        """mindformers 1.x's progress line (``... samples/s/p``): the throughput of the loss line before it."""
+        at = line.find("samples/s/p")
+        m = _MF_PROGRESS.search(line, max(0, at - 64), at) if at >= 0 else None
+        if not (m and self.last_global is not None):
+            return False
+        gstep, wall = self.last_global
+        points.append(("throughput", gstep, wall, _float(m.group(1))))
+        self.matched += 1
+        return True

@@ -95,6 +95,13 @@ def register_model(config_cls=None, model_cls=None, *, model_type=None, on_confl
     return _register_model(config_cls, model_cls, model_type=model_type, on_conflict=on_conflict)
 
 
+def preflight(config, *, devices=None, launch=None, card_gb=None):
+    """mindformers' own startup checks on a run YAML at full size for the launch's device count (see :func:`msnb.smoke.preflight.run_preflight`)."""
+    from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child process)
+
+    return run_preflight(config, devices=devices, launch=launch, card_gb=card_gb)
+
+
 def load_ipython_extension(ipython):
     """Register msnb's magics with *ipython* (called by ``%load_ext msnb``), and keep widgets live during async cells.
 

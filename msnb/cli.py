@@ -132,6 +132,14 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _cmd_preflight(args) -> int:
+    from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child)
+
+    result = run_preflight(args.file, devices=args.devices, launch=args.launch, card_gb=args.card_gb)
+    print(result.to_json() if args.json else result.format_text())
+    return result.exit_code
+
+
 def _say(command: str, problems) -> None:
     """What reading met, on stderr: one line per kind of problem, the files sharing it counted."""
     from .events.problems import grouped  # deferred: the readers (msnb.events), loaded already by whoever read something
@@ -407,6 +415,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_kernel_commands(sub)
     _add_file_commands(sub)
+
+    p = sub.add_parser("preflight", help="mindformers' own startup checks on a run YAML at full size, for the devices the launch will have (no training)")
+    p.add_argument("file", help="a mindformers run YAML")
+    p.add_argument("--devices", type=int, help="the device count the launch will have (unknown: that rule is not checked, exit 3)")
+    p.add_argument("--launch", metavar="CMD", help='the launcher command line, e.g. "msrun --worker_num=16 --local_worker_num=8 ..." (its count is used)')
+    p.add_argument("--card-gb", metavar="G", help="the card's memory in GiB, or a card's name (910B2...), for the per-card memory check")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_preflight)
+
     p = sub.add_parser("plot", help="draw the scalar curves under the PATHs to a PNG or SVG file")
     add_arguments(p, PLOT_OPTIONS).set_defaults(func=_cmd_plot)
 

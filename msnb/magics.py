@@ -136,6 +136,24 @@ class MsnbMagics(Magics):
         print(est.format_text())
         return est
 
+    @magic_arguments()
+    @argument("file", help="a mindformers run YAML")
+    @argument("--devices", type=int, default=None, help="the device count the launch will have")
+    @argument("--launch", default=None, help="the launcher command line, quoted (its device count is used)")
+    @argument("--card-gb", default=None, help="the card's memory in GiB or a card's name, for the memory check")
+    @line_magic
+    @user_errors
+    def mfmon_preflight(self, line):
+        """mindformers' own startup checks on a run YAML at full size (parallel layout against the device count,
+        TransformerConfig, check_rules), in a child process: the kernel stays clean.
+
+        Returns a ``msnb.smoke.preflight.PreflightResult`` (passed / failed / not checked, each check's line).
+        """
+        from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader
+
+        args = parse_line(self.mfmon_preflight, line)
+        return run_preflight(args.file, devices=args.devices, launch=args.launch, card_gb=args.card_gb)
+
     @magic_arguments_from(PLOT_OPTIONS)
     @line_magic
     @user_errors

@@ -16,8 +16,9 @@ from ..findings import ERROR, Finding
 from .loader import LoadedConfig
 from .run_config import is_mindformers_run
 
-# MindFormerConfig(path) reads a file only when its name ends so (mindformers/tools/register/config.py, __init__)
-YAML_SUFFIXES = (".yaml", ".yml")
+# MindFormerConfig(path) reads a file only when its name ends so: `arg.endswith('yaml') or arg.endswith('yml')`
+# (mindformers/tools/register/config.py, __init__): case-sensitive, no dot needed ("qyaml" is read, "q.YAML" is not)
+YAML_SUFFIXES = ("yaml", "yml")
 MAX_REFERENCES_SAID = 20  # a file with hundreds of ${} gets the first ones named and a count
 
 
@@ -101,14 +102,14 @@ def missing_scale_sense(loaded: LoadedConfig) -> list[Finding]:
 
 
 def unread_file_name(loaded: LoadedConfig) -> list[Finding]:
-    """``MindFormerConfig`` reads a path only when it ends in .yaml/.yml; any other name loads an empty config."""
-    if loaded.path.lower().endswith(YAML_SUFFIXES):
+    """``MindFormerConfig`` reads a path only when it ends in yaml/yml (case-sensitive); any other name loads an empty config."""
+    if loaded.path.endswith(YAML_SUFFIXES):
         return []
     return [
         Finding(
             "mindformers-file-name",
             ERROR,
-            f"{loaded.path}: mindformers' MindFormerConfig reads a file only when its name ends in .yaml or .yml: the real run starts with an empty config",
+            f"{loaded.path}: mindformers' MindFormerConfig reads a file only when its name ends in 'yaml' or 'yml' (case-sensitive): the real run starts with an empty config",
             fix="rename the file to end in .yaml",
             key="",
         )

@@ -1,0 +1,383 @@
+"""The full-size pre-flight: mindformers' own startup checks on a run YAML as the cluster will run it, in seconds, on CPU.
+
+The smoke trains a shrunk copy (every parallel degree 1, one CPU device), so
+what mindformers checks about the full-size job at startup (the device count
+against ``dp*mp*cp*pp``, heads and query groups against tensor parallelism,
+experts against expert parallelism, the recompute list against the pipeline,
+context parallelism without flash attention...) would otherwise pass the smoke
+and fail on the cluster.  Here mindformers' own functions run on the unshrunk
+config in a child process (:mod:`msnb.smoke.preflight_worker`; importing
+mindformers writes ``./output/log`` in the current directory, and the kernel
+must stay alive), building no weights, with the device count the launch will
+have: from ``devices``, from the launcher's command line (``launch``), or
+unknown, when the device-count rule is "not checked", never passed.
+
+Each finding names the YAML key, its file and line, and the mindformers source
+line that raised it; what mindformers only logs as a warning is a warning.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ..errors import SmokeError
+from ..status import ResultView
+
+PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck child is msnb's failure, "not checked"
+YAML_NAME_ENDINGS = ("yaml", "yml")  # MindFormerConfig: arg.endswith('yaml') or arg.endswith('yml') (tools/register/config.py)
+_DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_stage"
+
+
+def mindformers_reads_name(path: str) -> bool:
+    """Whether ``MindFormerConfig(path)`` reads the file: its name ends in ``yaml`` or ``yml``, case-sensitive, no dot needed."""
+    return str(path).endswith(YAML_NAME_ENDINGS)
+
+
+def _int_option(words: list, names: tuple) -> int | None:
+    """The integer value of the first of *names* in *words* (``--name=N`` or ``--name N``)."""
+    for i, word in enumerate(words):
+        for name in names:
+            if word == name and i + 1 < len(words):
+                value = words[i + 1]
+            elif word.startswith(name + "="):
+                value = word.split("=", 1)[1]
+            else:
+                continue
+            try:
+                return int(value)
+            except ValueError:
+                raise SmokeError(f"--launch: {name} {value!r} is not a whole number") from None
+    return None
+
+
+def launch_devices(launch: str) -> tuple[int, int | None, str]:
+    """The device count (and devices per node) a launcher command line starts.
+
+    Understood: MindSpore's ``msrun --worker_num=N [--local_worker_num=M]``; torchrun-style
+    ``--nnodes A --nproc_per_node B``; mindformers' ``scripts/msrun_launcher.sh "CMD" WORKER_NUM [LOCAL_WORKER ...]``.
+
+    Raises:
+        SmokeError: a command line none of these, or one whose count is not a positive whole number.
+    """
+    try:
+        words = shlex.split(launch)
+    except ValueError as exc:
+        raise SmokeError(f"--launch: {exc}") from None
+    names = [os.path.basename(w) for w in words]
+    if "msrun_launcher.sh" in names:
+        rest = words[names.index("msrun_launcher.sh") + 1 :]
+        counts = [int(w) for w in rest[1:3] if w.isdigit()]  # "the command" WORKER_NUM LOCAL_WORKER ...
+        if counts:
+            total, local = counts[0], (counts[1] if len(counts) > 1 else min(counts[0], 8))
+            return _positive(total), local, f"msrun_launcher.sh worker count {total}"
+    total = _int_option(words, ("--worker_num",))
+    if total is not None:
+        local = _int_option(words, ("--local_worker_num",))
+        return _positive(total), local, f"msrun --worker_num={total}"
+    nodes, per_node = _int_option(words, ("--nnodes",)), _int_option(words, ("--nproc_per_node", "--nproc-per-node"))
+    if per_node is not None:
+        return _positive((nodes or 1) * per_node), per_node, f"--nnodes {nodes or 1} x --nproc_per_node {per_node}"
+    raise SmokeError(
+        f'--launch {launch!r}: no device count found (msrun --worker_num=N, --nnodes A --nproc_per_node B, or msrun_launcher.sh "CMD" N); give --devices N'
+    )
+
+
+def _positive(n: int) -> int:
+    if n < 1:
+        raise SmokeError(f"--launch: a device count of {n} is not a launch")
+    return n
+
+
+@dataclass
+class PreflightCheck:
+    """One mindformers check: its outcome, mindformers' own message, the YAML key and line, and the mindformers line that raised."""
+
+    check: str
+    outcome: str  # passed / failed / warning / not checked
+    message: str = ""
+    key: str = ""
+    where: str = ""  # FILE:LINE of the key in the user's YAML
+    source: str = ""  # mindformers/...py:LINE that raised or logged it
+
+    def line(self) -> str:
+        said = f"{self.check}: {self.outcome}"
+        if self.message:
+            said += f": {self.message}"
+        if self.key:
+            said += f" [{self.key}" + (f" at {self.where}" if self.where else "") + "]"
+        if self.source:
+            said += f" (raised at {self.source})"
+        return said
+
+
+@dataclass
+class PreflightResult(ResultView):
+    """What the pre-flight found: passed (every check ran, none failed), failed (a finding), or not checked."""
+
+    config: str
+    devices: int | None
+    devices_from: str
+    checks: list = field(default_factory=list)
+    mindformers: str = ""
+    error: str = ""  # msnb could not run the checks at all
+    seconds: float = 0.0
+    memory: object = None  # the per-card memory estimate (msnb.smoke.card_memory.CardMemory), when one was made
+
+    @property
+    def findings(self) -> list:
+        return [c for c in self.checks if c.outcome == FAILED]
+
+    @property
+    def warnings(self) -> list:
+        return [c for c in self.checks if c.outcome == "warning"]
+
+    @property
+    def not_checked(self) -> list:
+        return [c for c in self.checks if c.outcome == NOT_CHECKED]
+
+    @property
+    def outcome(self) -> str:
+        """failed: a finding; not checked: msnb could not run the checks or the device count is unknown; else passed."""
+        if self.findings:
+            return FAILED
+        if self.error or self.devices is None or not self.checks:
+            return NOT_CHECKED
+        return PASSED
+
+    @property
+    def passed(self) -> bool | None:
+        return {PASSED: True, FAILED: False}.get(self.outcome)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 a finding, 3 could not check (msnb's limit or an unknown device count, never the config's fault)."""
+        return {PASSED: 0, FAILED: 1}.get(self.outcome, 3)
+
+    def as_dict(self) -> dict:
+        out = {
+            "config": self.config,
+            "outcome": self.outcome,
+            "passed": self.passed,
+            "devices": self.devices,
+            "devices_from": self.devices_from,
+            "mindformers": self.mindformers,
+            "seconds": round(self.seconds, 2),
+            "checks": [vars(c).copy() for c in self.checks],
+        }
+        if self.error:
+            out["error"] = self.error
+        if self.memory is not None:
+            out["memory"] = self.memory.as_dict()
+        return out
+
+    def headline(self) -> str:
+        """One line: the outcome and its reason."""
+        if self.findings:
+            first = self.findings[0]
+            more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+            return f"pre-flight failed: {first.message}" + (f" [{first.key} at {first.where}]" if first.where else "") + more
+        if self.error:
+            return f"pre-flight not checked: {self.error}"
+        if self.devices is None:
+            return f"pre-flight not checked: the device count is unknown, so {_DEVICE_RULE} = device count was not checked (give --devices N or --launch)"
+        unchecked = [c.check for c in self.not_checked]
+        return f"pre-flight passed at {self.devices} devices ({self.devices_from})" + (f"; not checked: {'; '.join(unchecked)}" if unchecked else "")
+
+    def format_text(self) -> str:
+        lines = [
+            f"msnb preflight {self.config}: {self.outcome.upper()}",
+            f"  devices: {self.devices if self.devices is not None else 'unknown'} ({self.devices_from}); mindformers {self.mindformers or '?'}; "
+            f"{self.seconds:.1f} s",
+        ]
+        if self.error:
+            lines.append(f"  could not check: {self.error}")
+        for c in self.checks:
+            lines.append("  " + c.line())
+        if self.memory is not None:
+            lines += ["", self.memory.format_text()]
+        lines.append(self.headline())
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.format_text()) + "</pre>"
+
+
+def _leaf_index(lines: dict) -> dict:
+    """YAML leaf name -> its dotted keys, in file order."""
+    out = {}
+    for dotted in sorted(lines, key=lambda k: lines[k] or 0):
+        out.setdefault(dotted.rsplit(".", 1)[-1], []).append(dotted)
+    return out
+
+
+_PARALLEL_KEY_WORDS = (("device_num", "parallel_config.data_parallel"), ("context_parallel is only available", "parallel_config.context_parallel"))
+
+
+def _key_of(message: str, loaded, transformer_keys: dict) -> str:
+    """The YAML key a mindformers message is about: a named key of the file (or the model_config key mindformers converts into it)."""
+    for word, key in _PARALLEL_KEY_WORDS:
+        if word in message:
+            return key
+    leaves = _leaf_index(loaded.lines) if loaded is not None else {}
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message):
+        for name in [word, *transformer_keys.get(word, [])]:
+            if name in leaves:
+                return leaves[name][0]
+    return ""
+
+
+def _checks_from(said: dict, loaded) -> list:
+    tkeys = said.get("transformer_keys") or {}
+    out = []
+    for c in said.get("checks", []):
+        outcome = {"warned": "warning"}.get(c["outcome"], c["outcome"])
+        message = " ".join(str(c.get("message", "")).split())
+        if len(message) > 400:
+            message = message[:397] + "..."
+        key = _key_of(message, loaded, tkeys) if outcome in (FAILED, "warning") else ""
+        where = ""
+        if key and loaded is not None:
+            line = loaded.lines.get(key)
+            where = f"{loaded.where(key)}" + (f":{line}" if line else "")
+        out.append(PreflightCheck(c["check"], outcome, message, key, where, c.get("source", "")))
+    return out
+
+
+def _devices_of(devices, launch) -> tuple:
+    """(devices, devices per node, where the count came from) from the caller's *devices* or *launch*."""
+    if devices is not None and launch:
+        raise SmokeError("give --devices or --launch, not both")
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+        raise SmokeError(f"--devices {devices!r}: a device count is a whole number of 1 or more")
+    if launch:
+        return launch_devices(launch)
+    return devices, None, "--devices" if devices is not None else "unknown: neither --devices nor --launch was given"
+
+
+def _screen(path: str):
+    """The config as msnb reads it (for keys and lines); a YAML that is no mindformers run config is refused in one line."""
+    from ..config import load_config  # deferred: PyYAML and the config reader
+    from ..config.run_config import is_mindformers_run
+
+    loaded = load_config(path)
+    if not is_mindformers_run(loaded.data):
+        raise SmokeError(f"{path} is not a mindformers run config (it needs model.model_config and trainer, run_mode or runner_config): nothing to pre-flight")
+    return loaded
+
+
+def _name_refused(path: str, devices, devices_from) -> PreflightResult:
+    check = PreflightCheck(
+        "MindFormerConfig file-name rule",
+        FAILED,
+        "mindformers' MindFormerConfig reads a file only when its name ends in 'yaml' or 'yml' (case-sensitive): the real run starts with an empty config",
+        "",
+        path,
+        "mindformers/tools/register/config.py (MindFormerConfig.__init__)",
+    )
+    return PreflightResult(path, devices, devices_from, [check])
+
+
+def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
+    """Several configs' pre-flights in one child process (mindformers imported once): ``[(path, devices, launch), ...]``.
+
+    Returns:
+        A :class:`PreflightResult` per item, in order (no memory section: see :func:`run_preflight`).
+    """
+    prepared, results = [], {}
+    for i, (path, devices, launch) in enumerate(items):
+        path = os.fspath(path)
+        devices, per_node, devices_from = _devices_of(devices, launch)
+        loaded = _screen(path)
+        if not mindformers_reads_name(path):
+            results[i] = _name_refused(path, devices, devices_from)
+            continue
+        prepared.append((i, path, loaded, devices, per_node, devices_from))
+    if not prepared:
+        return [results[i] for i in range(len(items))]
+    started = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="msnb-preflight-")
+    try:
+        runs = [{"workdir": workdir, "config": os.path.abspath(p), "devices": d, "per_node": n} for _, p, _, d, n, _ in prepared]
+        with open(os.path.join(workdir, "spec.json"), "w") as f:
+            json.dump({"workdir": workdir, "runs": runs}, f)
+        env = dict(os.environ, TMPDIR=workdir, PYTHONUNBUFFERED="1")
+        for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE"):
+            env.pop(name, None)  # this machine's launch, if any, is not the cluster's
+        error = ""
+        with open(os.path.join(workdir, "preflight.log"), "wb") as log:
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")],
+                    cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout * len(runs), start_new_session=True,
+                )  # fmt: skip
+                if proc.returncode:
+                    error = f"the pre-flight's child exited with status {proc.returncode}"
+            except subprocess.TimeoutExpired:
+                error = f"mindformers' checks did not finish in {timeout * len(runs):.0f} s"
+        try:
+            with open(os.path.join(workdir, "preflight.json")) as f:
+                said_all = json.load(f)
+        except (OSError, ValueError):
+            said_all = []
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    seconds = (time.monotonic() - started) / len(prepared)
+    for k, (i, path, loaded, devices, _, devices_from) in enumerate(prepared):
+        said = said_all[k] if k < len(said_all) and isinstance(said_all[k], dict) else {}
+        problem = said.get("error") or ("" if said else (error or "the pre-flight's child wrote no result"))
+        checks = _checks_from(said, loaded)
+        results[i] = PreflightResult(path, devices, devices_from, checks, said.get("mindformers", ""), problem, seconds)
+    return [results[i] for i in range(len(items))]
+
+
+def run_preflight(
+    config, *, devices: int | None = None, launch: str | None = None, timeout: float = PREFLIGHT_TIMEOUT, memory: bool = True, card_gb=None
+) -> PreflightResult:
+    """mindformers' own startup checks on *config* at full size, in a child process; see the module's docstring.
+
+    Args:
+        config: a mindformers run YAML.
+        devices: the device count the launch will have (None: from *launch*, else unknown).
+        launch: the launcher command line the cluster will run (msrun, torchrun-style, msrun_launcher.sh).
+        timeout: seconds before the child is stopped (then "not checked").
+        memory: add the per-card memory estimate (:func:`msnb.smoke.card_memory.estimate_card_memory`).
+        card_gb: the card's memory in GiB or a card's name, for the memory check (None: "not checked").
+
+    Raises:
+        SmokeError: both devices and launch, a launch line with no count, a file that is not a mindformers run config.
+        ConfigError: a file that cannot be read.
+    """
+    result = run_preflights([(config, devices, launch)], timeout=timeout)[0]
+    if memory and mindformers_reads_name(result.config):
+        _add_memory(result, result.config, result.devices, card_gb)
+    return result
+
+
+def _add_memory(result: PreflightResult, path: str, devices, card_gb) -> None:
+    """The per-card memory table (:mod:`msnb.smoke.card_memory`) as a section and a check: not fitting the card is a finding."""
+    from ..errors import MsnbError
+    from .card_memory import estimate_card_memory
+
+    name = "per-card memory (msnb's estimate at full size)"
+    try:
+        result.memory = estimate_card_memory(path, devices=devices, card_gb=card_gb)
+    except MsnbError as exc:  # no sizes to estimate from here (a pretrained_model_dir of the cluster's): said, never passed
+        result.checks.append(PreflightCheck(name, NOT_CHECKED, str(exc)))
+        return
+    fits = result.memory.fits
+    outcome = {True: PASSED, False: FAILED, None: NOT_CHECKED}[fits]
+    result.checks.append(PreflightCheck(name, outcome, result.memory.verdict(), "" if fits is not False else "parallel_config"))
+
+
+__all__ = ["PreflightCheck", "PreflightResult", "launch_devices", "mindformers_reads_name", "run_preflight", "run_preflights"]

@@ -1,0 +1,135 @@
+"""The full-size pre-flight: each finding built from a shipped config with one key changed, proved by mindformers' own code.
+
+Every pre-flight here runs mindformers' real checks in one child process (``run_preflights``); the proof calls
+mindformers' functions directly (``check_rules`` as ``base_trainer`` calls it, ``TransformerConfig``) on
+the same modified files in a second child, and the finding's text must be the error mindformers raised.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from msnb.config import check_config
+from msnb.errors import SmokeError
+from msnb.smoke.preflight import FAILED, NOT_CHECKED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
+from msnb.smoke.shipped_configs import shipped_configs_dir
+
+SHIPPED = shipped_configs_dir()
+MOE = SHIPPED / "qwen3_moe" / "pretrain_qwen3_30b_a3b_4k.yaml" if SHIPPED else None
+needs_mindformers = pytest.mark.skipif(MOE is None or not MOE.is_file(), reason="mindformers with its shipped configs is not installed")
+
+
+def test_device_count_from_launch_lines():
+    assert launch_devices("msrun --worker_num=16 --local_worker_num=8 --master_port=8118 run_mindformer.py --config x.yaml")[:2] == (16, 8)
+    assert launch_devices("torchrun --nnodes 2 --nproc_per_node 8 train.py")[:2] == (16, 8)
+    assert launch_devices('bash scripts/msrun_launcher.sh "run_mindformer.py --config c.yaml" 32 8 8118 0 output/msrun_log False 300')[:2] == (32, 8)
+    for bad in ("python train.py", "msrun --worker_num=many x.py", "msrun --worker_num=0 x.py"):
+        with pytest.raises(SmokeError):
+            launch_devices(bad)
+
+
+@needs_mindformers
+def test_file_name_rule_is_mindformers_own(tmp_path):
+    """mindformers reads a path when it ends in 'yaml' or 'yml', case-sensitive, no dot needed: msnb models exactly that."""
+    source = Path(importlib.util.find_spec("mindformers").submodule_search_locations[0]) / "tools" / "register" / "config.py"
+    assert "if arg.endswith('yaml') or arg.endswith('yml'):" in source.read_text()
+    assert [mindformers_reads_name(n) for n in ("a.yaml", "a.yml", "qyaml", "q.YAML", "a.Yml", "a.json")] == [True, True, True, False, False, False]
+    text = MOE.read_text()
+    (tmp_path / "q.YAML").write_text(text)
+    (tmp_path / "qyaml").write_text(text)
+    refused = run_preflight(tmp_path / "q.YAML", devices=16, memory=False)  # refused before any child starts
+    assert refused.outcome == FAILED and "ends in 'yaml' or 'yml'" in refused.headline()
+    assert not [f for f in check_config(str(tmp_path / "qyaml")).findings if f.rule == "mindformers-file-name"]
+    assert [f for f in check_config(str(tmp_path / "q.YAML")).findings if f.rule == "mindformers-file-name"]
+
+
+def test_not_a_run_config_is_refused(tmp_path):
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  model_config:\n    num_layers: 2\nmonitor_config:\n  summary_dir: ./s\n")
+    with pytest.raises(SmokeError, match="not a mindformers run config"):
+        run_preflight(path, devices=8)
+
+
+def _changed(tmp_path, name: str, change) -> Path:
+    data = yaml.safe_load(MOE.read_text())
+    change(data)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+PROOF = r"""
+import json, os, sys
+import mindspore as ms
+from mindformers import MindFormerConfig
+from mindformers.core.parallel_config import build_parallel_config
+from mindformers.parallel_core.transformer_config import TransformerConfig
+from mindformers.tools.check_rules import check_rules
+said = {}
+ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
+for name, path, devices, what in json.loads(sys.argv[1]):
+    config = MindFormerConfig(path)
+    try:
+        if what == "check_rules":
+            build_parallel_config(config)
+            os.environ["RANK_SIZE"] = str(devices)
+            check_rules(config, mode="train", network=object(), dataset=object())  # base_trainer passes the built ones
+        else:
+            mc = config.model.model_config  # TransformerConfig.__post_init__ on the modified file's own values
+            TransformerConfig(
+                num_layers=mc.num_hidden_layers, hidden_size=mc.hidden_size, num_attention_heads=mc.num_attention_heads,
+                tensor_model_parallel_size=config.parallel_config.model_parallel,
+            )
+        said[name] = None
+    except Exception as exc:
+        said[name] = str(exc)
+print("PROOF" + json.dumps(said))
+"""
+
+
+@needs_mindformers
+def test_each_finding_is_mindformers_own_error(tmp_path):
+    def recompute(d):
+        d["recompute_config"]["recompute"] = [1, 1, 1, 1, 1]  # five stages' worth on pipeline_stage 4
+
+    def cp_without_fa(d):
+        d["parallel_config"]["context_parallel"] = 2
+        d["model"]["model_config"]["use_flash_attention"] = False
+
+    def heads(d):
+        d["parallel_config"]["model_parallel"] = 3  # 32 attention heads
+
+    cases = {  # name: (file, devices, the mindformers function that proves it, the key the finding names)
+        "devices": (MOE, 8, "check_rules", "parallel_config.data_parallel"),
+        "recompute": (_changed(tmp_path, "recompute", recompute), 16, "check_rules", "recompute_config.recompute"),
+        "cp_without_fa": (_changed(tmp_path, "cp", cp_without_fa), 32, "check_rules", "parallel_config.context_parallel"),
+        "heads": (_changed(tmp_path, "heads", heads), 12, "transformer", "model.model_config.num_attention_heads"),
+    }
+    results = run_preflights([(path, devices, None) for path, devices, _, _ in cases.values()] + [(MOE, None, None)])
+    proof = subprocess.run(
+        [sys.executable, "-c", PROOF, json.dumps([[n, str(p), d, w] for n, (p, d, w, _) in cases.items()])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    raised = json.loads(proof.stdout.split("PROOF", 1)[1])
+    for (name, (path, _, _, key)), result in zip(cases.items(), results):
+        assert result.outcome == FAILED and result.exit_code == 1, (name, result.format_text())
+        finding = result.findings[0]
+        assert raised[name] and finding.message == " ".join(raised[name].split()), (name, finding.message, raised[name])
+        assert finding.key == key and finding.where.startswith(str(path) + ":"), (name, finding)
+        assert finding.source.startswith("mindformers/") and ".py:" in finding.source
+    # the shipped config, its device count not given: what ran passed, the device-count rule reads "not checked", never passed
+    unknown = results[-1]
+    assert unknown.outcome == NOT_CHECKED and unknown.exit_code == 3 and unknown.passed is None
+    by_name = {c.check: c.outcome for c in unknown.checks}
+    assert by_name["check_rules._check_recompute"] == "passed"
+    assert by_name["TransformerConfig (convert_to_transformer_config, __post_init__)"] == "passed"
+    assert any(n.startswith("device count =") and o == NOT_CHECKED for n, o in by_name.items())
+    assert by_name["num_moe_experts divisible by expert_parallel"] == NOT_CHECKED
+    assert "the device count is unknown" in unknown.headline()

@@ -41,7 +41,7 @@ NONE, NAN, POS_INF, NEG_INF, DEPARTURE = 0, 1, 2, 3, 4
 _NONFINITE = {NAN: "nan", POS_INF: "inf", NEG_INF: "-inf"}
 MAD_TO_SIGMA = 1.4826
 # tags that measure time or follow a plan: a change there is not the run going bad
-_TIMING = ("step_time", "throughput")
+_TIMING = ("step_time", "throughput", "flops")
 _TIMING_TAGS = ("throughput_linearity", "B-samples-per-day", "model-flops-throughput-per-npu", "batch-size")
 # per-parameter families: at the same step, the specific series is named before the aggregates it feeds
 PER_PARAMETER = ("local_norm/", "adam_m_norm/", "adam_v_norm/", "max_attention_logit/", "weight_stable_rank/", "weight_eigenvalue/")

@@ -19,7 +19,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "lr": ("lr", "learning-rate", "learning_rate", "learning rate"),
     "grad_norm": ("grad-norm", "global_norm", "grad_norm", "grad norm"),
     "step_time": ("step_time_ms", "iteration-time", "per_step_time", "step_time", "elapsed time per iteration (ms)"),
-    "throughput": ("throughput", "model-flops-throughput-per-npu", "throughput per GPU (TFLOP/s/GPU)"),
+    # samples (or tokens) a second and FLOP/s are two units: one axis for both flattens one of them to zero
+    "throughput": ("throughput",),
+    "flops": ("model-flops-throughput-per-npu", "throughput per GPU (TFLOP/s/GPU)"),
     "loss_scale": ("loss-scale", "loss_scale", "scale_sense", "loss scale"),
     "batch_size": ("batch-size", "batch_size", "global_batch_size", "global batch size"),
 }
@@ -33,7 +35,7 @@ COMPARED: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
     "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
 }
-DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput")
+DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput", "flops")
 # schedules and counters follow a plan, not noise: drawing them smoothed makes them lag
 SCHEDULES = ("lr", "loss_scale", "batch_size")
 

@@ -733,6 +733,8 @@ class _Panel:
     points: int = 0  # finite points drawn, before downsampling
 
 
+FLAT_RELATIVE = 1e-6  # values this close are one value: float32 keeps 7 digits, a rate read from two files differs in the 8th
+
 # legend entries that repeat once per series; several of a kind become one entry
 _REPEATED = (("NaN/Inf", "NaN/Inf in {n} series (red x at the top)"), ("compile step", "compile steps of {n} series (off scale)"))
 
@@ -810,21 +812,27 @@ def _figure_legend(fig, axes, *, resize: bool, run_names: dict | None = None) ->
 
 def _fit_flat(ax, p: _Panel) -> None:
     """A y range that shows a flat series as flat: a constant (lr 1e-4 at every step) gets +-50 % of its value instead of
-    matplotlib's +-1e-8 window, a few points that differ by under 2 % (two step times, 66.4 and 66.5 ms) get +-5 %.
-    The panel says what it shows: ``constant 0.0001`` or ``1 point: ...``."""
+    matplotlib's +-1e-8 window and one tick that reads the value (``0.005``, never ``1e-10+4.9999999e-3``: the same
+    rate written once as float32 and once as float64 differs in the 9th digit), a few points that differ by under 2 %
+    (two step times, 66.4 and 66.5 ms) get +-5 %.  The panel says what it shows: ``constant 0.0001`` or ``1 point: ...``.
+    A schedule (lr, loss scale) never gets an offset: ``+1e-3`` above its ticks reads as a second rate."""
     if not p.ys:
         return
     lo, hi = min(a for a, _ in p.ys), max(b for _, b in p.ys)
     center, scale = (lo + hi) / 2, max(abs(lo), abs(hi))
-    if hi - lo <= 1e-9 * scale or scale == 0:
+    if is_schedule(p.tag):
+        ax.ticklabel_format(axis="y", useOffset=False)
+    if hi - lo <= FLAT_RELATIVE * scale or scale == 0:
         half = abs(center) * 0.5 or 1.0
         text = f"1 point: {center:.4g}" if p.points == 1 else f"constant: {center:.4g} at all {p.points:,} points"
+        ax.set_ylim(center - half, center + half)
+        ax.set_yticks([center], [f"{center:.4g}"])
     elif p.points < MARKER_BELOW and hi - lo < 0.02 * scale and not p.outliers:
         half, text = 0.05 * abs(center), f"{p.points} points within {100 * (hi - lo) / scale:.2g} % of each other"
+        ax.set_ylim(center - half, center + half)
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
     else:
         return
-    ax.set_ylim(center - half, center + half)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4), useOffset=False)
     ax.text(0.01, 0.03, text, transform=ax.transAxes, fontsize=LEGEND_POINTS, color="0.3", ha="left", va="bottom")
 
 

@@ -143,6 +143,33 @@ def test_a_constant_series_is_drawn_flat_on_a_sensible_axis(three_jobs):
     assert any(t.get_text().startswith("constant: 0.0001") for t in ax.texts)
 
 
+def test_a_constant_rate_read_in_two_precisions_reads_as_one_number_and_flops_have_their_own_panel():
+    """0.005 as float32 from one file and float64 from another: one tick reading 0.005, no offset; samples/s and
+    FLOP/s (mindformers writes both) each on their own axis, so neither is flattened by the other's scale."""
+    from msnb.events.tables import ScalarTable
+    from msnb.plot import plot_scalars
+
+    n = 30
+
+    def table(tag, values):
+        return ScalarTable(
+            run=np.full(n, "smoke", dtype=object), rank=np.full(n, -1), tag=np.full(n, tag, dtype=object),
+            step=np.arange(1, n + 1), wall_time=np.zeros(n), value=np.asarray(values, float),
+        )  # fmt: skip
+
+    lr = np.full(n, 0.005)
+    lr[::2] = np.float32(0.005)  # 0.004999999888
+    steps = np.arange(n)
+    tables = [table("lr", lr), table("throughput", 120.0 + steps), table("model-flops-throughput-per-npu", 1.3 + 0.01 * steps)]
+    report = plot_scalars(ScalarTable.concat(tables))
+    assert [p.title for p in report.panels] == ["lr", "throughput", "model-flops-throughput-per-npu"]
+    lr_ax, samples_ax, flops_ax = _visible(report.figure)
+    report.figure.canvas.draw()
+    assert [t.get_text() for t in lr_ax.get_yticklabels()] == ["0.005"] and lr_ax.yaxis.get_offset_text().get_text() == ""
+    assert any(t.get_text() == "constant: 0.005 at all 30 points" for t in lr_ax.texts)
+    assert samples_ax.get_ylim()[0] > 100 and flops_ax.get_ylim()[1] < 2
+
+
 def test_no_rank_minus_one_in_labels(three_jobs, tmp_path):
     """A run without ranks (one file) among runs with ranks: its lines, legend and titles never say rank -1."""
     single = _write(tmp_path / "solo" / "summary", {"loss": [(s, 2.0 / s) for s in range(1, 201)]})

@@ -87,9 +87,13 @@ class Rules:
     times the median before it is a spike even if the loss comes back: a smoke has no room to show that a
     blow-up was harmless, and healthy noise never reaches a hundredfold.
 
-    Step time: unstable when the 90th percentile is over ``step_time_ratio``
-    times the median and more than ``step_time_min_ms`` above it, after the
-    first ``step_time_skip`` fraction of the steps (compilation).
+    Step time, after the first ``step_time_skip`` fraction of the steps (compilation), warns only where the
+    time says something the user can act on (a spread of noise, e.g. another job on the same CPU, is not it):
+    a stall, steps over ``step_time_stall_ratio`` times the median, ``step_time_stall_ms`` above it and far
+    outside the run's own spread (the third quartile plus three interquartile ranges), that
+    together lost at least ``step_time_stall_share`` of the run's time; or a trend, the last third of the
+    steps ``step_time_trend_ratio`` times slower than the first third (medians, ``step_time_trend_ms`` apart
+    at least) with step time rising with the step (Spearman's rho over ``step_time_trend_rho``).
     """
 
     smooth: float = 0.6
@@ -112,9 +116,13 @@ class Rules:
     spike_short_points: int = 200
     spike_min_recovery: int = 5
     spike_blowup: float = 100.0
-    step_time_ratio: float = 2.0
-    step_time_min_ms: float = 5.0
     step_time_skip: float = 0.05
+    step_time_stall_ratio: float = 5.0
+    step_time_stall_ms: float = 100.0
+    step_time_stall_share: float = 0.1
+    step_time_trend_ratio: float = 1.5
+    step_time_trend_ms: float = 5.0
+    step_time_trend_rho: float = 0.5
 
     def as_dict(self) -> dict:
         return asdict(self)

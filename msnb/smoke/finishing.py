@@ -152,6 +152,7 @@ class MindformersRun:
     rehearsal: dict | None
     failures: list  # each failing rank's failure.json: stage, line, cause (config, kernel, msnb), kernel, rank
     launch_changes: list  # the changes made at launch (outputs isolated in the scratch folder)
+    busy: str | None = None  # why the step times may be other programs' doing (msnb.smoke.machine_load)
 
 
 def _launch_changes(workdir: Path) -> list:
@@ -205,6 +206,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
                 rehearsal=_read_json(workdir / "rehearsal.json"),
                 failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
                 launch_changes=_launch_changes(workdir),
+                busy=watched.load.busy(),
             ),
             flags_out=flags,
         )
@@ -223,6 +225,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
             device_usable=prepared.device_usable,
             stopped_by=watched.stopped_by,
             flags_out=flags,
+            busy=watched.load.busy(),
         )
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks

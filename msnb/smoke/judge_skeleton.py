@@ -94,7 +94,7 @@ def check_loss(sources, context, outcome, trained: int, wording: Wording, flags_
     return checks
 
 
-def check_cost(times: dict, collect_freq: int, written: list, trained: int, workers: int, *, builtin_model: bool) -> list[Check]:
+def check_cost(times: dict, collect_freq: int, written: list, trained: int, workers: int, *, builtin_model: bool, busy: str | None = None) -> list[Check]:
     """Step-time stability, monitoring overhead and disk per day.
 
     Args:
@@ -104,8 +104,9 @@ def check_cost(times: dict, collect_freq: int, written: list, trained: int, work
         trained: :func:`steps_trained`.
         workers: the ranks that each wrote that much.
         builtin_model: a smoke-sized model: overhead and disk are reported, not judged.
+        busy: why the step times may be other programs' doing (:mod:`msnb.smoke.machine_load`), or None.
     """
-    checks = check_step_time({r: t[:3] for r, t in times.items()}, collect_freq, builtin_model=builtin_model)
+    checks = check_step_time({r: t[:3] for r, t in times.items()}, collect_freq, builtin_model=builtin_model, busy=busy)
     medians = [float(np.median(t[1][max(3, t[1].size // 20) :])) for t in times.values() if t[1].size > 5]
     size = sum(p.stat().st_size for root in written if Path(root).exists() for p in Path(root).rglob("*") if p.is_file())
     checks.append(check_disk(size, trained * max(1, workers), float(np.median(medians)) if medians else None, builtin_model=builtin_model))

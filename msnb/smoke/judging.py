@@ -29,6 +29,7 @@ def judge_smoke(
     device_usable: bool = True,
     stopped_by: str | None = None,
     flags_out: list | None = None,
+    busy: str | None = None,
 ) -> list:
     """The smoke verdict: every check, from what the run left on disk and how its process ended.
 
@@ -37,6 +38,7 @@ def judge_smoke(
     ``process`` only: the record its writer was cut off in is expected, so it
     does not also fail ``summaries``.  *flags_out*, where given, receives the judge's flags on the loss
     (rank, step, reason), the very ones behind its ``finite``, ``loss_spikes`` and ``rank_divergence`` checks.
+    *busy* says why the step times may be other programs' doing (:mod:`msnb.smoke.machine_load`).
     """
     checks = [check_device(device_usable, device_reason)]
     if spec.get("mindformers_model"):
@@ -97,6 +99,6 @@ def judge_smoke(
         check_loss([summary_read.scalars, everything.scalars if everything is not None else None], summary_read.scalars, outcome, trained, BUILTIN, flags_out)
     )
     builtin = not spec.get("code") and not spec.get("module")
-    checks.extend(check_cost(times, int(spec.get("collect_freq") or 1), [summary], trained, workers, builtin_model=builtin))
+    checks.extend(check_cost(times, int(spec.get("collect_freq") or 1), [summary], trained, workers, builtin_model=builtin, busy=busy))
     checks.append(check_config_lint(findings, BUILTIN))
     return checks

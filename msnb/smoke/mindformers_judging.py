@@ -236,7 +236,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     if stopped:
         checks = [c for c in checks if not (c.name.startswith("loss_falling") and c.status == FAIL and trained < 5)]
     written = [ctx.workdir / "output" / "tensorboard", ctx.workdir / "output" / "log", ctx.summary]
-    checks.extend(check_cost(ctx.times, ctx.collect_freq, written, trained, plan.workers, builtin_model=plan.shrunk))
+    checks.extend(check_cost(ctx.times, ctx.collect_freq, written, trained, plan.workers, builtin_model=plan.shrunk, busy=ctx.busy))
     checks.append(lint)
     return checks
 

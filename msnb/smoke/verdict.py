@@ -70,17 +70,23 @@ def judge_loss(sources, *, context=None, rules=DEFAULT_RULES) -> tuple[list[Chec
     return [c for c in verdict.checks if c.name not in ("tags", "steps") and not c.name.startswith("step_time")], verdict.flags
 
 
-def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False) -> list[Check]:
-    """Stability after compilation, and the monitoring overhead from steps with and without collection.
+def check_step_time(times: dict, collect_freq: int, *, builtin_model: bool = False, busy: str | None = None) -> list[Check]:
+    """Stalls and slowing down after compilation, and the monitoring overhead from steps with and without collection.
 
-    Stability is judged on the steps that did not collect (collecting steps are
-    slower by design, and are what the overhead check measures): unstable when
-    the 90th percentile is over twice the median and over 5 ms above it.
+    Step time is judged on the steps that did not collect (collecting steps are
+    slower by design, and are what the overhead check measures) by
+    :func:`msnb.analysis.step_time_stability`: a warning only on a stall or a
+    slowdown.  *busy* (the machine lacked CPUs while the run trained, see
+    :mod:`msnb.smoke.machine_load`) makes such a warning a skip that says so:
+    other programs' work is nothing the user's run can act on.
     """
     out = []
     for rank, (_steps, ms, collected) in sorted(times.items()):
         label = "" if len(times) == 1 else f"[rank {rank}]"
-        out.append(step_time_stability(ms, label, exclude=collected))
+        stability = step_time_stability(ms, label, exclude=collected)
+        if busy and stability.status == WARN and ms.size >= 5:
+            stability = Check(stability.name, SKIP, f"not judged: {busy}, so the slow steps may be its doing ({stability.detail})")
+        out.append(stability)
         if ms.size < 5:
             continue
         skip = max(3, ms.size // 20)  # the first steps compile

@@ -18,6 +18,7 @@ from ..process_sweep import marked, sweep
 from ..words import count
 from .guard import MARKER_VAR
 from .launching import Launched
+from .machine_load import MachineLoad
 from .memory_watch import MemoryWatch
 from .mindformers_judging import log_scalars
 from .preparing import Prepared
@@ -112,6 +113,7 @@ class Watched:
     everything: object = None
     extra_checks: list = field(default_factory=list)
     out_of_memory: str | None = None  # why the run was stopped (or killed) with this machine's memory nearly gone
+    load: MachineLoad = field(default_factory=MachineLoad)  # how busy the machine was while it trained
 
 
 def _mindformers_label(run: str) -> str:
@@ -149,6 +151,7 @@ def watch(launched: Launched, view=None, *, poll_interval: float = 0.25, signals
         if signals is not None:
             signals.watching()
         while launched.proc.poll() is None:
+            out.load.sample(launched.proc.pid)
             new = follower.poll()
             if len(new.scalars) and out.first_live_wall is None:
                 out.first_live_wall = time.time()

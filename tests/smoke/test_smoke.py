@@ -30,6 +30,26 @@ USER_CODE = textwrap.dedent("""\
 """)
 
 
+# USER_CODE whose loss stops 3 s once, in the 21st step (a host sync, a lock, a slow read): a real stall
+STALLING_CODE = USER_CODE.replace(
+    "loss_fn = nn.MSELoss()",
+    textwrap.dedent("""\
+        import time
+
+        class StallingLoss(nn.MSELoss):
+            calls = 0
+
+            def construct(self, logits, labels):
+                StallingLoss.calls += 1
+                if StallingLoss.calls == 21:
+                    time.sleep(3.0)
+                return super().construct(logits, labels)
+
+        loss_fn = StallingLoss()"""),
+)
+assert STALLING_CODE != USER_CODE
+
+
 def statuses(result):
     return {c.name: c.status for c in result.checks}
 
@@ -162,8 +182,11 @@ def test_a_child_that_raises_shows_its_log_tail():
 def test_user_code_and_a_config(tmp_path):
     config = tmp_path / "monitor.yaml"
     config.write_text("monitor_config:\n  collect_freq: 2\n  histogram_settings: {regular: weight}\n")
-    result = run_smoke(config, live=False, code=USER_CODE, steps=40)
+    result = run_smoke(config, live=False, code=STALLING_CODE, steps=40)
     assert result.passed, result.format_text()
+    # the data's 3 s stall is named (a machine crowded by other programs makes it a skip that says so, never a pass)
+    stall = result.check("step_time")
+    assert stall.status in ("warn", "skip") and "stalled: 1 step" in stall.detail, stall
     assert set(result.tables.histograms.tag.tolist()) == {"weight/auto"}  # the config's settings were used
     assert "lr" not in statuses(result)  # the user's model reports no lr, and is not asked to
     assert result.check("tags").status == "pass"

@@ -153,6 +153,17 @@ class MindformersRun:
     failures: list  # each failing rank's failure.json: stage, line, cause (config, kernel, msnb), kernel, rank
     launch_changes: list  # the changes made at launch (outputs isolated in the scratch folder)
     busy: str | None = None  # why the step times may be other programs' doing (msnb.smoke.machine_load)
+    preflight: dict | None = None  # the pre-flight's preflight.json, its checks given their YAML keys and lines (msnb.smoke.preflight)
+
+
+def _preflight(workdir: Path, loaded) -> dict | None:
+    """What the pre-flight found (``preflight.json``), each check with the YAML key and line it is about; None when it did not run."""
+    from .preflight import checks_from
+
+    said = _read_json(workdir / "preflight.json")
+    if said is None:
+        return None
+    return {"error": said.get("error", ""), "checks": checks_from(said, loaded)}
 
 
 def _launch_changes(workdir: Path) -> list:
@@ -207,6 +218,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
                 failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
                 launch_changes=_launch_changes(workdir),
                 busy=watched.load.busy(),
+                preflight=_preflight(workdir, prepared.loaded),
             ),
             flags_out=flags,
         )

@@ -114,6 +114,7 @@ def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
         "seq_after": plan.after.get("seq"),
         "distributed": o.workers > 1,
         "seed": 0,
+        "preflight": {"devices": None},  # mindformers' own startup checks on the unshrunk config first (msnb.smoke.preflight)
     }
 
 

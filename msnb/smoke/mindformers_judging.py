@@ -16,7 +16,7 @@ import numpy as np
 from ..words import count, plural
 from .judge_skeleton import MINDFORMERS, check_config_lint, check_cost, check_device, check_loss, check_process, steps_trained, was_stopped
 from .mindformers_plan import change_lines
-from .verdict import FAIL, PASS, WARN, Check
+from .verdict import FAIL, PASS, SKIP, WARN, Check
 
 # what TrainingStateMonitor writes for each monitor_config format (mindformers 1.9), as tag prefixes
 FORMAT_TAGS = {
@@ -178,6 +178,28 @@ def _model(plan, trained: int, returncode, failures: list) -> Check:
     return Check("model", WARN, f"{plan.describe()}; it did not train here")
 
 
+def _preflight_checks(said: dict | None) -> list:
+    """The pre-flight's verdict: FAIL on a finding (key, line, mindformers' line), PASS on what ran; what it could not check is SKIP, never a pass."""
+    if said is None:
+        return []
+    if said.get("error"):
+        return [Check("preflight", SKIP, f"mindformers' startup checks at full size could not run here ({said['error']}): not checked")]
+    checks = said.get("checks") or []
+    failed = [c for c in checks if c.outcome == "failed"]
+    warned = [c for c in checks if c.outcome == "warning"]
+    ran = [c for c in checks if c.outcome in ("passed", "warning")]
+    out = []
+    if failed:
+        out.append(Check("preflight", FAIL, "the full-size config fails mindformers' own startup checks: " + " | ".join(c.line() for c in failed)))
+    elif ran:
+        said_ran = f"mindformers' own startup checks at full size passed ({len(ran)}: {', '.join(c.check for c in ran)})"
+        out.append(Check("preflight", WARN if warned else PASS, said_ran + ("; warnings: " + " | ".join(c.line() for c in warned) if warned else "")))
+    unchecked = [c for c in checks if c.outcome == "not checked"]
+    if unchecked:
+        out.append(Check("preflight_not_checked", SKIP, " | ".join(f"{c.check}: {c.message}" for c in unchecked)))
+    return out
+
+
 def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     """Every check of a mindformers smoke run.
 
@@ -197,6 +219,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     trained = steps_trained(ctx.times)
     checks = [check_device(ctx.device_usable, ctx.device_reason)]
     checks.append(_model(plan, trained, ctx.outcome.returncode, failures))
+    checks.extend(_preflight_checks(ctx.preflight))
     if ctx.rehearsal:
         checks.append(
             Check(

@@ -29,6 +29,7 @@ import os
 import re
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -255,6 +256,32 @@ def check_model_type(config, legacy: bool) -> None:
     raise ConfigFault(f"{key} {name!r} is not registered in this mindformers (closest: {', '.join(close)})")
 
 
+def _preflight_first(spec: dict) -> None:
+    """The pre-flight on the unshrunk config, in this process (mindformers is imported once): a finding stops the smoke here.
+
+    What it found goes to ``preflight.json`` for the verdict; a finding is the config's (the full-size job would die
+    on it at startup), so it raises :class:`ConfigFault` before anything is shrunk or trained. msnb's own failure in
+    the pre-flight is written as such and never blamed on the config: the smoke goes on.
+    """
+    from .preflight_worker import FAILED, preflight
+
+    run = {"config": spec["config"], "devices": spec["preflight"].get("devices"), "per_node": spec["preflight"].get("per_node")}
+    started = time.monotonic()
+    try:
+        said = preflight(run)
+    except Exception as exc:  # msnb's own failure: said in the verdict as "not checked"
+        traceback.print_exc()
+        said = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500]}
+    said["seconds"] = round(time.monotonic() - started, 3)  # what the pre-flight added to the smoke (benchmarks/smoke_sweep.py)
+    with open(os.path.join(spec["workdir"], "preflight.json"), "w") as f:
+        json.dump(said, f, default=str)
+    failed = [c for c in said.get("checks", []) if c.get("outcome") == FAILED]
+    if failed:
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise ConfigFault(f"{' '.join(str(first.get('message')).split())} (mindformers' {first['check']}, raised at {first.get('source', '?')}){more}")
+
+
 def main(spec_path: str) -> int:
     set_parent_death_signal(signal.SIGKILL)  # the guard gone: so is the training
     with open(spec_path) as f:
@@ -278,6 +305,9 @@ def main(spec_path: str) -> int:
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
             made = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
+        if spec.get("preflight") is not None:
+            stage = "the pre-flight at full size (mindformers' own startup checks)"
+            _preflight_first(spec)
         stage = "loading the config (MindFormerConfig)"
         config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
         stage = "applying the smoke's changes to mindformers' config"

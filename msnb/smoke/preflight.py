@@ -237,7 +237,8 @@ def _key_of(message: str, loaded, transformer_keys: dict) -> str:
     return ""
 
 
-def _checks_from(said: dict, loaded) -> list:
+def checks_from(said: dict, loaded) -> list:
+    """The child's checks as :class:`PreflightCheck` objects, each finding and warning given its YAML key, file and line."""
     tkeys = said.get("transformer_keys") or {}
     out = []
     for c in said.get("checks", []):
@@ -336,7 +337,7 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
     for k, (i, path, loaded, devices, _, devices_from) in enumerate(prepared):
         said = said_all[k] if k < len(said_all) and isinstance(said_all[k], dict) else {}
         problem = said.get("error") or ("" if said else (error or "the pre-flight's child wrote no result"))
-        checks = _checks_from(said, loaded)
+        checks = checks_from(said, loaded)
         results[i] = PreflightResult(path, devices, devices_from, checks, said.get("mindformers", ""), problem, seconds)
     return [results[i] for i in range(len(items))]
 
@@ -380,4 +381,4 @@ def _add_memory(result: PreflightResult, path: str, devices, card_gb) -> None:
     result.checks.append(PreflightCheck(name, outcome, result.memory.verdict(), "" if fits is not False else "parallel_config"))
 
 
-__all__ = ["PreflightCheck", "PreflightResult", "launch_devices", "mindformers_reads_name", "run_preflight", "run_preflights"]
+__all__ = ["PreflightCheck", "PreflightResult", "launch_devices", "mindformers_reads_name", "run_preflight", "run_preflights", "checks_from"]

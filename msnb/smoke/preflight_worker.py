@@ -216,9 +216,8 @@ def _preflight(spec: dict, handler) -> dict:
     if not devices or (checks.results[-1]["outcome"] == FAILED and "device_num" in checks.results[-1].get("message", "")):
         # the rest of _check_parallel (context parallel, MoE, pipeline scheduler) at the layout's own count
         os.environ["RANK_SIZE"] = str(product)
-        checks.run(
-            f"check_rules._check_parallel, the rest (at the layout's {product} devices)", lambda: rules._check_parallel(config), warn_only=server_warning
-        )
+        # at a count nobody gave, its warnings (server count, divisibility by the device count) would be guesses: not said
+        checks.run(f"check_rules._check_parallel, the rest (at the layout's {product} devices)", lambda: rules._check_parallel(config))
     checks.run("check_rules._check_recompute", lambda: rules._check_recompute(config))
     checks.run("check_rules._check_config_campacity", lambda: rules._check_config_campacity(config))
     checks.run("check_rules._check_swap", lambda: rules._check_swap(config))

@@ -19,7 +19,7 @@ from importlib import metadata
 
 from ..config.run_config import DYNAMIC_GRAPH_SECTIONS, is_dynamic_graph_run, is_mindformers_run, looks_like_training_config, training_sections
 from ..environment import package_dir, version_tuple
-from ..errors import NotRehearsed
+from ..errors import NotRehearsed, SmokeError
 
 # (mindformers, MindSpore) major.minor pairs the smoke's CPU rehearsal and mindformers smoke tests run with
 TESTED = ((1, 9), (2, 9)), ((2, 0), (2, 10))
@@ -115,6 +115,8 @@ def screen_config(loaded, *, builtin: bool) -> None:
     Raises:
         NotRehearsed: a dynamic-graph trainer config, a DeepSeek-V4 config, or (with ``builtin``) a YAML shaped like a
             mindformers training config that msnb does not understand; the message names the file and why.
+        SmokeError: (with ``builtin``) a YAML with a ``model:`` but no run around it: neither a mindformers run config
+            nor msnb's smoke config (exit 2).
     """
     if loaded is None:
         return
@@ -137,6 +139,12 @@ def screen_config(loaded, *, builtin: bool) -> None:
             f"{where} looks like a mindformers training config ({', '.join(training_sections(data))}) that msnb does not understand, "
             "so msnb will not train its built-in model in its place: give a mindformers Trainer config (model.model_config and trainer, "
             "run_mode or runner_config), or a YAML of monitor_config only"
+        )
+    if builtin and not is_mindformers_run(data) and "model" in data:
+        # a model of its own with no run around it (model.model_config beside monitor_config): never the built-in model in its place
+        raise SmokeError(
+            f"{where} is neither a mindformers run config (model.model_config and trainer, run_mode or runner_config) nor msnb's smoke config "
+            f"(monitor_config only): it has {', '.join(k + ':' for k in training_sections(data))}"
         )
 
 

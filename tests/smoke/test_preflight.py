@@ -55,6 +55,10 @@ def test_not_a_run_config_is_refused(tmp_path):
     path.write_text("model:\n  model_config:\n    num_layers: 2\nmonitor_config:\n  summary_dir: ./s\n")
     with pytest.raises(SmokeError, match="not a mindformers run config"):
         run_preflight(path, devices=8)
+    from msnb.smoke import run_smoke
+
+    with pytest.raises(SmokeError, match="neither a mindformers run config .* nor msnb's smoke config"):  # never the built-in model in its place
+        run_smoke(str(path), live=False, steps=3)
 
 
 def _changed(tmp_path, name: str, change) -> Path:
@@ -133,3 +137,17 @@ def test_each_finding_is_mindformers_own_error(tmp_path):
     assert any(n.startswith("device count =") and o == NOT_CHECKED for n, o in by_name.items())
     assert by_name["num_moe_experts divisible by expert_parallel"] == NOT_CHECKED
     assert "the device count is unknown" in unknown.headline()
+
+
+@needs_mindformers
+def test_a_smoke_whose_full_size_config_fails_the_pre_flight_fails_before_training(tmp_path):
+    """The pre-flight is the smoke's first step: the unshrunk file's recompute list is longer than pipeline_stage."""
+    from msnb.smoke import run_smoke
+
+    path = _changed(tmp_path, "recompute", lambda d: d["recompute_config"].__setitem__("recompute", [1, 1, 1, 1, 1]))
+    result = run_smoke(str(path), live=False, steps=4)
+    assert result.passed is False and result.steps_trained == 0, result.format_text()
+    preflight = result.check("preflight")
+    assert preflight.status == "fail" and "length of recompute" in preflight.detail and f"recompute_config.recompute at {path}:" in preflight.detail
+    assert "mindformers/tools/check_rules.py:" in preflight.detail
+    assert result.check("preflight_not_checked").status == "skip" and "device count" in result.check("preflight_not_checked").detail

@@ -213,6 +213,9 @@ def test_shipped_qwen3_trains_through_the_trainer_and_passes(qwen3_run):
     assert "device_local_loss_format" in result.check("tensordump_metrics").detail  # the substitute that works on CPU
     assert "synthetic token ids" in result.check("data").detail
     assert got["finite"] == got["loss_falling"] == got["process"] == "pass"
+    # the pre-flight ran first on the unshrunk file: what it checked passed; the device count (not given) is said, never passed
+    assert got["preflight"] == "pass" and "check_rules._check_recompute" in result.check("preflight").detail
+    assert got["preflight_not_checked"] == "skip" and "the device count is unknown" in result.check("preflight_not_checked").detail
 
 
 def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):

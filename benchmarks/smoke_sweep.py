@@ -1,6 +1,7 @@
 """The shipped-config sweep: ``msnb smoke`` on every training and finetune YAML the installed mindformers ships.
 
     python benchmarks/smoke_sweep.py [--pattern qwen3] [--steps 8] [--markdown docs/SMOKE_SWEEP.md]
+    python benchmarks/smoke_sweep.py --preflight-only [--markdown docs/SMOKE_SWEEP.md]
 
 Each shipped config is turned into what a user writes before launching it: a
 copy in a folder of their own with monitoring added (MFLossMonitor,
@@ -287,6 +288,77 @@ def smoke(config: Path, steps: int, timeout: float) -> dict:
     return {"outcome": outcome, "reason": " ".join(reason.split()), "seconds": seconds, "peak_rss_mib": peak / 2**20, "exit": code}
 
 
+PREFLIGHT_BEGIN, PREFLIGHT_END = "<!-- preflight table: benchmarks/smoke_sweep.py -->", "<!-- end of the preflight table -->"
+
+
+PREFLIGHT_READING = """- Every shipped training config passes its own pre-flight at its shipped count except `general/run_general_task.yaml`,
+  the edit-by-hand template: its `model.model_config` names no model type, and mindformers' own registry
+  (`MindFormerRegister.get_instance_from_cfg`, tools/register/register.py) raises the KeyError quoted, the same that
+  stops the smoke from starting on it.
+- The `server_num % pipeline_stage` warnings are mindformers' own (`check_rules._check_parallel` logs them): at 16 cards
+  and mindformers' default of 8 devices a node (`DEVICE_NUM_PER_NODE`), 2 servers do not divide 4 or 16 pipeline stages.
+- "not checked" lists what the pre-flight could not check here: the model config and its `TransformerConfig` where the
+  sizes come from a `pretrained_model_dir` (`/path/to/...`) that is not on this machine; `num_moe_experts` divisible by
+  `expert_parallel` (checked by mindformers only while it builds the MoE layer, with weights); the dataset and runner
+  rules; `TrainingArguments`; the layout of a config with `use_parallel: False`."""
+
+
+def shipped_devices(path: Path, data: dict) -> tuple[int, str]:
+    """The device count a shipped config is launched on: its file name's ``16p`` when it has one, else its own layout's product.
+
+    mindformers' wheel ships no launch script or README per config; the file name (``..._16p_pp16.yaml``) is the one
+    place that states a count, and every other shipped config's ``parallel_config`` is written for exactly
+    ``dp * mp * cp * pp`` cards (mindformers' docs launch them so).
+    """
+    import re
+
+    named = re.search(r"_(\d+)p(?:_|\.yaml$)", path.name)
+    if named:
+        return int(named.group(1)), f"file name ({named.group(1)}p)"
+    pc = data.get("parallel_config") or {}
+    degrees = [int(pc.get(k) or 1) for k in ("data_parallel", "model_parallel", "context_parallel", "pipeline_stage")]
+    product = degrees[0] * degrees[1] * degrees[2] * degrees[3]
+    return product, "its parallel_config (dp x mp x cp x pp = " + " x ".join(map(str, degrees)) + ")"
+
+
+def preflight_rows(root: Path, configs: list) -> list:
+    """``msnb preflight`` on every shipped config at its shipped device count, all in one child (mindformers imported once)."""
+    from msnb.smoke.preflight import run_preflights
+
+    items, counts = [], []
+    for path in configs:
+        devices, source = shipped_devices(path, yaml.safe_load(path.read_text()) or {})
+        items.append((path, devices, None))
+        counts.append(source)
+    t0 = time.monotonic()
+    results = run_preflights(items)
+    each = (time.monotonic() - t0) / max(1, len(items))
+    rows = []
+    for path, source, result in zip(configs, counts, results):
+        said = [c.line() for c in result.findings] or [f"warning: {c.message}" for c in result.warnings]
+        unchecked = [c.check for c in result.not_checked]
+        rows.append(
+            {
+                "config": str(path.relative_to(root)),
+                "devices": result.devices,
+                "count_from": source,
+                "outcome": result.outcome,
+                "said": _without_path("; ".join(said) or "every check that ran passed").replace(str(root.parent) + "/", ""),
+                "not_checked": "; ".join(unchecked),
+                "seconds": round(each, 2),
+            }
+        )
+    return rows
+
+
+def preflight_table(rows: list) -> str:
+    lines = ["| config | devices (from) | outcome | findings and warnings | not checked |", "|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["config"], f"{r['devices']} ({r['count_from']})", r["outcome"], r["said"], r["not_checked"]]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def table(rows: list) -> str:
     lines = ["| config | model class | outcome | reason | seconds | peak RSS (MiB) |", "|---|---|---|---|---:|---:|"]
     for r in rows:
@@ -320,7 +392,14 @@ def main(argv=None) -> int:
         "--verdicts", action="append", default=[], help="with --from-json: re-read each row's reason from the verdicts kept in this --keep folder"
     )
     parser.add_argument("--note", help="a sentence added after the markdown's first line (how and where the sweep ran)")
+    parser.add_argument(
+        "--preflight-only",
+        action="store_true",
+        help="run only msnb preflight on every shipped config at its shipped device count (one child, seconds); with --markdown, its section is replaced",
+    )
     args = parser.parse_args(argv)
+    if args.preflight_only:
+        return _preflight_only(args)
     if args.from_json:
         parts = [json.loads(Path(p).read_text()) for p in args.from_json]
         latest = {r["config"]: r for part in parts for r in part["rows"]}  # a config run again: its later row counts
@@ -353,8 +432,45 @@ def main(argv=None) -> int:
             f"({', '.join(f'{n} {k}' for k, n in sorted(counts.items()))})."
         )
         head += f" {args.note}" if args.note else ""
-        Path(args.markdown).write_text(f"{MARKDOWN_INTRO}\n{head}\n\n{table(rows)}\n{MARKDOWN_OUTRO}")
+        root, configs = shipped_configs()
+        configs = [c for c in configs if str(c.relative_to(root)) in {r["config"] for r in rows}]
+        section = _preflight_section(preflight_rows(root, configs)) if configs else ""
+        Path(args.markdown).write_text(f"{MARKDOWN_INTRO}\n{head}\n\n{table(rows)}\n{MARKDOWN_OUTRO}{section}")
     return 0 if all(r["outcome"] in ("passed", "not_rehearsed") for r in rows) else 1
+
+
+def _preflight_section(rows: list) -> str:
+    said = {o: sum(r["outcome"] == o for r in rows) for o in ("passed", "failed", "not checked")}
+    return (
+        f"\n{PREFLIGHT_BEGIN}\n## The full-size pre-flight\n\n"
+        "`msnb preflight` (mindformers' own startup checks at full size: docs/COMMANDS.md) on each shipped config at its shipped "
+        "device count: the count its file name states (`_16p_`), else the one its own `parallel_config` is written for "
+        "(dp x mp x cp x pp; mindformers' wheel ships no launch script per config). "
+        f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC with mindformers {_version('mindformers')}: "
+        f"{len(rows)} configs, {', '.join(f'{n} {k}' for k, n in said.items() if n)}, "
+        f"{sum(r['seconds'] for r in rows):.1f} s in all (one child process).\n\n{preflight_table(rows)}\n\n{PREFLIGHT_READING}\n{PREFLIGHT_END}\n"
+    )
+
+
+def _preflight_only(args) -> int:
+    root, configs = shipped_configs()
+    if args.pattern:
+        configs = [c for c in configs if any(fnmatch.fnmatch(str(c.relative_to(root)), p) or p in str(c.relative_to(root)) for p in args.pattern)]
+    rows = preflight_rows(root, configs)
+    print(preflight_table(rows))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"preflight": rows}, indent=2))
+    if args.markdown:
+        path = Path(args.markdown)
+        text = path.read_text() if path.is_file() else ""
+        section = _preflight_section(rows)
+        if PREFLIGHT_BEGIN in text and PREFLIGHT_END in text:
+            before, rest = text.split(PREFLIGHT_BEGIN, 1)
+            text = before.rstrip("\n") + "\n" + section + rest.split(PREFLIGHT_END, 1)[1].lstrip("\n")
+        else:
+            text = text.rstrip("\n") + "\n" + section
+        path.write_text(text)
+    return 0 if all(r["outcome"] == "passed" for r in rows) else 1
 
 
 def run_sweep(args) -> list | None:

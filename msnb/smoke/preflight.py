@@ -221,7 +221,13 @@ def _leaf_index(lines: dict) -> dict:
     return out
 
 
-_PARALLEL_KEY_WORDS = (("device_num", "parallel_config.data_parallel"), ("context_parallel is only available", "parallel_config.context_parallel"))
+# the sections mindformers' startup checks read: a word of a message is looked up among their keys only
+_CHECKED_SECTIONS = ("model.model_config.", "parallel_config.", "recompute_config.", "swap_config.", "moe_config.", "parallel.", "context.")
+_PARALLEL_KEY_WORDS = (
+    ("device_num", "parallel_config.data_parallel"),
+    ("context_parallel is only available", "parallel_config.context_parallel"),
+    ('must contain the key "type"', "model.model_config.type"),  # the registry found no class to build: the model names none
+)
 
 
 def _key_of(message: str, loaded, transformer_keys: dict) -> str:
@@ -229,7 +235,7 @@ def _key_of(message: str, loaded, transformer_keys: dict) -> str:
     for word, key in _PARALLEL_KEY_WORDS:
         if word in message:
             return key
-    leaves = _leaf_index(loaded.lines) if loaded is not None else {}
+    leaves = _leaf_index({k: v for k, v in loaded.lines.items() if k.startswith(_CHECKED_SECTIONS)}) if loaded is not None else {}
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message):
         for name in [word, *transformer_keys.get(word, [])]:
             if name in leaves:

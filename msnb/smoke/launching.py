@@ -78,6 +78,16 @@ def _int_or(value, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
+def _preflight_devices(o) -> dict:
+    """The device count the pre-flight checks the layout against: --devices, --launch's, or unknown (then "not checked")."""
+    if o.launch:
+        from .preflight import launch_devices
+
+        devices, per_node, _ = launch_devices(o.launch)
+        return {"devices": devices, "per_node": per_node}
+    return {"devices": o.devices, "per_node": None}
+
+
 def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
     """The child's spec: the user's own file, the plan's changes and the isolate changes as overrides on mindformers' reading of it.
 
@@ -114,7 +124,7 @@ def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
         "seq_after": plan.after.get("seq"),
         "distributed": o.workers > 1,
         "seed": 0,
-        "preflight": {"devices": None},  # mindformers' own startup checks on the unshrunk config first (msnb.smoke.preflight)
+        "preflight": _preflight_devices(o),  # mindformers' own startup checks on the unshrunk config first (msnb.smoke.preflight)
     }
 
 

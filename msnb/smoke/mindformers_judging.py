@@ -190,7 +190,8 @@ def _preflight_checks(said: dict | None) -> list:
     ran = [c for c in checks if c.outcome in ("passed", "warning")]
     out = []
     if failed:
-        out.append(Check("preflight", FAIL, "the full-size config fails mindformers' own startup checks: " + " | ".join(c.line() for c in failed)))
+        passed = f"; passed: {', '.join(c.check for c in ran)}" if ran else ""
+        out.append(Check("preflight", FAIL, "the full-size config fails mindformers' own startup checks: " + " | ".join(c.line() for c in failed) + passed))
     elif ran:
         said_ran = f"mindformers' own startup checks at full size passed ({len(ran)}: {', '.join(c.check for c in ran)})"
         out.append(Check("preflight", WARN if warned else PASS, said_ran + ("; warnings: " + " | ".join(c.line() for c in warned) if warned else "")))

@@ -54,6 +54,8 @@ class SmokeOptions:
     out: str | os.PathLike | None = None
     shrink: str = "auto"
     data: str = "auto"
+    devices: int | None = None  # the device count the cluster's launch will have: the pre-flight checks the layout against it
+    launch: str | None = None  # or the launcher line it is read from (msrun --worker_num=N ...)
 
     def validate(self) -> None:
         """Refuse options no run could honour, before anything is started or created.
@@ -79,6 +81,14 @@ class SmokeOptions:
             raise SmokeError("give the model as the cell's code or as --module, not both")
         if self.lr is not None and not isinstance(self.lr, numbers.Real):
             raise SmokeError(f"--lr must be a number (got {self.lr!r})")
+        if self.devices is not None and self.launch:
+            raise SmokeError("give --devices or --launch, not both")
+        if self.devices is not None and (not _whole(self.devices) or self.devices < 1):
+            raise SmokeError(f"--devices must be a whole number of 1 or more (got {self.devices!r})")
+        if self.launch:
+            from .preflight import launch_devices  # the launcher line read now: a line with no count is refused before anything starts
+
+            launch_devices(self.launch)
         check_keep(self.keep)
         if self.summary_dir is not None:
             check_place("--summary-dir", self.summary_dir)  # before the folder is made, and before anything starts
@@ -138,6 +148,12 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(("--collect-freq",), "SummaryCollector's collect_freq (default: the config's, else 5)", type=int),
     Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
     Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun (default: 1)", type=int, default=1),
+    Option(
+        ("--devices",),
+        "the device count the cluster's launch will have: the pre-flight checks the full-size layout against it (default: unknown, not checked)",
+        type=int,
+    ),
+    Option(("--launch",), 'or the launcher line it is read from, quoted ("msrun --worker_num=16 ...")', metavar="CMD"),
     Option(("--summary-dir",), "write the summaries here, and keep them, instead of in a temporary directory (default: temporary)", metavar="DIR"),
     Option(
         ("--keep",),

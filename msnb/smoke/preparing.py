@@ -143,6 +143,8 @@ def prepare(options: SmokeOptions) -> Prepared:
         check_run_types(loaded_first)  # runner_config: 5, callbacks: 5, ...: one line naming the key, before the plan reads them
     if loaded_first is not None and is_mindformers_run(loaded_first.data):
         return _prepare_mindformers(options, loaded_first)
+    if options.devices is not None or options.launch:
+        raise SmokeError("--devices and --launch are for a mindformers run config: its pre-flight checks the full-size layout against them")
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
     msrun = None
     if options.workers > 1:

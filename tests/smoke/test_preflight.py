@@ -59,6 +59,8 @@ def test_not_a_run_config_is_refused(tmp_path):
 
     with pytest.raises(SmokeError, match="neither a mindformers run config .* nor msnb's smoke config"):  # never the built-in model in its place
         run_smoke(str(path), live=False, steps=3)
+    with pytest.raises(SmokeError, match="no device count found"):
+        run_smoke(str(path), live=False, steps=3, launch="python train.py")
 
 
 def _changed(tmp_path, name: str, change) -> Path:
@@ -145,9 +147,10 @@ def test_a_smoke_whose_full_size_config_fails_the_pre_flight_fails_before_traini
     from msnb.smoke import run_smoke
 
     path = _changed(tmp_path, "recompute", lambda d: d["recompute_config"].__setitem__("recompute", [1, 1, 1, 1, 1]))
-    result = run_smoke(str(path), live=False, steps=4)
+    result = run_smoke(str(path), live=False, steps=4, launch="msrun --worker_num=16 --local_worker_num=8 run_mindformer.py")
     assert result.passed is False and result.steps_trained == 0, result.format_text()
     preflight = result.check("preflight")
     assert preflight.status == "fail" and "length of recompute" in preflight.detail and f"recompute_config.recompute at {path}:" in preflight.detail
-    assert "mindformers/tools/check_rules.py:" in preflight.detail
-    assert result.check("preflight_not_checked").status == "skip" and "device count" in result.check("preflight_not_checked").detail
+    assert "mindformers/tools/check_rules.py:" in preflight.detail and "check_rules._check_parallel (16 devices)" in preflight.detail
+    unchecked = result.check("preflight_not_checked")
+    assert unchecked.status == "skip" and "device count" not in unchecked.detail and "dataset" in unchecked.detail  # the launch gave the count

@@ -82,8 +82,11 @@ def describe_changes(changes: list) -> dict:
 
 
 def change_lines(changes: list) -> list[str]:
-    """``shrink: ...``, ``rehearse: ...``, ``isolate: ...``: every change, one line a kind."""
-    return [f"{kind}: " + "; ".join(phrases) for kind, phrases in describe_changes(changes).items()]
+    """``shrink:``, ``rehearse:``, ``isolate:``, each followed by its changes one a line (``  - key a -> b (why)``).
+
+    One line a change, not one a kind: a kind's changes on one line made a line of 2,000 characters, and a reason
+    holding "; " could not be told from the separator."""
+    return [line for kind, phrases in describe_changes(changes).items() for line in [f"{kind}:", *(f"  - {p}" for p in phrases)]]
 
 
 def _unshared(node):

@@ -235,7 +235,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
             checks.append(Check("config_reading", WARN, "mindformers' MindFormerConfig read the YAML differently from msnb: " + "; ".join(differences[:10])))
     lines = change_lines(list(plan.changes) + list(ctx.launch_changes))
     if lines:
-        checks.append(Check("config_changes", PASS, " | ".join(lines)))
+        checks.append(Check("config_changes", PASS, "\n".join(lines)))
     checks.append(Check("data", PASS, plan.data_note))
     if plan.tensordump_off:
         checks.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,23 @@ def last_traceback(text: str) -> str:
         else:
             break
     return "\n".join(lines[first : first + TRACEBACK_MAX_LINES]).rstrip()
+
+
+DETAIL_WIDTH = 120  # a multi-line detail's lines are wrapped here, each under its own indent
+
+
+def _check_lines(head: str, detail: str) -> list[str]:
+    """A check as text: one line; a detail of several lines (the config's changes, one a line) starts on the next line,
+    indented, each line wrapped under its own indent."""
+    if "\n" not in detail:
+        return [head + detail]
+    out = [head.rstrip()]
+    for line in detail.splitlines():
+        body = line.lstrip()
+        indent = " " * (6 + len(line) - len(body))
+        hang = indent + ("  " if body.startswith("- ") else "")
+        out.extend(textwrap.wrap(body, DETAIL_WIDTH, initial_indent=indent, subsequent_indent=hang, break_on_hyphens=False) or [indent])
+    return out
 
 
 @dataclass
@@ -158,7 +176,7 @@ class SmokeResult(ResultView):
     def format_text(self) -> str:
         lines = [self.headline()]
         for c in self.checks:
-            lines.append(f"  [{status_word(c.status)}] {c.name}: {c.detail}")
+            lines.extend(_check_lines(f"  [{status_word(c.status)}] {c.name}: ", c.detail))
         if self.kept:  # a removed scratch directory is no path to follow: said only in as_dict()
             lines.extend(f"  {line}" for line in self.kept_lines())
         if self.traceback:
@@ -203,7 +221,7 @@ class SmokeResult(ResultView):
         color = COLORS[self.verdict_status]
         rows = "".join(
             f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
-            f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
+            f"<td style='text-align:left{';white-space:pre-wrap' if chr(10) in c.detail else ''}'>{html.escape(c.detail)}</td></tr>"
             for c in self.checks
         )
         where = "".join(f"<br><small>{html.escape(line)}</small>" for line in self.kept_lines()) if self.kept else ""

@@ -223,6 +223,16 @@ def test_a_mindformers_yaml_is_planned_as_its_own_model_with_its_lint_findings(t
     # the real config's settings are linted: 8 data-parallel devices, but no msnb summary_dir in it, so no note about one
     assert not {f.rule for f in prepared.findings} & {"summary-dir-per-rank", "summary-dir-no-rank"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["llama2_7b.yaml"]  # prepare creates nothing
+    # the changes as the verdict lists them: a kind, then its changes one a line, wrapped in the text verdict
+    lines = prepared.plan.change_lines()
+    assert lines[0] == "shrink:" and all(line.endswith(":") and " " not in line or line.startswith("  - ") for line in lines), lines
+    from msnb.smoke.result import SmokeResult
+    from msnb.smoke.verdict import Check
+
+    text = SmokeResult(True, [Check("config_changes", "pass", "\n".join(lines))], "", False, "CPU", "", 40, 40, 1.0, "").format_text()
+    body = text.splitlines()[2:]
+    assert text.splitlines()[1] == "  [PASS] config_changes:" and body[0] == "      shrink:" and max(map(len, body)) <= 120, text
+    assert all(line.startswith("        ") for line in body if not line.endswith(":")), text
 
 
 # a module file from the CLI: the README's own `msnb smoke --module examples/my_model.py --json` (test_robust_smoke.py)

@@ -1,5 +1,6 @@
 """The README's instructions are the ones CI runs, and every command it shows exists."""
 
+import argparse
 import re
 import shlex
 
@@ -213,3 +214,20 @@ def test_every_link_reaches_its_heading_or_file(page):
         assert path.exists(), f"{page.name}: {link}"
         if anchor and path.suffix == ".md":
             assert anchor in headings(path.read_text()), f"{page.name}: {link}"
+
+
+def test_every_option_the_docs_use_is_in_its_subcommands_help():
+    """Each ``--option`` a README or docs command (a bash block, or inline code such as `msnb runs --tag lm-loss`)
+    gives a subcommand is in that subcommand's ``--help``: a reader who checks the help finds what the docs told them."""
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    text = README + "".join(d.read_text() for d in DOCS)
+    commands = list(readme_msnb_commands()) + re.findall(r"`(msnb [^`\n]+)`", text)
+    missing = set()
+    for command in commands:
+        words = command.split()
+        if len(words) < 2 or words[1] not in subcommands:
+            continue
+        helped = subcommands[words[1]].format_help()
+        unquoted = re.sub(r"\"[^\"]*\"|'[^']*'", "", command)  # --launch "msrun ... --config x.yaml": another program's options
+        missing |= {f"msnb {words[1]} {o}" for o in re.findall(r"(?<!\S)(--[a-z][\w-]*)", unquoted) if o not in helped}
+    assert len(commands) > 50 and not missing, sorted(missing)

@@ -42,6 +42,9 @@ _NONFINITE = {NAN: "nan", POS_INF: "inf", NEG_INF: "-inf"}
 MAD_TO_SIGMA = 1.4826
 # tags that measure time or follow a plan: a change there is not the run going bad
 _TIMING = ("step_time", "throughput", "flops")
+# mindformers' copies of a series against consumed samples (x = samples, not steps): "loss vs samples" as written,
+# "loss_vs_samples" as tensorboardX stores it; scanned, they made a 40-step run read "steps 1-80"
+_VS_SAMPLES = (" vs samples", "_vs_samples")
 _TIMING_TAGS = ("throughput_linearity", "B-samples-per-day", "model-flops-throughput-per-npu", "batch-size")
 # per-parameter families: at the same step, the specific series is named before the aggregates it feeds
 PER_PARAMETER = ("local_norm/", "adam_m_norm/", "adam_v_norm/", "max_attention_logit/", "weight_stable_rank/", "weight_eigenvalue/")
@@ -213,7 +216,7 @@ def scanned_by_default(tag: str) -> bool:
     """Tags worth judging: not schedules (lr, loss scale), not timing, not mindformers' ``<tag> vs samples`` copies,
     not msprobe's fractions of zero or NaN elements (a step of a discrete fraction is no departure; NaN shows in the
     statistics themselves)."""
-    if tag.endswith(" vs samples") or tag in _TIMING_TAGS or msprobe_fraction(tag):
+    if tag.endswith(_VS_SAMPLES) or tag in _TIMING_TAGS or msprobe_fraction(tag):
         return False
     return not (is_schedule(tag) or meaning(tag) in _TIMING)
 

@@ -445,3 +445,17 @@ def test_the_cascade_of_several_runs_never_merges_their_ranks():
     assert (report.first.run, report.first.step) == ("job_a", 61) and report.several_runs
     assert report.cascade_groups() == [(61, "run job_b: loss", "non-finite", [1])]
     assert "run job_b: loss" in report.format_text()
+
+
+def test_mindformers_copies_against_samples_are_not_scanned_and_the_steps_said_are_the_runs(tmp_path):
+    """mindformers writes each series again against consumed samples (``loss vs samples``, stored by tensorboardX as
+    ``loss_vs_samples``): x is samples there, so a 40-step run at batch 2 read 'steps 1-80' when they were scanned."""
+    from tensorboardX import SummaryWriter
+
+    with SummaryWriter(str(tmp_path / "rank_0")) as w:
+        for step in range(1, 41):
+            w.add_scalar("loss", 5.0 / step, step)
+            w.add_scalar("loss vs samples", 5.0 / step, step * 2)
+    report = msnb.health(tmp_path)
+    assert "_vs_samples" in " ".join(msnb.read(tmp_path).scalars.tags()) or "loss vs samples" in msnb.read(tmp_path).scalars.tags()
+    assert report.tags_scanned == 1 and "steps 1-40" in report.format_text(), report.format_text()

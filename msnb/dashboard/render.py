@@ -39,7 +39,7 @@ MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixe
 MAX_RANK_LINES = 64  # ranks of one run drawn as lines in "all" mode, at most
 MAX_PANELS = 24  # panels drawn at once: 300 took 15 s to draw, 10,000 ran out of memory; the rest are named as left out
 TICKS = 6  # ticks per axis at most: each is a line and a text to build and draw at every redraw
-MAX_LEGEND = 8  # legend entries per panel at most: sixteen runs' names cost more to draw than their lines
+MAX_LEGEND = 12  # legend entries besides the runs' names at most (bands, medians, flagged ranks, NaN of the runs shown)
 LEFT_IN = 0.8  # inches left of a left-column panel: its y labels ("0.0001", "1e-05") drawn whole
 TOP_LEGEND_IN = 0.3  # inches above the panels for the runs' legend
 MAX_RUN_LEGEND = 12  # runs named in the figure's legend at most (the run list names them all)
@@ -135,8 +135,10 @@ class _Panel:
         self.drawn = 0
         self.buckets = MAX_POINTS
 
-    def line(self, run, series, color: str, label: str | None, *, gid: str, width: float = 1.6, faint: bool = True, zorder: float = 2) -> None:
-        """Raw faint and smoothed solid (or raw alone), NaN/Inf marked at the top edge."""
+    def line(
+        self, run, series, color: str, label: str | None, *, gid: str, width: float = 1.6, faint: bool = True, zorder: float = 2, run_name: str | None = None
+    ) -> None:
+        """Raw faint and smoothed solid (or raw alone), NaN/Inf marked at the top edge (named after *run_name*)."""
         cut = _in_range(series.steps, self.view)
         steps, walls, values = series.steps[cut], series.walls[cut], series.values[cut]
         xs, self.xlabel = _x_of(self.view.x, steps, walls, run.start)
@@ -164,7 +166,8 @@ class _Panel:
         if bad.any():
             starts = bad & ~np.r_[False, bad[:-1]]  # one cross where each stretch of NaN/Inf begins, not a wall of them
             first = int(steps[starts][0])
-            self.nonfinite(xs[starts], f"NaN/Inf from step {first} ({label or gid.split('|')[0]})", gid)
+            # named by run (a rank's own line and the run's mean show the same NaN: one legend entry, not two)
+            self.nonfinite(xs[starts], f"NaN/Inf from step {first} ({run_name or label or gid.split('|')[0]})", gid)
 
     def _smoothed(self, series, weight: float, cut, finite) -> np.ndarray:
         """The moving average over the whole series (a zoom shows part of the curve, not a new one), at the points drawn.
@@ -232,6 +235,7 @@ def render(data: BoardData, view: View, figure=None):
         return figure
     run_names = [data.label(k) for k in runs]
     run_legend: dict = {}
+    said: dict = {}  # what the panels' lines say beyond the runs' names (bands, medians, flagged ranks, NaN), once each
     for ax, name in zip(axes, names):
         panel = _Panel(ax, name, view)
         lines = sum(len(data.runs[k].ranks_of(t)) if view.ranks == "all" else 1 for k in runs if (t := data.runs[k].real_tag(name)))
@@ -245,23 +249,46 @@ def render(data: BoardData, view: View, figure=None):
             shown.append(tag)
             _draw_run(panel, data, run, tag, view)
         _dress_axes(ax, panel, name, shown, view)
-        _split_legend(ax, run_names, run_legend)
-    if run_legend:
-        shown = [t for t in run_names if t in run_legend][:MAX_RUN_LEGEND]
-        legend = figure.legend(
-            [run_legend[t] for t in shown],
-            [_plain(t) for t in shown],
-            loc="upper center",
-            bbox_to_anchor=(0.5, 1.0),
-            ncols=min(len(shown), 6),
-            fontsize="small",
-            frameon=False,
-            handlelength=1.5,
-            columnspacing=1.2,
-        )
-        for text in legend.get_texts():
-            text.set_parse_math(False)
+        _split_legend(ax, run_names, run_legend, said)
+    _figure_legend(figure, grid, size, run_names, run_legend, said)
     return figure
+
+
+def _figure_legend(figure, grid, size, run_names: list, run_legend: dict, said: dict) -> None:
+    """One legend above the panels: the runs, then what the panels' lines say (bands, medians, flagged ranks, NaN).
+
+    Inside a panel the legend covered the curves it explained (a drifting rank rises at the right, under the upper
+    right corner); above the panels it covers nothing, and each entry is said once for every panel.  The figure grows
+    by the legend's rows.
+    """
+    shown = [t for t in run_names if t in run_legend][:MAX_RUN_LEGEND]
+    # what needs the user's eye first (the chosen flag's rank, NaN, flagged ranks), then the bands and medians
+    urgent = sorted(said.items(), key=lambda item: not ("(chosen flag)" in item[0] or "(flagged)" in item[0] or item[0].startswith("NaN/Inf")))
+    entries = [(run_legend[t], t) for t in shown] + [(h, t) for t, h in urgent[:MAX_LEGEND]]
+    if not entries:
+        return
+    longest = max(len(t) for _, t in entries)
+    ncols = max(1, min(len(entries), 6 if longest <= 16 else int(size[0] // (0.075 * longest + 0.5))))
+    rows = -(-len(entries) // ncols)
+    legend_in = max(TOP_LEGEND_IN, 0.22 * rows + 0.08)
+    height = size[1] + legend_in - TOP_LEGEND_IN
+    figure.set_size_inches(size[0], height)
+    grid.update(bottom=0.5 / height, top=1 - (0.35 + legend_in) / height)
+    for ax in figure.axes:  # the grid's new margins reach axes already made only when asked
+        ax.set_position(ax.get_subplotspec().get_position(figure))
+    legend = figure.legend(
+        [h for h, _ in entries],
+        [_plain(t) for _, t in entries],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncols=ncols,
+        fontsize="small",
+        frameon=False,
+        handlelength=1.5,
+        columnspacing=1.2,
+    )
+    for text in legend.get_texts():
+        text.set_parse_math(False)
 
 
 def _dress_axes(ax, panel, name: str, shown: list, view: View) -> None:
@@ -290,24 +317,10 @@ def _dress_axes(ax, panel, name: str, shown: list, view: View) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def _split_legend(ax, run_names: list, run_legend: dict) -> None:
-    """Runs' entries to the figure's legend (*run_legend*), the rest to the panel's own legend in a corner."""
-    # the runs' names go to the figure's legend above the panels (drawn in every panel, they covered the lr and
-    # grad-norm curves); a panel's own legend keeps what it alone says (flagged ranks, NaN, medians), in a corner
-    handles, labels = ax.get_legend_handles_labels()
-    kept = []
-    for h, t in zip(handles, labels):
-        if t in run_names:
-            run_legend.setdefault(t, h)
-        else:
-            kept.append((h, t))
-    kept = kept[:MAX_LEGEND]
-    if kept:
-        legend = ax.legend(
-            [h for h, _ in kept], [_plain(t) for _, t in kept], fontsize="x-small", loc="upper right", framealpha=0.7
-        )  # "best" searches every point: slow
-        for text in legend.get_texts():
-            text.set_parse_math(False)
+def _split_legend(ax, run_names: list, run_legend: dict, said: dict) -> None:
+    """A panel's entries to the figure's legend: the runs' names to *run_legend*, the rest to *said*, each text once."""
+    for h, t in zip(*ax.get_legend_handles_labels()):
+        (run_legend if t in run_names else said).setdefault(t, h)
 
 
 def _concise_dates(ax) -> None:
@@ -364,14 +377,24 @@ def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None
         drawn = _rank_lines(ranks, flags)
         for i, rank in enumerate(drawn):
             series = run.series(tag, rank)
-            panel.line(run, series, color, label if i == 0 else None, gid=f"{run.key}|{rank}|{tag}", width=1.0)
+            panel.line(run, series, color, label if i == 0 else None, gid=f"{run.key}|{rank}|{tag}", width=1.0, run_name=label)
         if len(drawn) < len(ranks):
             (note,) = panel.ax.plot([], [], color=color, linewidth=1.0, label=f"{label}: {len(drawn)} of {len(ranks)} ranks drawn (bands show them all)")
             note.set_gid(f"note|{run.key}|{tag}")
     focus = view.focus
     if focus is not None and focus[0] == run.key and focus[1] in ranks and len(ranks) > 1:
         series = run.series(tag, focus[1])
-        panel.line(run, series, "#d62728", f"{label} rank {focus[1]} (flagged)", gid=f"focus|{run.key}|{focus[1]}|{tag}", width=2.2, faint=False, zorder=4)
+        panel.line(
+            run,
+            series,
+            "#d62728",
+            f"{label} rank {focus[1]} (chosen flag)",
+            gid=f"focus|{run.key}|{focus[1]}|{tag}",
+            width=2.2,
+            faint=False,
+            zorder=4,
+            run_name=label,
+        )
     if meaning(tag) == "loss" or tag == (run.verdict.tag if run.verdict else None):
         for f in flags:
             if f.tag != tag:
@@ -444,13 +467,24 @@ def _draw_bands(panel: _Panel, data: BoardData, run, bands, color: str, label: s
         coll.set_gid(f"band|{run.key}|{bands.tag}")
     for line in panel.ax.lines[lines_before:]:
         line.remove()  # the median is drawn below as a series: faint raw, solid smoothed
-    panel.line(run, median, color, f"{label}: median", gid=f"{run.key}|median|{bands.tag}")
+    panel.line(run, median, color, f"{label}: median", gid=f"{run.key}|median|{bands.tag}", run_name=label)
     for value in (part.low, part.high):
         panel.ys.append(value[np.isfinite(value)])
+    focus = view.focus
     for i, rank in enumerate(bands.outliers):
         series = run.series(bands.tag, rank)
+        if focus is not None and focus[0] == run.key and focus[1] == rank:
+            continue  # the chosen flag's rank is drawn out as its own line, named once
         if series is not None:
-            panel.line(run, series, "#d62728" if i == 0 else "#9467bd", f"{label} rank {rank} (flagged)", gid=f"{run.key}|{rank}|{bands.tag}", width=1.2)
+            panel.line(
+                run,
+                series,
+                "#d62728" if i == 0 else "#9467bd",
+                f"{label} rank {rank} (flagged)",
+                gid=f"{run.key}|{rank}|{bands.tag}",
+                width=1.2,
+                run_name=label,
+            )
 
 
 def _median_series(run, bands):

@@ -199,7 +199,7 @@ def test_choosing_a_flag_zooms_to_its_step_and_rank(board):
     ax = panel(board.figure)
     assert lo <= ax.get_xlim()[0] and ax.get_xlim()[1] <= hi
     focus = lines(board.figure, "smooth|focus|")
-    assert set(focus) == {"smooth|focus|drifting|1|loss"} and "rank 1 (flagged)" in focus["smooth|focus|drifting|1|loss"].get_label()
+    assert set(focus) == {"smooth|focus|drifting|1|loss"} and "rank 1 (chosen flag)" in focus["smooth|focus|drifting|1|loss"].get_label()
     assert f"flag|drifting|1|{flag.step}" in lines(board.figure, "flag|")
     board.show_all()
     assert c["steps"].value == (1, 400) and not lines(board.figure, "smooth|focus|")
@@ -441,13 +441,32 @@ def test_time_axes_and_log_labels_are_readable(board):
 
 
 def test_runs_are_named_once_above_the_panels(board):
-    """The runs' names in one legend above the panels (in each panel they covered the lr and grad-norm curves)."""
+    """The runs' names, then what the lines say (NaN, flagged ranks), in one legend above the panels: inside a panel
+    a legend covered the curves (the lr and grad-norm curves; in bands mode the drifting rank, under its corner)."""
     fig = board.figure
-    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()] == ["drifting", "healthy", "nan_rank"]
-    for name in ("lr", "grad_norm"):
+    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()][:3] == ["drifting", "healthy", "nan_rank"]
+    for name in ("loss", "lr", "grad_norm"):
         assert panel(fig, name).get_legend() is None
-    kept = [t.get_text() for t in panel(fig).get_legend().get_texts()]  # the loss panel keeps what the run list does not say
+    kept = [t.get_text() for t in fig.legends[0].get_texts()][3:]  # what the run list does not say
     assert kept and all("NaN/Inf" in t or "flagged" in t for t in kept), kept
+
+
+def test_bands_with_a_chosen_flag_name_each_line_once_and_the_chosen_rank(board):
+    """Bands mode, a flag chosen: every entry once (a rank's NaN and its run's mean's NaN are one NaN), the chosen
+    rank named as chosen, and the legend above the panels, clear of every curve."""
+    c = board.controls
+    c["runs"].value = ("drifting", "nan_rank")
+    c["ranks"].value = "bands"
+    flags = [text for text, _ in c["flags"].options]
+    c["flags"].value = next(i for i, text in enumerate(flags) if text.startswith("nan_rank"))
+    fig = board.figure
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(texts) == len(set(texts)), texts
+    assert "nan_rank rank 2 (chosen flag)" in texts and sum(t.startswith("NaN/Inf") for t in texts) == 1, texts
+    assert not any(ax.get_legend() for ax in fig.axes)
+    fig.canvas.draw()
+    top = min(ax.get_window_extent().y1 + ax.title.get_window_extent().height for ax in fig.axes)
+    assert fig.legends[0].get_window_extent().y0 >= top - 1, (fig.legends[0].get_window_extent(), top)
 
 
 def test_a_flag_line_on_a_time_axis_lies_on_the_data(board):

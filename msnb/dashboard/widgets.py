@@ -28,7 +28,7 @@ from ..analysis.rules import FAIL, PASS, WARN
 from ..errors import NothingReadable, UsageError
 from ..kernel_comms import answer_comms_during_async_cells
 from ..plot.histograms import plot_histograms
-from ..plot.render import plain_text
+from ..plot.render import current_cell, in_notebook, plain_text
 from ..status import COLORS
 from ..words import count
 from .model import BoardData, light
@@ -183,6 +183,7 @@ class Board:
         w = widgets
         self.data = data
         self.every = every
+        self._shown_in = None  # the cell that displayed the board (a following board shows itself)
         self.following = False
         self.error = None  # what ended a follow, when something went wrong while polling
         self.renders = 0
@@ -550,6 +551,15 @@ class Board:
         lights = ", ".join(f"{d.label(k)} {light(d.runs[k].verdict)}" for k in runs)
         return f"msnb board: {count(len(runs), 'run')} ({lights}); tags {', '.join(view.tags) or 'none'}; {count(len(d.flags()), 'flag')}"
 
+    def _ipython_display_(self) -> None:
+        # a following board shows itself where it is made: shown there, the cell's value adds no second board
+        if getattr(self, "_shown_in", None) is not None and self._shown_in == current_cell():
+            return
+        from IPython.display import display  # deferred: IPython, only to display
+
+        display(self._repr_mimebundle_(), raw=True)
+        self._shown_in = current_cell()
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The widget where the front end draws widgets; elsewhere the figure as drawn and a line on how to get the controls."""
         bundle = self.widget._repr_mimebundle_() or {}
@@ -581,7 +591,8 @@ def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = 
         verify: check record checksums while reading.
 
     Returns:
-        A :class:`Board` (displayed as the widget; ``.controls``, ``.figure``, ``.widget``).
+        A :class:`Board` (displayed as the widget; ``.controls``, ``.figure``, ``.widget``).  Following (*every*), in a
+        notebook it displays itself at once: assigned to a name, or in a cell that goes on, it is still seen.
 
     Raises:
         UsageError: no path, a missing path, or *every* not positive.
@@ -595,4 +606,9 @@ def board(*paths, every: float | None = None, tag: str = "loss", verify: bool = 
     if not data.runs and every is None:
         notes = f" ({data.problems[0]})" if data.problems else ""
         raise NothingReadable(f"nothing to draw under {', '.join(data.paths)}: no scalars or histograms{notes}")
-    return Board(data, every=every)
+    made = Board(data, every=every)
+    if every is not None and in_notebook():
+        # a board that follows is there to be watched, while the cell that made it goes on (writing, awaiting): shown
+        # now, not as the cell's value (``live = msnb.board(..., every=2)`` never showed the figure nor the Stop button)
+        made._ipython_display_()
+    return made

@@ -524,3 +524,28 @@ def test_the_view_prints_as_words(board):
     assert pretty(board.view()) == text
     board.controls["flags"].value = next(i for t, i in board.controls["flags"].options if t.startswith("nan_rank"))
     assert str(board.view()).endswith("steps 121-179; zoomed on nan_rank rank 2 at step 150")
+
+
+def test_a_following_board_shows_itself_in_a_notebook_cell_that_goes_on(base, jupyter_dirs):
+    """In a real kernel: ``live = msnb.board(path, every=...)`` in a cell that then awaits and ends on another value
+    (notebook 10's follow cell) displays the board at once, Stop button and figure with it; a board made and given
+    as the cell's value is shown once, not twice."""
+    from msnb import kernel
+    from tests.conftest import kernel_from_spec
+
+    def run(kc, code):
+        outputs = []
+        reply = kc.execute_interactive(code, timeout=120, output_hook=outputs.append)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        boards = [m["content"]["data"] for m in outputs if m["msg_type"] in ("display_data", "execute_result")]
+        return [b for b in boards if "application/vnd.jupyter.widget-view+json" in b], outputs
+
+    kernel.install("msnb-test-board", prefix=jupyter_dirs["prefix"])
+    with kernel_from_spec("msnb-test-board") as kc:
+        shown, outputs = run(kc, f"import asyncio, msnb\nlive = msnb.board({str(base)!r}, every=0.5)\nawait asyncio.sleep(1.0)\nlive.following")
+        assert len(shown) == 1 and "image/png" in shown[0], outputs
+        opened = [m["content"]["data"]["state"] for m in outputs if m["msg_type"] == "comm_open"]
+        assert any(s.get("description") == "Stop" for s in opened), "no Stop button was sent to the front end"
+        shown, outputs = run(kc, f"again = msnb.board({str(base)!r}, every=0.5)\nagain")
+        assert len(shown) == 1, outputs
+        run(kc, "live.stop(); again.stop()")

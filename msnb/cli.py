@@ -50,7 +50,7 @@ def _cmd_install_kernel(args) -> int:
 
         location = spec_location_finding(args.name, str(path), prefix_chosen=chosen)
         if location is not None:
-            print(f"{location.severity.upper()} {location.message}\n  fix: {location.fix}")
+            print(f"{location.severity.upper()} {location.message}" + (f"\n  fix: {location.fix}" if location.fix else ""))
     else:
         from .kernel_check import check_kernel  # deferred: the kernel check (msnb.kernel, jupyter_core, uuid, queue)
 

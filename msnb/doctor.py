@@ -250,6 +250,54 @@ def _requirement_findings(versions: dict, facts: StackFacts) -> list[Finding]:
     return findings
 
 
+# run by a kernel's own interpreter, isolated (-I): where it lives and what it would import, without importing it
+_ENV_PROBE = (
+    "import json, sys\nfrom importlib import metadata\n"
+    "def v(n):\n    try:\n        return metadata.version(n)\n    except Exception:\n        return None\n"
+    "print(json.dumps({'prefix': sys.prefix, 'mindspore': v('mindspore'), 'mindformers': v('mindformers')}))"
+)
+ENV_PROBE_TIMEOUT_S = 20.0
+
+
+def kernel_environment(interpreter: str) -> dict | None:
+    """The environment a kernel's interpreter runs in: ``prefix``, and its ``mindspore`` and ``mindformers`` versions
+    (None when it could not say)."""
+    import json
+    import subprocess
+
+    try:
+        done = subprocess.run([interpreter, "-I", "-c", _ENV_PROBE], capture_output=True, text=True, timeout=ENV_PROBE_TIMEOUT_S, check=False)
+        return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def other_environment_findings(info) -> list[Finding]:
+    """A MindSpore Kernel whose interpreter is another environment's: notebooks on it run that environment's MindSpore,
+    whatever this one has (``msnb doctor`` in the mindformers 2.0 environment listed a kernel of the 1.9 one and said fit)."""
+    import os
+
+    theirs = kernel_environment(info.interpreter)
+    if theirs is None:
+        return [Finding("kernel-environment-unknown", WARNING, f"kernel {info.name!r} ({info.display_name}): {info.interpreter} did not say "
+                        "which environment it runs in", f"msnb install-kernel --name {info.name} --force", key=info.name)]  # fmt: skip
+    if os.path.realpath(theirs["prefix"]) == os.path.realpath(sys.prefix):
+        return []
+    ours = installed_versions()
+    said = ", ".join(f"{n} {theirs.get(n) or 'none'} there, {ours.get(n) or 'none'} here" for n in ("mindspore", "mindformers"))
+    return [
+        Finding(
+            "kernel-other-environment",
+            WARNING,
+            f"kernel {info.name!r} ({info.display_name}) runs {info.interpreter}, another environment than this one ({sys.prefix}): "
+            f"notebooks on it get that environment's packages ({said})",
+            f"a kernel of this environment beside it: {sys.executable} -m msnb install-kernel --name NAME --display-name 'MindSpore Kernel (NAME)'; "
+            f"or, to make {info.name!r} this environment's: {sys.executable} -m msnb install-kernel --name {info.name} --force",
+            key=info.name,
+        )
+    ]
+
+
 def run(*, probe: bool = False) -> Report:
     """Collect the whole report; ``msnb doctor`` and ``%mfmon_doctor`` print it.
 
@@ -290,6 +338,8 @@ def run(*, probe: bool = False) -> Report:
                     key=info.name,
                 )
             )
+        elif info.made_by_msnb:
+            findings.extend(other_environment_findings(info))
     if not any(k["made_by_msnb"] and k["interpreter_exists"] and not k["shadowed_by"] for k in kernels):
         findings.append(Finding("no-msnb-kernel", INFO, "no MindSpore Kernel is installed for Jupyter / VS Code", "msnb install-kernel"))
     return Report(

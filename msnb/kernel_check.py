@@ -178,6 +178,27 @@ def front_end_env(source: dict | None = None) -> dict:
     return env
 
 
+def _same_kernel(one, other) -> bool:
+    """Two kernelspec folders that start the same command with the same environment variables (names aside)."""
+    import json
+
+    try:
+        a, b = (json.loads((Path(d) / "kernel.json").read_text()) for d in (one, other))
+    except (OSError, ValueError):
+        return False
+    if not (isinstance(a, dict) and isinstance(b, dict) and isinstance(a.get("argv"), list) and isinstance(b.get("argv"), list)):
+        return False
+    if not a["argv"] or not b["argv"] or a["argv"][1:] != b["argv"][1:] or (a.get("env") or {}) != (b.get("env") or {}):
+        return False
+    one_python, other_python = str(a["argv"][0]), str(b["argv"][0])
+    if one_python == other_python:
+        return True
+    try:  # bin/python and bin/python3 of one environment (the same folder: two environments' links share their target)
+        return Path(one_python).parent == Path(other_python).parent and os.path.samefile(one_python, other_python)
+    except OSError:
+        return False
+
+
 def spec_location_finding(name: str, resource_dir: str, prefix_chosen: bool = False) -> Finding | None:
     """``kernel-location``: a kernelspec shadowed by another of the same name, nowhere Jupyter looks, or found only
     under an environment prefix (editors list it conditionally).
@@ -206,6 +227,14 @@ def spec_location_finding(name: str, resource_dir: str, prefix_chosen: bool = Fa
         return Finding("kernel-location", WARNING, where, fix)
     if this.shadowed_by:
         first = found[0]
+        if _same_kernel(first.resource_dir, here):
+            # the README's steps install --sys-prefix for the tests, then for the user: one kernel, found twice
+            return Finding(
+                "kernel-location",
+                INFO,
+                f"the kernelspec {name!r} {first.where} ({first.resource_dir}) comes first in Jupyter's search order and starts the "
+                f"same interpreter with the same settings as this one {this.where}: notebooks get the same kernel either way",
+            )
         return Finding(
             "kernel-location",
             WARNING,

@@ -180,3 +180,23 @@ def test_mindformers_is_not_imported_by_doctor(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert not (tmp_path / "output").exists()
+
+
+def test_doctor_checks_each_kernels_own_interpreter_against_this_environment(jupyter_dirs, tmp_path):
+    """A MindSpore Kernel whose interpreter is another environment's (a fresh virtual environment here; the mindformers
+    1.9 one seen from the 2.0 one) is warned about, naming both sides' MindSpore; one of this environment is not."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "other")], check=True, timeout=120)
+    other_python = tmp_path / "other" / "bin" / "python"
+    kernel.install("msnb-test-here", prefix=jupyter_dirs["prefix"])
+    there = kernel.install("msnb-test-there", prefix=jupyter_dirs["prefix"])
+    spec = json.loads((Path(there) / "kernel.json").read_text())
+    (Path(there) / "kernel.json").write_text(json.dumps({**spec, "argv": [str(other_python), *spec["argv"][1:]]}))
+    report = doctor.run()
+    found = {f.key: f for f in report.findings if f.rule == "kernel-other-environment"}
+    assert "msnb-test-here" not in found and "msnb-test-there" in found, report.format_text()
+    ours = md.version("mindspore")
+    assert f"mindspore none there, {ours} here" in found["msnb-test-there"].message and str(tmp_path / "other") not in found["msnb-test-there"].fix
+    assert found["msnb-test-there"].severity == doctor.WARNING and "fit for monitored" not in report.format_text()

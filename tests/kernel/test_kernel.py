@@ -282,6 +282,14 @@ def test_prefix_then_user_kernel_of_the_same_name_one_story(jupyter_dirs, run_ms
     # a --user copy alone would be shadowed by this one: the advice moves it (install for the user, remove this one)
     assert f"msnb install-kernel --user --name {name} && msnb uninstall-kernel --name {name} --prefix {prefix}" in advice[0]
 
+    # the same interpreter with the same settings (the README's --sys-prefix for the tests, then its user install):
+    # one kernel found twice, said as information with nothing to do, not a warning that asks for a removal
+    proc = run_msnb("install-kernel", "--name", name, "--user", "--no-check", check=0)
+    assert "INFO" in proc.stdout and "same interpreter with the same settings" in proc.stdout and "WARNING" not in proc.stdout, proc.stdout
+    assert not _advice(proc.stdout)
+    # a kernel that differs (here its environment variables): the user's copy is never started, warned with the fix
+    spec = json.loads((first / "kernel.json").read_text())
+    (first / "kernel.json").write_text(json.dumps({**spec, "env": {"MSNB_TEST_DIFFERENT": "1"}}))
     proc = run_msnb("install-kernel", "--name", name, "--user", "--no-check", check=0)
     assert "never started" in proc.stdout and str(first) in proc.stdout
     advice = _advice(proc.stdout)

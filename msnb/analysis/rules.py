@@ -118,7 +118,7 @@ class Rules:
     spike_blowup: float = 100.0
     step_time_skip: float = 0.05
     step_time_stall_ratio: float = 5.0
-    step_time_stall_ms: float = 100.0
+    step_time_stall_ms: float = 500.0
     step_time_stall_share: float = 0.1
     step_time_trend_ratio: float = 1.5
     step_time_trend_ms: float = 5.0

@@ -10,7 +10,10 @@ The kernel readiness check (``msnb doctor --kernel``) lives in
 
 from __future__ import annotations
 
+import json
+import os
 import platform
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 
@@ -262,9 +265,6 @@ ENV_PROBE_TIMEOUT_S = 20.0
 def kernel_environment(interpreter: str) -> dict | None:
     """The environment a kernel's interpreter runs in: ``prefix``, and its ``mindspore`` and ``mindformers`` versions
     (None when it could not say)."""
-    import json
-    import subprocess
-
     try:
         done = subprocess.run([interpreter, "-I", "-c", _ENV_PROBE], capture_output=True, text=True, timeout=ENV_PROBE_TIMEOUT_S, check=False)
         return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
@@ -275,8 +275,6 @@ def kernel_environment(interpreter: str) -> dict | None:
 def other_environment_findings(info) -> list[Finding]:
     """A MindSpore Kernel whose interpreter is another environment's: notebooks on it run that environment's MindSpore,
     whatever this one has (``msnb doctor`` in the mindformers 2.0 environment listed a kernel of the 1.9 one and said fit)."""
-    import os
-
     theirs = kernel_environment(info.interpreter)
     if theirs is None:
         return [Finding("kernel-environment-unknown", WARNING, f"kernel {info.name!r} ({info.display_name}): {info.interpreter} did not say "

@@ -14,6 +14,7 @@ what the kernel has with what a login shell (``bash -lc env``) and the machine
 from __future__ import annotations
 
 import collections
+import json
 import os
 import queue
 import re
@@ -180,8 +181,6 @@ def front_end_env(source: dict | None = None) -> dict:
 
 def _same_kernel(one, other) -> bool:
     """Two kernelspec folders that start the same command with the same environment variables (names aside)."""
-    import json
-
     try:
         a, b = (json.loads((Path(d) / "kernel.json").read_text()) for d in (one, other))
     except (OSError, ValueError):

@@ -399,7 +399,8 @@ def _data_parallel_state() -> str | None:
     gpt = _module("mindformers.parallel_core.training_graph.base_models.gpt.gpt_model")
     if gpt is None or not hasattr(gpt, "initialize_model_parallel"):
         return None
-    from mindspore.communication import get_group_size  # deferred: MindSpore (the mindspore extra)
+    # deferred: MindSpore (the mindspore extra), in the training child only
+    from mindspore.communication import get_group_size
     from mindspore.context import ParallelMode
     from mindspore.parallel._utils import _get_parallel_mode
 

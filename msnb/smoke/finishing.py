@@ -29,6 +29,7 @@ from .mindformers_plan import (
     summary_root,
 )
 from .options import DEFAULT_OUT
+from .preflight import checks_from
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 from .watching import Watched
@@ -158,8 +159,6 @@ class MindformersRun:
 
 def _preflight(workdir: Path, loaded) -> dict | None:
     """What the pre-flight found (``preflight.json``), each check with the YAML key and line it is about; None when it did not run."""
-    from .preflight import checks_from
-
     said = _read_json(workdir / "preflight.json")
     if said is None:
         return None

@@ -23,6 +23,7 @@ from .kept import scratch_directory
 from .mindformers_plan import (
     child_config,
 )
+from .preflight import launch_devices
 from .preparing import Prepared
 
 DEFAULT_LR = 0.05
@@ -81,8 +82,6 @@ def _int_or(value, default: int) -> int:
 def _preflight_devices(o) -> dict:
     """The device count the pre-flight checks the layout against: --devices, --launch's, or unknown (then "not checked")."""
     if o.launch:
-        from .preflight import launch_devices
-
         devices, per_node, _ = launch_devices(o.launch)
         return {"devices": devices, "per_node": per_node}
     return {"devices": o.devices, "per_node": None}

@@ -263,6 +263,7 @@ def _preflight_first(spec: dict) -> None:
     on it at startup), so it raises :class:`ConfigFault` before anything is shrunk or trained. msnb's own failure in
     the pre-flight is written as such and never blamed on the config: the smoke goes on.
     """
+    # deferred: the pre-flight imports mindformers' check modules, which only the training child loads
     from .preflight_worker import FAILED, preflight
 
     run = {"config": spec["config"], "devices": spec["preflight"].get("devices"), "per_node": spec["preflight"].get("per_node")}

@@ -274,7 +274,8 @@ def _devices_of(devices, launch) -> tuple:
 
 def _screen(path: str):
     """The config as msnb reads it (for keys and lines); a YAML that is no mindformers run config is refused in one line."""
-    from ..config import load_config  # deferred: PyYAML and the config reader
+    # deferred: PyYAML and the config reader
+    from ..config import load_config
     from ..config.run_config import is_mindformers_run
 
     loaded = load_config(path)
@@ -373,6 +374,7 @@ def run_preflight(
 
 def _add_memory(result: PreflightResult, path: str, devices, card_gb) -> None:
     """The per-card memory table (:mod:`msnb.smoke.card_memory`) as a section and a check: not fitting the card is a finding."""
+    # deferred: the memory table reads the config (PyYAML) only when asked for
     from ..errors import MsnbError
     from .card_memory import estimate_card_memory
 

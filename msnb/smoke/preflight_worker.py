@@ -130,6 +130,7 @@ def preflight(spec: dict) -> dict:
     What it sets (mindformers' context singleton, MindSpore's auto-parallel context, the launch's environment, a log
     handler) is undone before it returns, so the smoke's child can train the shrunk config afterwards in the same process.
     """
+    # deferred: MindSpore and mindformers, in the child process only
     import mindspore as ms
     from mindformers.core.context.build_context import MFContextOperator
     from mindformers.tools.logger import get_logger
@@ -151,6 +152,7 @@ def preflight(spec: dict) -> dict:
 
 
 def _preflight(spec: dict, handler) -> dict:
+    # deferred: MindSpore and mindformers, in the child process only
     import mindformers
     import mindspore as ms
     from mindformers import MindFormerConfig
@@ -181,7 +183,7 @@ def _preflight(spec: dict, handler) -> dict:
     legacy = config.get("use_legacy", True) is not False
     # mindformers' context validators and its own context (use_legacy, run_mode) as build_context makes them; no device, no communication
     checks.run("context validators (build_mf_context)", lambda: build_mf_context(copy.deepcopy(config)))
-    from mindformers.tools.utils import PARALLEL_MODE
+    from mindformers.tools.utils import PARALLEL_MODE  # deferred: mindformers, in the child process only
 
     use_parallel = bool(config.get("use_parallel"))
     mode = (config.get("parallel") or {}).get("parallel_mode", 0)

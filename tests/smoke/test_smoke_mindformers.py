@@ -163,9 +163,9 @@ def test_data_config_names_the_missing_file_and_the_yaml(tmp_path):
 
 
 def test_another_mindformers_release_is_named_instead_of_a_deep_traceback(tmp_path, monkeypatch):
-    from msnb.smoke import runner
+    from msnb.smoke import preparing
 
-    monkeypatch.setattr(runner, "installed_mindformers", lambda: "2.1.0")
+    monkeypatch.setattr(preparing, "installed_mindformers", lambda: "2.1.0")
     path = tmp_path / "llama.yaml"
     path.write_text(LEGACY_LLAMA)
     with pytest.raises(NotRehearsed, match=r"mindformers 2\.1\.0 with MindSpore \S+ is outside the releases msnb's CPU rehearsal is tested with"):
@@ -218,11 +218,11 @@ def test_shipped_qwen3_trains_through_the_trainer_and_passes(qwen3_run):
     assert got["preflight_not_checked"] == "skip" and "the device count is unknown" in result.check("preflight_not_checked").detail
 
 
-def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
+def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run, tmp_path):
     """--keep pointed at the empty-for-mindformers summary folder: now the run folder, each writer's folder named in it."""
     import msnb
 
-    result, tmp = qwen3_run
+    result, _ = qwen3_run  # the report goes to this test's own folder: the run's folder is checked for strays below
     text = result.format_text()
     assert f"files kept in {result.workdir} (msnb check, plot and report read the folder whole):" in text
     listed = dict(result.kept_outputs())
@@ -240,7 +240,7 @@ def test_the_kept_folder_names_each_writers_folder_and_is_read_whole(qwen3_run):
     assert run.judged_from.startswith("output/log/rank_0/info.log: loss"), run.judged_from
     assert any(p.kind == "copy" and "/output/tensorboard/" in p.path for p in verdict.problems), verdict.format_text()
     assert plot_read(read_runs([kept], labelled=True), [kept]).runs == [kept.name]
-    assert msnb.report(kept, out=tmp / "report.html").runs == [kept.name]
+    assert msnb.report(kept, out=tmp_path / "report.html").runs == [kept.name]
     board = BoardData([kept])
     assert board.poll(final=True) == ["."]
 

@@ -16,6 +16,7 @@ BAD_CALLS = {
     "%mfmon_doctor": "%mfmon_doctor --no-such-option",
     "%mfmon_config": "%mfmon_config {tmp}/missing.yaml",
     "%mfmon_memory": "%mfmon_memory {tmp}/missing.yaml --card-gb 64",
+    "%mfmon_preflight": "%mfmon_preflight {tmp}/missing.yaml --devices 8",
     "%mfmon_plot": "%mfmon_plot {tmp}/empty",
     "%mfmon_tail": "%mfmon_tail {tmp}/empty --every -1",
     "%mfmon_smoke": "%mfmon_smoke --steps 0",

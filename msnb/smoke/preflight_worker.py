@@ -95,7 +95,7 @@ class Checks:
 
 
 def _transformer_key_map() -> dict:
-    """TransformerConfig field -> the model_config key(s) mindformers converts into it (COMMON_CONFIG_MAPPING, reversed)."""
+    """TransformerConfig field -> the model_config keys mindformers converts into it (COMMON_CONFIG_MAPPING, reversed)."""
     from mindformers.parallel_core import transformer_config_utils as tcu  # deferred: mindformers (the child only)
 
     out = {}
@@ -110,9 +110,12 @@ def _mcore_model_config(config):
     """The new-architecture model config exactly as ``build_model`` makes it (mindformers/models/build_model.py), building no network."""
     from mindformers.models.build_config import get_model_config  # deferred: mindformers (the child only)
 
+    model = copy.deepcopy(config.model)
+    if config.get("pretrained_model_dir"):  # as the Trainer's create_network does: the folder's config.json is merged in
+        model.pretrained_model_dir = config.pretrained_model_dir
     default_args = {"parallel_config": config.parallel_config}
     default_args.update(config.moe_config or {})
-    model_config = get_model_config(config.model, default_args=default_args)
+    model_config = get_model_config(model, default_args=default_args)
     for key, value in default_args.items():
         model_config.__setattr__(key, value)
     return model_config

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 
 from ..errors import SmokeError
 from ..status import ResultView
+from .shipped_configs import resolve_shipped
+from .stop_signals import Stopped, StopSignals
 
 PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
 PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck child is msnb's failure, "not checked"
@@ -322,17 +325,12 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
         env = dict(os.environ, TMPDIR=workdir, PYTHONUNBUFFERED="1")
         for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE"):
             env.pop(name, None)  # this machine's launch, if any, is not the cluster's
-        error = ""
-        with open(os.path.join(workdir, "preflight.log"), "wb") as log:
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")],
-                    cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout * len(runs), start_new_session=True,
-                )  # fmt: skip
-                if proc.returncode:
-                    error = f"the pre-flight's child exited with status {proc.returncode}"
-            except subprocess.TimeoutExpired:
-                error = f"mindformers' checks did not finish in {timeout * len(runs):.0f} s"
+        try:
+            error = _run_child(workdir, env, timeout * len(runs))
+        except Stopped as stop:  # the scratch folder first, then the signal as it would have come (by default the end)
+            shutil.rmtree(workdir, ignore_errors=True)
+            signal.raise_signal(stop.signum)
+            raise SmokeError(f"the pre-flight was stopped by {stop.name}") from None
         try:
             with open(os.path.join(workdir, "preflight.json")) as f:
                 said_all = json.load(f)
@@ -347,6 +345,29 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
         checks = checks_from(said, loaded)
         results[i] = PreflightResult(path, devices, devices_from, checks, said.get("mindformers", ""), problem, seconds)
     return [results[i] for i in range(len(items))]
+
+
+def _run_child(workdir: str, env: dict, timeout: float) -> str:
+    """The pre-flight's child, waited on; what went wrong with it ("" when nothing).
+
+    SIGTERM or SIGHUP while it runs stops the child and raises :class:`Stopped` once the signals are given back.
+    """
+    with StopSignals() as signals, open(os.path.join(workdir, "preflight.log"), "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            signals.watching()
+            returncode = proc.wait(timeout)
+            signals.done()
+            return f"the pre-flight's child exited with status {returncode}" if returncode else ""
+        except subprocess.TimeoutExpired:
+            return f"mindformers' checks did not finish in {timeout:.0f} s"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def run_preflight(
@@ -366,6 +387,7 @@ def run_preflight(
         SmokeError: both devices and launch, a launch line with no count, a file that is not a mindformers run config.
         ConfigError: a file that cannot be read.
     """
+    config, _ = resolve_shipped(config)  # configs/qwen3/... not here: the installed mindformers' own copy (its path is shown)
     result = run_preflights([(config, devices, launch)], timeout=timeout)[0]
     if memory and mindformers_reads_name(result.config):
         _add_memory(result, result.config, result.devices, card_gb)

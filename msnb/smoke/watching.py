@@ -4,9 +4,7 @@ SIGTERM, SIGHUP, ``timeout`` or the memory watch stop the child and every proces
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -22,12 +20,10 @@ from .machine_load import MachineLoad
 from .memory_watch import MemoryWatch
 from .mindformers_judging import log_scalars
 from .preparing import Prepared
+from .stop_signals import STOP_SIGNALS, Stopped, StopSignals  # noqa: F401  (re-exported: the runner imports them from here)
 from .verdict import FAIL, Check
 
 COMPILING_EVERY_S = 5.0
-
-
-STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
 
 def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
@@ -47,58 +43,6 @@ def _kill_run(proc: subprocess.Popen, marker: str, grace: float = 5.0) -> None:
         proc.wait(grace)
     except subprocess.TimeoutExpired:
         pass
-
-
-class Stopped(BaseException):
-    """A stop signal (SIGTERM, SIGHUP) arrived while a smoke run was being watched."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-class StopSignals:
-    """SIGTERM and SIGHUP during a smoke run: held, except while the run is watched, where they raise :class:`Stopped`.
-
-    Held signals (one that came while launching or judging) are raised at the
-    start of watching, or delivered to the previous handlers when the run is
-    over.  Signals can only be handled in the main thread; elsewhere this does
-    nothing, and the guard's parent-death signal still stops the run.
-    """
-
-    def __init__(self):
-        self.held: list[int] = []
-        self.raising = False
-        self.previous: dict = {}
-
-    def _handle(self, signum, frame):
-        if self.raising:
-            self.raising = False  # once: a second signal is held while the children are stopped
-            raise Stopped(signum)
-        self.held.append(signum)
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def watching(self) -> None:
-        """From now on a stop signal raises :class:`Stopped` (at once, if one was held)."""
-        if self.held:
-            raise Stopped(self.held.pop(0))
-        self.raising = True
-
-    def done(self) -> None:
-        """From now on stop signals are held again."""
-        self.raising = False
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(self.held):  # delivered now, to whoever handled them before
-            signal.raise_signal(sig)
 
 
 @dataclass

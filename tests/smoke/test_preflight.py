@@ -154,3 +154,30 @@ def test_a_smoke_whose_full_size_config_fails_the_pre_flight_fails_before_traini
     assert "mindformers/tools/check_rules.py:" in preflight.detail and "check_rules._check_parallel (16 devices)" in preflight.detail
     unchecked = result.check("preflight_not_checked")
     assert unchecked.status == "skip" and "device count" not in unchecked.detail and "dataset" in unchecked.detail  # the launch gave the count
+
+
+@needs_mindformers
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_folder(tmp_path, sig):
+    """The signal's default action would end msnb at once; the child is stopped and the scratch folder removed first."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    from tests.conftest import msnb_command
+
+    proc = subprocess.Popen(msnb_command() + ["preflight", str(MOE), "--devices", "16"], env=dict(os.environ, TMPDIR=str(tmp_path)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("msnb-preflight-*/preflight.log")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (log,) = tmp_path.glob("msnb-preflight-*/preflight.log")  # the child is started
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "msnb.smoke.preflight_worker" in " ".join(p.cmdline())]
+    assert workers, "the pre-flight's child was not found"
+    proc.send_signal(getattr(signal, sig))
+    assert proc.wait(30) == -getattr(signal, sig)  # it ends as the signal's default action ends it
+    assert not log.parent.exists()
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive

@@ -1,0 +1,64 @@
+"""SIGTERM and SIGHUP while msnb waits on a child process: held, or raised where the wait can stop the child and clean up.
+
+Their default action ends the process at once, which would leave a child's scratch folder behind (and, without the
+child's parent-death signal, the child).  The smoke's watch and the pre-flight's wait share this one mechanism.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGHUP) arrived while a smoke run was being watched."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+class StopSignals:
+    """SIGTERM and SIGHUP during a smoke run: held, except while the run is watched, where they raise :class:`Stopped`.
+
+    Held signals (one that came while launching or judging) are raised at the
+    start of watching, or delivered to the previous handlers when the run is
+    over.  Signals can only be handled in the main thread; elsewhere this does
+    nothing, and the guard's parent-death signal still stops the run.
+    """
+
+    def __init__(self):
+        self.held: list[int] = []
+        self.raising = False
+        self.previous: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.raising:
+            self.raising = False  # once: a second signal is held while the children are stopped
+            raise Stopped(signum)
+        self.held.append(signum)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def watching(self) -> None:
+        """From now on a stop signal raises :class:`Stopped` (at once, if one was held)."""
+        if self.held:
+            raise Stopped(self.held.pop(0))
+        self.raising = True
+
+    def done(self) -> None:
+        """From now on stop signals are held again."""
+        self.raising = False
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.held):  # delivered now, to whoever handled them before
+            signal.raise_signal(sig)

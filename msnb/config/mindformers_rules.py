@@ -101,9 +101,14 @@ def missing_scale_sense(loaded: LoadedConfig) -> list[Finding]:
     ]
 
 
+def mindformers_reads_name(path) -> bool:
+    """Whether ``MindFormerConfig(path)`` reads the file: its name ends in ``yaml`` or ``yml``, case-sensitive, no dot needed."""
+    return str(path).endswith(YAML_SUFFIXES)
+
+
 def unread_file_name(loaded: LoadedConfig) -> list[Finding]:
     """``MindFormerConfig`` reads a path only when it ends in yaml/yml (case-sensitive); any other name loads an empty config."""
-    if loaded.path.endswith(YAML_SUFFIXES):
+    if mindformers_reads_name(loaded.path):
         return []
     return [
         Finding(
@@ -130,4 +135,4 @@ def startup_findings(loaded: LoadedConfig) -> list[Finding]:
     return unread_file_name(loaded) + literal_references(loaded) + missing_scale_sense(loaded)
 
 
-__all__ = ["startup_findings", "literal_references", "missing_scale_sense", "unread_file_name"]
+__all__ = ["startup_findings", "literal_references", "missing_scale_sense", "unread_file_name", "mindformers_reads_name"]

@@ -31,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ..config.mindformers_rules import mindformers_reads_name
 from ..errors import SmokeError
 from ..status import ResultView
 from .shipped_configs import resolve_shipped
@@ -38,13 +39,7 @@ from .stop_signals import Stopped, StopSignals
 
 PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
 PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck child is msnb's failure, "not checked"
-YAML_NAME_ENDINGS = ("yaml", "yml")  # MindFormerConfig: arg.endswith('yaml') or arg.endswith('yml') (tools/register/config.py)
 _DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_stage"
-
-
-def mindformers_reads_name(path: str) -> bool:
-    """Whether ``MindFormerConfig(path)`` reads the file: its name ends in ``yaml`` or ``yml``, case-sensitive, no dot needed."""
-    return str(path).endswith(YAML_NAME_ENDINGS)
 
 
 def _int_option(words: list, names: tuple) -> int | None:

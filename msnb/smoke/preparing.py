@@ -146,14 +146,7 @@ def prepare(options: SmokeOptions) -> Prepared:
     if options.devices is not None or options.launch:
         raise SmokeError("--devices and --launch are for a mindformers run config: its pre-flight checks the full-size layout against them")
     options = replace(options, steps=options.steps or BUILTIN_STEPS, batch_size=options.batch_size or 32, mode=options.mode or "pynative")
-    msrun = None
-    if options.workers > 1:
-        msrun = find_msrun()
-        if msrun is None:
-            raise SmokeError(
-                f"--workers {options.workers} starts the workers with msrun, MindSpore's launcher, which is neither beside {sys.executable} "
-                "nor on PATH; install MindSpore in this environment (it ships msrun) or run with --workers 1"
-            )
+    msrun = _msrun(options.workers, "the workers")
     module, module_path = _resolve_module(str(options.module)) if options.module else (None, None)
     monitor, loaded = _effective_monitor(options.config, summary_dir="<the smoke directory>", collect_freq=options.collect_freq)
     distributed = options.workers > 1
@@ -167,6 +160,19 @@ def prepare(options: SmokeOptions) -> Prepared:
     summary = _check_summary_dir(options.summary_dir) if options.summary_dir else None
     device, reason, usable = device_status(options.device)
     return Prepared(options, device, reason, usable, loaded, monitor, findings, module, module_path, msrun, summary)
+
+
+def _msrun(workers: int, whom: str):
+    """msrun, MindSpore's launcher, when more than one worker is asked for (None for one); refused in one line when absent."""
+    if workers <= 1:
+        return None
+    msrun = find_msrun()
+    if msrun is None:
+        raise SmokeError(
+            f"--workers {workers} starts {whom} with msrun, MindSpore's launcher, which is neither beside {sys.executable} "
+            "nor on PATH; install MindSpore in this environment (it ships msrun) or run with --workers 1"
+        )
+    return msrun
 
 
 def _mindformers_mode(loaded, options: SmokeOptions) -> str:
@@ -189,18 +195,9 @@ def _prepare_mindformers(options: SmokeOptions, loaded) -> Prepared:
         raise SmokeError(
             f"{where} is a mindformers run config, which trains its own model; give the model as the YAML, or as code/--module with a YAML of monitor_config only"
         )
-    msrun = None
-    if options.workers > 1:
-        msrun = find_msrun()
-        if msrun is None:
-            raise SmokeError(
-                f"--workers {options.workers} starts mindformers' data-parallel workers with msrun, MindSpore's launcher, which is neither beside "
-                f"{sys.executable} nor on PATH; install MindSpore in this environment (it ships msrun) or run with --workers 1"
-            )
-        if options.summary_dir is not None:
-            raise SmokeError(
-                f"--summary-dir with --workers {options.workers}: each rank writes mindformers' own output/summary/rank_N; use --keep to keep them"
-            )
+    msrun = _msrun(options.workers, "mindformers' data-parallel workers")
+    if options.workers > 1 and options.summary_dir is not None:
+        raise SmokeError(f"--summary-dir with --workers {options.workers}: each rank writes mindformers' own output/summary/rank_N; use --keep to keep them")
     version = installed_mindformers()
     if version is None:
         raise SmokeError(

@@ -193,12 +193,17 @@ def _read_alone(parser, chunk: _Chunk, lines: list) -> list:
 def _merge(points, alone: list, wanted):
     """Bulk rows (with their lines) and rows read alone (of the *wanted* tags), in line order (each line's rows in their own order)."""
     names = list(points[0]) if points else []
-    index = {name: k for k, name in enumerate(names)}
     rows = [(i, p) for i, got in alone for p in got if wanted is None or p[0] in wanted]
     if not rows:
         return points
-    extra_tag = np.array([index.setdefault(p[0], len(index)) for _, p in rows], dtype=np.int32)
-    names += [name for name in index if name not in names]
+    index: dict = {}
+    for k, name in enumerate(names):  # a layout may name a field twice (a damaged line): its first column stands for it
+        index.setdefault(name, k)
+    for _, p in rows:
+        if p[0] not in index:
+            index[p[0]] = len(names)
+            names.append(p[0])
+    extra_tag = np.array([index[p[0]] for _, p in rows], dtype=np.int32)
     extra = [extra_tag, np.array([p[1] for _, p in rows], dtype=np.int64), np.array([p[2] for _, p in rows], dtype=np.float64)]
     extra += [np.array([p[3] for _, p in rows], dtype=np.float64), np.array([i for i, _ in rows], dtype=np.int64)]
     if not points:

@@ -8,8 +8,9 @@ Megatron-LM's iteration line, MindSpore's LossMonitor...).  Three readers need t
   (:attr:`LogLayout.sniff`), or the file is not taken for a log;
 - the bulk reader (:mod:`msnb.events.bulklog`) places every layout's :attr:`~LogLayout.marker` in a chunk; a chunk
   holding the marker of a layout with no whole-chunk reader (:attr:`~LogLayout.bulk`) goes to the line reader;
-- the line reader (:class:`msnb.events.logs.LogParser`) reads each line: the built-in layouts by their own methods
-  (:attr:`~LogLayout.handler`, tuned and checked in order), every other entry by its :attr:`~LogLayout.line` pattern.
+- the line reader (:class:`msnb.events.logs.LogParser`) reads each line by the first entry, in table order, whose
+  marker the line holds and whose reader takes it: a built-in layout by its own method (:attr:`~LogLayout.handler`),
+  every other entry by its :attr:`~LogLayout.line` pattern.
 
 Adding a layout is one entry in :data:`LAYOUTS` (docs/ARCHITECTURE.md, "Add a log layout")::
 
@@ -60,13 +61,17 @@ class LogLayout:
 
 _MEGATRON_SNIFF = rb"iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|"
 
-# The layouts.  The bulk reader takes a chunk with the first layout here whose whole-chunk reader's marker stands
-# earliest in the chunk; the line reader tries its built-in ones in its own order (LogParser.feed), then these.
+# The layouts, in the order both readers try them: the line reader reads a line by the first entry whose marker it
+# holds and whose reader takes it; the bulk reader hands a chunk to the first whole-chunk reader (table order) whose
+# marker it holds (a line of that layout holding another's marker is left to the line reader, so this order decides).
+# Order matters only where one line could be two layouts': a TrainingStateMonitor line and an MFLossMonitor line in
+# sink mode share "Epoch:[ ..], step:[ ..], loss: N" (TrainingStateMonitor reads it); a line that is an iteration line
+# and another layout's is Megatron's.
 LAYOUTS: list[LogLayout] = [
-    LogLayout("mindformers MFLossMonitor", b"Epoch:[", sniff=rb"\{ ?Epoch:\[ *\d", bulk="_mf", handler="_mf"),
-    LogLayout("mindformers dynamic-graph trainer", b"{ step:[", sniff=rb"\{ ?step:\[ *\d", bulk="_pynative", handler="_pynative_line"),
-    LogLayout("Megatron-LM iteration", b"iteration", sniff=_MEGATRON_SNIFF, bulk="_megatron", handler="_megatron"),
     LogLayout("mindformers TrainingStateMonitor", b"Epoch:[", handler="_training_state"),
+    LogLayout("Megatron-LM iteration", b"iteration", sniff=_MEGATRON_SNIFF, bulk="_megatron", handler="_megatron"),
+    LogLayout("mindformers dynamic-graph trainer", b"{ step:[", sniff=rb"\{ ?step:\[ *\d", bulk="_pynative", handler="_pynative_line"),
+    LogLayout("mindformers MFLossMonitor", b"Epoch:[", sniff=rb"\{ ?Epoch:\[ *\d", bulk="_mf", handler="_mf"),
     LogLayout("MindSpore LossMonitor", b"epoch:", sniff=rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is", handler="_loss_monitor"),
     LogLayout("MindSpore TimeMonitor", b"epoch time", handler="_time_monitor"),
     LogLayout("mindformers 1.x progress", b"samples/s/p", handler="_progress"),  # read with the loss line before it

@@ -45,6 +45,7 @@ Counters wider than int64 (a corrupted step) are ignored, never an overflow.
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import re
 import time
@@ -53,7 +54,7 @@ from ..words import count
 from . import log_layouts, training_state
 
 # one way to match any number: digits, then an optional fraction, then an optional exponent; or NaN/Inf in any case
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?)(?![A-Za-z]))"
+_NUM = log_layouts.NUM  # a number as the logs print it (one definition, the layout table's)
 _INT = r"(\d{1,19})"  # wider counters are no counters: the pattern then fails at once
 MAX_LINE = training_state.MAX_LINE  # characters of one line that are parsed (1 MiB), for every kind of line
 _INT64_MAX = (1 << 63) - 1
@@ -258,6 +259,7 @@ class LogParser:
         self.fieldless = [0, 0]  # Megatron iteration lines without a readable field: how many, the first's line number
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
         self.bulk_wait = 0  # chunks it reads the careful way before splitting one whole again (2**misses - 1 after a miss)
+        self._readers = None  # (the layouts, their line readers), made at the first feed
 
     def bulk_state(self) -> tuple:
         """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""
@@ -391,8 +393,8 @@ class LogParser:
     def feed(self, lines) -> list:
         """Points of the given lines, in order.
 
-        Each line is read by the first layout (:mod:`msnb.events.log_layouts`) that takes it: the built-in ones in
-        this order, then the table's own.
+        Each line is read by the first layout of :data:`msnb.events.log_layouts.LAYOUTS`, in table order, whose marker
+        it holds and whose reader takes it.
 
         Args:
             lines: text lines (without their newline); each is parsed by its first ``max_line`` characters.
@@ -401,24 +403,26 @@ class LogParser:
             ``(tag, step, wall_time, value)`` tuples.
         """
         points = []
-        table = log_layouts.table_layouts()
+        readers = self._line_readers()
         for line in lines:
             self.lines += 1
             if len(line) > self.max_line:
                 line = line[: self.max_line]
                 self.long_lines += 1
-            if "Epoch:[" in line and self._training_state(line, points):
-                continue
-            if "iteration" in line and self._megatron(line, points):
-                continue
-            if table and self._table(table, line, points):
-                continue
-            if "loss" not in line and "epoch time" not in line and "samples/s/p" not in line:
-                continue
-            if self._pynative_line(line, points) or self._mf(line, points) or self._loss_monitor(line, points) or self._time_monitor(line, points):
-                continue
-            self._progress(line, points)
+            for marker, read in readers:
+                if marker in line and read(line, points):
+                    break
         return points
+
+    def _line_readers(self) -> tuple:
+        """``(marker, reader)`` of every layout in table order: a built-in one's method, a table one's pattern reader."""
+        layouts = tuple(log_layouts.LAYOUTS)
+        if self._readers is None or self._readers[0] != layouts:
+            readers = tuple(
+                (layout.marker.decode(), getattr(self, layout.handler) if layout.handler else functools.partial(self._table_line, layout)) for layout in layouts
+            )
+            self._readers = (layouts, readers)
+        return self._readers[1]
 
     def _training_state(self, line: str, points: list) -> bool:
         """A TrainingStateMonitor line (mindformers): its points; False when the line is none."""
@@ -430,25 +434,21 @@ class LogParser:
         self.matched += 1
         return True
 
-    def _table(self, table, line: str, points: list) -> bool:
-        """A line of a layout read through the table (:attr:`~msnb.events.log_layouts.LogLayout.line`); False when none takes it."""
-        for layout in table:
-            if layout.marker.decode() not in line:
-                continue
-            m = layout.pattern().search(line)
-            if m is None:
-                continue
-            step = int(m.group("step"))
-            if step > _INT64_MAX:
-                return True
-            wall = _wall_time(line)
-            for group, tag in layout.fields:
-                text = m.group(group)
-                if text is not None:
-                    points.append((tag, step, wall, _float(text)))
-            self.matched += 1
+    def _table_line(self, layout, line: str, points: list) -> bool:
+        """A line of a layout read through the table (:attr:`~msnb.events.log_layouts.LogLayout.line`); False when it is none."""
+        m = layout.pattern().search(line)
+        if m is None:
+            return False
+        step = int(m.group("step"))
+        if step > _INT64_MAX:
             return True
-        return False
+        wall = _wall_time(line)
+        for group, tag in layout.fields:
+            text = m.group(group)
+            if text is not None:
+                points.append((tag, step, wall, _float(text)))
+        self.matched += 1
+        return True
 
     def _pynative_line(self, line: str, points: list) -> bool:
         """A dynamic-graph trainer line (``{ step:[``); True also for one whose counters overflow (read as nothing)."""

@@ -201,6 +201,21 @@ def test_wanted_tags_give_the_line_readers_rows_of_those_tags(lines, wanted):
     assert same(got, [p for p in oracle(lines) if p[0] in wanted])
 
 
+def test_rows_read_alone_beside_a_layout_naming_a_field_twice_keep_their_own_tags():
+    # a damaged iteration line (two lines run together) names "lm loss" and "loss scale" twice; the LossMonitor line
+    # beside it is read alone and merged: its "loss" became "lm loss" (the merge numbered new names from the distinct
+    # ones, not from the columns), found by feeding spliced real lines to both readers
+    lines = [
+        " iteration       58/    1000 | consumed samples:        59392 | lm loss: 1.979258E+01 | loss scale: 12.0 |"
+        " grad norm: 7.987 | number of skipplapsed time per iteration (ms): 124730.9 | lm loss: 2.485645E+01 |"
+        " loss scale: 12.0 | grad norm: 35.316 | number of nan iterations:   0 |",
+        "epoch: 1 step: 6, loss is 0.369109",
+    ]
+    got, want = bulk(lines), oracle(lines)
+    assert got is not None and same(sorted(got, key=repr), sorted(want, key=repr))
+    assert ("loss", 6) in {(p[0], p[1]) for p in got}
+
+
 def test_an_unknown_line_sends_the_chunk_to_the_line_reader():
     lines = [
         "epoch: 1 step: 1, loss is 2.5",

@@ -50,3 +50,18 @@ def test_the_built_in_entries_name_readers_that_exist():
         assert layout.line is None and hasattr(LogParser, layout.handler), layout.name
         assert layout.bulk is None or callable(getattr(bulklog, layout.bulk)), layout.name
     assert log_layouts.markers()[-1] == log_layouts.PROGRESS_MARKER
+
+
+def test_the_line_reader_tries_the_layouts_in_table_order(monkeypatch):
+    # an entry placed before MindSpore's LossMonitor reads its lines first; appended, it never sees them
+    first = log_layouts.LogLayout(
+        "LossMonitor read by the table",
+        marker=b"epoch:",
+        line=r"epoch: (?P<epoch>\d{1,9}) step: (?P<step>\d{1,19}), loss is (?P<v>{num})",
+        fields=(("v", "mine"),),
+    )
+    line = ["epoch: 1 step: 7, loss is 2.5"]
+    monkeypatch.setattr(log_layouts, "LAYOUTS", [*log_layouts.LAYOUTS, first])
+    assert [p[0] for p in LogParser().feed(line)] == ["loss"]
+    monkeypatch.setattr(log_layouts, "LAYOUTS", [first, *log_layouts.LAYOUTS])
+    assert [(p[0], p[1], p[3]) for p in LogParser().feed(line)] == [("mine", 7, 2.5)]

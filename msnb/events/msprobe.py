@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import UnsafeFile
 from ..safe_files import loads_json
 from ..words import count
+from .line_chunks import LineChunks
 from .problems import Problem, ProblemKind
 from .tables import NO_RANK, MarkerTable, ScalarTable
 
@@ -235,37 +236,21 @@ class CsvFile:
         """
         parts, problems = [], []
         skipped: dict = {}  # why -> [rows, first line]
-        while pos < size and not self.foreign:
-            f.seek(pos)
-            data = f.read(min(CHUNK, size - pos))
-            if not data:
-                break
-            if b"\n" not in data and len(data) <= MAX_LINE and pos + len(data) < size:  # a line longer than a chunk: read on, up to the limit
-                f.seek(pos)
-                data = f.read(min(MAX_LINE + 1, size - pos))
-            at_eof = pos + len(data) >= size
-            usable = len(data) if final and at_eof else data.rfind(b"\n") + 1
-            if usable <= 0:
-                if at_eof:
-                    break
-                if not self.long_line:
-                    self.long_line = True
-                    skipped.setdefault(f"a line longer than {MAX_LINE:,} bytes", [0, self.line + 1])[0] += 1
-                pos += len(data)
-                continue
-            body = data[:usable]
-            if self.long_line:
-                cut = body.find(b"\n") + 1
-                body = body[cut:]
-                self.long_line = False
+        if self.foreign:
+            return pos, parts, problems
+        chunks = LineChunks(chunk=CHUNK, max_line=MAX_LINE, pos=pos, in_long_line=self.long_line)
+        for _offset, data, long in chunks.read(f, size, final):
+            if long:  # no row: skipped, and said
                 self.line += 1
-            self._lines(body, parts, problems, skipped)
-            pos += usable
-        if final and self.long_line:
-            self.long_line = False
+                skipped.setdefault(f"a line longer than {MAX_LINE:,} bytes", [0, self.line])[0] += 1
+            else:
+                self._lines(data, parts, problems, skipped)
+            if self.foreign:
+                break
+        self.long_line = chunks.in_long_line
         for why, (rows, first) in skipped.items():
             problems.append(Problem(self.path, None, ProblemKind.DECODE, f"{count(rows, 'row')} skipped ({why}), the first at line {first:,}"))
-        return pos, parts, problems
+        return chunks.pos, parts, problems
 
     def _columns(self, points: list) -> tuple:
         codes = self.tags

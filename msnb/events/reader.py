@@ -27,6 +27,7 @@ from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TF
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .identity import as_job, root_of, settle
+from .line_chunks import LineChunks
 from .logs import LogParser
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
@@ -521,31 +522,14 @@ class FileState:
             _add(out, "scalars", table)
 
     def _read_log_chunks(self, f, size: int, final: bool, out: ReadResult, cols) -> None:
-        chunk = LOG_CHUNK
-        while self.pos < size:
-            f.seek(self.pos)
-            data = f.read(min(chunk, size - self.pos))
-            if not data:
-                break
-            at_eof = self.pos + len(data) >= size
-            # hold back a line still being written; CR-only line ends (old Mac, some launchers) end lines too
-            usable = len(data) if final and at_eof else max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-            if usable <= 0:
-                if at_eof:
-                    return
-                # one line longer than a chunk: parse its start, skip the rest
-                if not self.long_line:
-                    self._feed(data[: self.parser.max_line + 1], out, cols)
-                    self.long_line = True
-                self.pos += len(data)
-                continue
-            body = data[:usable]
-            if self.long_line:
-                cut = _line_end(body) + 1
-                body = body[cut:] if cut else b""
-                self.long_line = False
-            self._feed(body, out, cols)
-            self.pos += usable
+        """Whole lines from :attr:`pos` (:mod:`line_chunks`; CR-only line ends are line ends too); a line longer than a
+        chunk is parsed by its start, which the parser counts as a long line."""
+        chunks = LineChunks(chunk=LOG_CHUNK, max_line=self.parser.max_line, cr_ends=True, pos=self.pos, in_long_line=self.long_line)
+        try:
+            for _offset, data, _long in chunks.read(f, size, final):
+                self._feed(data, out, cols)
+        finally:
+            self.pos, self.long_line = chunks.pos, chunks.in_long_line
 
     def _feed(self, body: bytes, out: ReadResult, cols) -> None:
         bulk = parse_bulk(self.parser, body, self.wanted)
@@ -790,12 +774,6 @@ def _chained_file(path: str) -> bool:
     except OSError:
         return False
     return len(head) >= 16 and chained(head)
-
-
-def _line_end(data: bytes) -> int:
-    """Where the first line of *data* ends (its ``\\n`` or ``\\r``), or -1."""
-    ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
-    return min(ends) if ends else -1
 
 
 def _open_nonblocking(path, flags):

@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from ..words import count
+from .line_chunks import LineChunks, lines_at
 from .logs import megatron_number as number_in  # a field's number, a unit after it allowed: one parser for logs and tables
 from .problems import Problem, ProblemKind
 from .reader import ReadResult
@@ -96,50 +97,23 @@ class _Problems:
 
 
 def _lines(path: str, problems: _Problems):
-    """``(line_number, byte_offset, text)`` of a text file, streamed :data:`CHUNK` bytes at a time.
+    """``(line_number, byte_offset, text)`` of a text file, streamed :data:`CHUNK` bytes at a time (:mod:`line_chunks`).
 
     A line is parsed by its first :data:`MAX_LINE` characters; the rest of a longer one is
     skipped without being held in memory, and the file gets one ``line`` problem counting them.
+    CR-only and CRLF line ends are line ends too.
     """
-    number, offset, rest, cut, skipping = 0, 0, b"", 0, False
+    number, cut = 0, 0
+    chunks = LineChunks(chunk=CHUNK, max_line=MAX_LINE, cr_ends=True)
     with open(path, "rb") as f:
-        while True:
-            data = f.read(CHUNK)
-            final = not data
-            buf = rest + data if rest else data
-            if b"\r" in buf:  # CR-only and CRLF line ends are line ends too (a CR at a chunk's end adds one empty line)
-                buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            if final:
-                lines, rest = ([buf] if buf else []), b""
-            else:
-                end = buf.rfind(b"\n") + 1
-                if end == 0:
-                    if len(buf) > MAX_LINE:  # no line end in sight: parse the start, skip the rest as it comes
-                        if not skipping:
-                            number += 1
-                            cut += 1
-                            yield number, offset, buf[:MAX_LINE].decode("utf-8", errors="replace")
-                            skipping = True
-                        offset += len(buf)
-                        rest = b""
-                    else:
-                        rest = buf
-                    continue
-                lines, rest = buf[: end - 1].split(b"\n"), buf[end:]
-            for raw in lines:
-                if skipping:  # the end of a line whose start was parsed already
-                    offset += len(raw) + 1
-                    skipping = False
-                    continue
+        for offset, data, long in chunks.read(f, os.fstat(f.fileno()).st_size, final=True):
+            pieces = [(0, data)] if long else lines_at(data, cr_ends=True)
+            for at, raw in pieces:
                 number += 1
-                n = len(raw)
-                if n > MAX_LINE:
+                if len(raw) > MAX_LINE:
                     cut += 1
                     raw = raw[:MAX_LINE]
-                yield number, offset, raw.decode("utf-8", errors="replace")
-                offset += n + 1
-            if final:
-                break
+                yield number, offset + at, raw.decode("utf-8", errors="replace")
     if cut:
         problems.add(None, f"{count(cut, 'line')} longer than {MAX_LINE:,} characters; only their start was parsed", ProblemKind.LINE)
 

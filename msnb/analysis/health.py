@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -280,6 +281,9 @@ class HealthReport(ResultView):
     global_norm_records: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     cascade_total: int = 0
+    scanned_tags: list = field(default_factory=list)
+    read_from: dict = field(default_factory=dict)  # run -> {writer: tags scanned read from it} (one job's writers: msnb.events.identity)
+    origins: dict = field(default_factory=dict, repr=False)  # run -> {tag: writer}, as msnb.events.ReadResult.origins
 
     @property
     def anomalous(self) -> bool:
@@ -296,7 +300,39 @@ class HealthReport(ResultView):
             "cascade": [a.as_dict(value=False) for a in self.cascade],
             "ranks": [None if r == NO_RANK else int(r) for r in self.ranks],
             "tags_scanned": int(self.tags_scanned),
+            "read_from": {run: dict(writers) for run, writers in self.read_from.items()},
         }
+
+    def read_from_text(self) -> str:
+        """``read from tensorboard/rank_* (204 tags), log/worker_0.log (1 tag)``: the writers the scanned series came from."""
+        several = len(self.read_from) > 1
+        parts = []
+        for run, writers in list(self.read_from.items())[:8]:
+            said = ", ".join(f"{w} ({count(n, 'tag', thousands=True)})" for w, n in writers.items())
+            parts.append(f"run {run}: {said}" if several else said)
+        more = f"; ... {count(len(self.read_from) - 8, 'more run')}" if len(self.read_from) > 8 else ""
+        return f"read from {'; '.join(parts)}{more}" if parts else ""
+
+    def first_from(self) -> str:
+        """The writer the first anomaly's series was read from, or ``""``."""
+        if self.first is None:
+            return ""
+        writer = self.origins.get(self.first.run, {}).get(self.first.tag, "")
+        return next((w for w in self.read_from.get(self.first.run, {}) if writer.startswith(w + "/")), writer)
+
+    def said_from(self, origins: dict) -> HealthReport:
+        """Name the writer each scanned tag was read from (``origins``: run -> {tag: writer}); returns the report."""
+        self.origins = origins or {}
+        scanned = set(self.scanned_tags)
+        self.read_from = {}
+        for run, tags in self.origins.items():
+            named = sorted(set(tags.values()), key=len)
+            # add_scalars' head folders are their writer's (tensorboard/rank_*/max_attention_logit/.../head_0 is tensorboard/rank_*)
+            top = {w: next((o for o in named if w.startswith(o + "/")), w) for w in named}
+            writers = Counter(top[writer] for tag, writer in tags.items() if tag in scanned)
+            if writers:
+                self.read_from[run] = dict(writers.most_common())
+        return self
 
     def _scope(self) -> str:
         ranks = [r for r in self.ranks if r != NO_RANK]
@@ -341,7 +377,8 @@ class HealthReport(ResultView):
                 + (" (a series under 96 points: judged from a third of its points on, with the bar raised as much)" if s.min_history is None else ""),
             ]
         else:
-            lines = [f"first anomaly: {self.first.describe(run=self.several_runs)}"]
+            source = self.first_from()
+            lines = [f"first anomaly: {self.first.describe(run=self.several_runs)}" + (f" (read from {source})" if source else "")]
             groups = self.cascade_groups()
             if groups:
                 lines.append(f"then ({self.cascade_total:,} series):")
@@ -351,6 +388,8 @@ class HealthReport(ResultView):
                 if len(groups) > max_lines:
                     lines.append(f"  ... {count(len(groups) - max_lines, 'more group')}")
             lines.append(f"scanned {self._scope()}")
+        if self.read_from:
+            lines.append(self.read_from_text())
         for _path, record in self.global_norm_records:
             steps = ", ".join(f"{k:,}" for k in sorted(record)[:8])
             lines.append(f"abnormal_global_norm.json: global norm over mindformers' spike threshold at {plural(len(record), 'step')} {steps}")
@@ -369,6 +408,7 @@ class HealthReport(ResultView):
         e = html.escape
         if self.first is None:
             return f"<div><b>msnb health</b>: {e(self.format_text())}</div>"
+        read_from = f"<p>{e(self.read_from_text())}</p>" if self.read_from else ""
         rows = [("first", self.first)] + [("then", a) for a in self.cascade[:20]]
         body = "".join(
             f"<tr><td>{label}</td><td style='text-align:right'>{a.step:,}</td><td>{e(str(a.rank))}</td><td><code>{e(a.tag)}</code></td><td>{e(a.reason)}</td></tr>"
@@ -377,9 +417,9 @@ class HealthReport(ResultView):
         more = f"<p>... and {self.cascade_total - 20:,} more series</p>" if self.cascade_total > 20 else ""
         return (
             "<div><b>msnb health</b>: first anomaly at "
-            f"<b>{e(self.first.where(run=self.several_runs))}</b>"
+            f"<b>{e(self.first.where(run=self.several_runs))}</b>" + (f" (read from <code>{e(self.first_from())}</code>)" if self.first_from() else "") + ""
             "<table><thead><tr><th></th><th>step</th><th>rank</th><th>tag</th><th>reason</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p></div>"
+            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}</div>"
         )
 
 
@@ -490,7 +530,7 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
             )
     ranks = sorted(set(table.rank.tolist()))
     lo_hi = (int(table.step.min()), int(table.step.max())) if len(table) else (None, None)
-    report = HealthReport(None, [], ranks, len(wanted), n_series, lo_hi, settings)
+    report = HealthReport(None, [], ranks, len(wanted), n_series, lo_hi, settings, scanned_tags=wanted)
     _order(report, found, max_cascade)
     return report
 
@@ -599,6 +639,7 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
     report = scan_scalars(result.scalars, tag_prefix=tag_prefix, settings=settings, max_cascade=max_cascade)
     report.global_norm_records = records
     report.problems = [p for p in result.problems if p.severity != "info"] + problems
+    report.said_from(result.origins)
     if records and not tag_prefix:
         found = ([report.first] if report.first else []) + list(report.cascade) + _spike_anomalies(records)
         total = report.cascade_total + (1 if report.first else 0) + len(_spike_anomalies(records))

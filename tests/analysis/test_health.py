@@ -234,12 +234,14 @@ def test_the_injected_fault_is_found_where_it_started(ts_runs, fault_report):
 
 def test_the_report_as_json_text_and_html(fault_report):
     d = fault_report.as_dict()
-    assert set(d) == {"first", "cascade", "ranks", "tags_scanned"}
+    assert set(d) == {"first", "cascade", "ranks", "tags_scanned", "read_from"}
+    assert d["read_from"] == {"fault": {"tensorboard/rank_*": fault_report.tags_scanned}}  # (the run as msnb check names it)
     assert set(d["first"]) == {"run", "step", "rank", "tag", "value", "reason"}
     assert all(set(c) == {"run", "step", "rank", "tag", "reason"} for c in d["cascade"])
     json.loads(json.dumps(d, allow_nan=False))  # strict JSON: no NaN anywhere
     text = fault_report.format_text()
     assert text.startswith(f"first anomaly: step {fault_report.first.step:,}, rank {fault_report.first.rank}, {fault_report.first.tag}")
+    assert text.splitlines()[0].endswith("(read from tensorboard/rank_*)") and "\nread from tensorboard/rank_* (205 tags)" in text
     assert "local_norm/* (" in text, "a family of parameters going bad at one step is one line"
     html = fault_report._repr_html_()
     assert "<table>" in html and fault_report.first.tag in html
@@ -459,3 +461,13 @@ def test_mindformers_copies_against_samples_are_not_scanned_and_the_steps_said_a
     report = msnb.health(tmp_path)
     assert "_vs_samples" in " ".join(msnb.read(tmp_path).scalars.tags()) or "loss vs samples" in msnb.read(tmp_path).scalars.tags()
     assert report.tags_scanned == 1 and "steps 1-40" in report.format_text(), report.format_text()
+
+
+def test_a_job_of_logs_and_tensorboard_says_which_writer_each_scanned_tag_came_from(ts_runs):
+    # the small job: TensorBoard folders of two ranks, a worker log and rank 1's info.log, read as one run
+    report = msnb.health(ts_runs / "small")
+    writers = report.read_from["small"]
+    assert sum(writers.values()) == report.tags_scanned  # every scanned tag from exactly one writer
+    assert set(writers) == {"tensorboard/rank_*", "log/worker_0.log", "output/log/rank_1/info.log"}  # head folders are their writer's
+    assert report.first_from() == "tensorboard/rank_*" and report.first.tag.startswith("local_norm/")
+    assert "read from tensorboard/rank_* (" in report.format_text() and "read from" in report._repr_html_()

@@ -415,9 +415,10 @@ class HealthReport(ResultView):
             for label, a in rows
         )
         more = f"<p>... and {self.cascade_total - 20:,} more series</p>" if self.cascade_total > 20 else ""
+        source = f" (read from <code>{e(self.first_from())}</code>)" if self.first_from() else ""
         return (
             "<div><b>msnb health</b>: first anomaly at "
-            f"<b>{e(self.first.where(run=self.several_runs))}</b>" + (f" (read from <code>{e(self.first_from())}</code>)" if self.first_from() else "") + ""
+            f"<b>{e(self.first.where(run=self.several_runs))}</b>{source}"
             "<table><thead><tr><th></th><th>step</th><th>rank</th><th>tag</th><th>reason</th></tr></thead>"
             f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}</div>"
         )

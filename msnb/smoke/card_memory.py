@@ -22,7 +22,7 @@ from pathlib import Path
 from ..config import load_config
 from ..config.run_config import is_mindformers_run
 from ..errors import UsageError
-from .memory_estimate import _dtype_bytes, _int, model_parts, model_sizes
+from .memory_estimate import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
 from .shipped_configs import resolve_shipped
 
 GIB = 1 << 30
@@ -426,6 +426,293 @@ def layer_activations(mc: dict, *, micro: int, seq: int, layout: Layout, moe: bo
     return 4 * hid + attention + mlp
 
 
+@dataclass(frozen=True)
+class _RunToSize:
+    """A run config read for the estimate: its merged dict, the model's sizes and parts, and the layout it trains with.
+
+    Only a config that can be sized becomes one (:func:`_read_run_to_size` refuses the others), so the steps after it
+    never meet a model without layers or a pipeline with more stages than layers.
+    """
+
+    path: object  # the config as loaded (the installed mindformers' copy for a configs/... name not here)
+    config: dict
+    sizes: ModelSizes
+    parts: ModelParts
+    layout: Layout
+
+    @property
+    def model_config(self) -> dict:
+        return self.sizes.config
+
+
+def _read_run_to_size(config_path, layout) -> _RunToSize:
+    """Load *config_path*, size its model from the sources the real run reads, and take its layout (*layout* on top).
+
+    Raises:
+        UsageError: no mindformers run config; sizes that are only on the cluster (a pretrained_model_dir not here);
+            no layer count or hidden size; more pipeline stages than layers (or than :data:`MAX_STAGES`).
+    """
+    config_path, _ = resolve_shipped(config_path)  # configs/qwen3/... not here: the installed mindformers' own copy
+    loaded = load_config(config_path)
+    cfg = loaded.literal if getattr(loaded, "literal", None) is not None else loaded.data
+    if not is_mindformers_run(cfg):
+        raise UsageError(
+            f"{loaded.path}: not a mindformers run config (model.model_config and a trainer, run_mode or runner_config): it describes no model to size"
+        )
+    sizes = model_sizes(cfg)
+    defaulted = [k for k in _CORE_SIZES if k in sizes.sources and sizes.sources[k].endswith("default")]
+    if sizes.missing_folder and defaulted:  # the cluster's sizes are in that folder: a class's defaults would be a guess
+        raise UsageError(
+            f"{loaded.where('pretrained_model_dir')}: pretrained_model_dir {cfg.get('pretrained_model_dir')!r} has no config.json here, and the "
+            f"model's {', '.join(defaulted)} come from it on the cluster; run msnb memory where that folder is, or point "
+            "pretrained_model_dir at a copy of its config.json"
+        )
+    lay = layout if isinstance(layout, Layout) else read_layout(cfg, layout if isinstance(layout, dict) else None)
+    parts = model_parts(sizes.config)
+    if not parts.layers or not parts.hidden:
+        why = "; ".join(sizes.notes) or "neither the YAML, a pretrained_model_dir config.json nor an installed mindformers config class gives them"
+        raise UsageError(f"{loaded.where('model.model_config')}: the model's layer count and hidden size are not known ({why})")
+    if lay.pp > max(1, parts.layers) or lay.pp > MAX_STAGES:
+        raise UsageError(
+            f"{loaded.where('parallel_config.pipeline_stage')}: parallel_config.pipeline_stage {lay.pp} is more than the model's {parts.layers} layers "
+            f"(or than {MAX_STAGES}): no stage can be without a layer"
+        )
+    return _RunToSize(config_path, cfg, sizes, parts, lay)
+
+
+@dataclass(frozen=True)
+class _StageSizing:
+    """What every stage's row is computed from: the model, the layout, the layers and recomputed layers of each stage,
+    the micro-batch and the bytes of a parameter, of its optimizer state and of an activation."""
+
+    model_config: dict
+    parts: ModelParts
+    layout: Layout
+    layers: list  # per stage
+    full_recompute: list  # layers fully recomputed, per stage
+    select_recompute: list  # layers with mindformers' select recompute, per stage
+    comm_recompute: bool  # parallel_optimizer_comm_recompute: a fully recomputed layer gathers its weights again
+    micro: int
+    seq: int
+    param_bytes: int
+    optimizer_bytes: int
+    compute_bytes: int
+
+    @property
+    def dense_layer(self) -> int:
+        """Parameters one card holds of a dense layer (attention and MLP split by tensor parallelism, norms whole)."""
+        return (self.parts.attention + self.parts.dense_mlp) // self.layout.tp + self.parts.norms
+
+    @property
+    def moe_dense(self) -> int:
+        """Parameters one card holds of a MoE layer's attention, shared experts, norms and router."""
+        return (self.parts.attention + self.parts.shared_experts) // self.layout.tp + self.parts.norms + self.parts.router
+
+    @property
+    def moe_experts(self) -> int:
+        """Parameters one card holds of a MoE layer's routed experts: split by expert_parallel alone."""
+        return self.parts.experts // self.layout.ep
+
+    def _shard(self, group: int) -> int:
+        """The parallel optimizer's split of a parameter held alike by *group* cards (1: not split)."""
+        lay = self.layout
+        if not lay.parallel_optimizer:
+            return 1
+        size = lay.optimizer_shard if 0 < lay.optimizer_shard <= group and group % lay.optimizer_shard == 0 else group
+        return max(1, size)
+
+    @property
+    def dense_shard(self) -> int:
+        """The split of a non-expert weight: over the stage's cards holding the same slice of it (dp x cp)."""
+        return self._shard(self.layout.dp * self.layout.cp)
+
+    @property
+    def expert_shard(self) -> int:
+        """The split of a routed expert's weight: mindformers' GroupedMLP lays experts out ("ep", None), ep dividing
+        data_parallel x model_parallel, each whole on its card and held by the stage's other cards alike."""
+        lay = self.layout
+        return self._shard(max(1, lay.dp * lay.tp * lay.cp // lay.ep))
+
+    @property
+    def grads_sharded(self) -> bool:
+        """Whether the gradients are split like the optimizer state (level2, level3, or gradient_accumulation_shard)."""
+        lay = self.layout
+        return lay.parallel_optimizer and (lay.optimizer_level in ("level2", "level3") or lay.gradient_accumulation_shard)
+
+    @property
+    def keeps_gathered(self) -> bool:
+        """level1 and level2 keep the weights all-gathered in the forward pass until the backward (MindSpore's
+        optimizer_level: level3 gathers them again instead)."""
+        return self.layout.parallel_optimizer and self.layout.optimizer_level in ("level1", "level2")
+
+    def moe_in(self, a: int, b: int) -> int:
+        """MoE layers among layers a..b-1 (the first dense_layers are dense); counted, never looped over."""
+        return max(0, b - max(a, self.parts.dense_layers)) if self.parts.moe and b > a else 0
+
+
+def _stage_sizing(run: _RunToSize) -> tuple[_StageSizing, str | None]:
+    """The layers of each stage (mindformers' split, pipeline interleave included), the layers each recomputes, the
+    micro-batch and the bytes per value; with the note saying when the config's ``offset`` does not add up."""
+    cfg, mc, lay, parts = run.config, run.model_config, run.layout, run.parts
+    pipe = cfg.get("parallel", {}).get("pipeline_config") if isinstance(cfg.get("parallel"), dict) else None
+    interleaved = isinstance(pipe, dict) and _truthy(pipe.get("pipeline_interleave"))
+    interleave = _pos(mc, "pp_interleave_num", "virtual_pipeline_model_parallel_size") if interleaved else 1
+    per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0), interleave)
+    rc = cfg.get("recompute_config") if isinstance(cfg.get("recompute_config"), dict) else {}
+    runner = cfg.get("runner_config") if isinstance(cfg.get("runner_config"), dict) else {}
+    sizing = _StageSizing(
+        model_config=mc,
+        parts=parts,
+        layout=lay,
+        layers=per,
+        full_recompute=_per_stage(rc.get("recompute", False), lay.pp, per),
+        select_recompute=_per_stage(rc.get("select_recompute", False), lay.pp, per),
+        # a fully recomputed layer with parallel_optimizer_comm_recompute gathers its weights again in its recomputation
+        comm_recompute=_truthy(rc.get("parallel_optimizer_comm_recompute")),
+        micro=_pos(runner, "batch_size"),
+        seq=_int(mc, "seq_length", default=4096),
+        param_bytes=_dtype_bytes(mc.get("params_dtype", mc.get("param_init_type"))),
+        optimizer_bytes=_optimizer_states(cfg),
+        compute_bytes=_dtype_bytes(mc.get("compute_dtype"), default=2),
+    )
+    return sizing, split_note
+
+
+def _layer_parameters(sz: _StageSizing, i: int, first: int, n: int) -> tuple[int, int, int]:
+    """``(dense, expert, gathered)`` parameters one card holds of stage *i*'s *n* layers from layer *first*: before the
+    parallel optimizer's split, and what level1 / level2 keep all-gathered of them beyond this card's shard (none of a
+    layer fully recomputed with parallel_optimizer_comm_recompute)."""
+    moe = sz.moe_in(first, first + n)
+    dense = (n - moe) * sz.dense_layer + moe * sz.moe_dense
+    expert = moe * sz.moe_experts
+    gathered = 0
+    if sz.keeps_gathered:
+        sd, se = sz.dense_shard, sz.expert_shard
+        kept_from = first + (sz.full_recompute[i] if sz.comm_recompute else 0)
+        kept_moe = sz.moe_in(kept_from, first + n)
+        kept_dense = first + n - kept_from - kept_moe
+        moe_gathered = sz.moe_dense - sz.moe_dense // sd + sz.moe_experts - sz.moe_experts // se
+        gathered = kept_dense * (sz.dense_layer - sz.dense_layer // sd) + kept_moe * moe_gathered
+    return dense, expert, gathered
+
+
+def _end_parameters(sz: _StageSizing, i: int) -> tuple[int, int]:
+    """``(dense, expert)`` parameters one card of stage *i* holds outside the layers: the embedding on the first stage;
+    the head, the final norm and the multi-token-prediction layers on the last (a tied head is a copy of the embedding
+    there, and the embedding itself when there is one stage)."""
+    parts, lay = sz.parts, sz.layout
+    tp, ep = lay.tp, lay.ep
+    dense = expert = 0
+    if i == 0:
+        dense += parts.embedding // tp
+    if i == lay.pp - 1:
+        dense += parts.head // tp + parts.final_norm
+        if parts.mtp_layers:
+            mtp_moe = parts.moe and parts.layers >= parts.dense_layers
+            dense += parts.mtp_layers * ((parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra) // tp)
+            expert += parts.mtp_layers * (parts.experts // ep if mtp_moe else 0)
+    if i == 0 and lay.pp == 1 and parts.tied:
+        dense -= parts.head // tp
+    return dense, expert
+
+
+def _stage_activations(sz: _StageSizing, i: int, first: int, n: int) -> int:
+    """Bytes stage *i* keeps for the backward pass per micro-batch: each layer under its recompute mode (full, select,
+    none; MoE or dense), the embedding's output on the first stage, the logits and their float32 copy on the last."""
+    lay, parts = sz.layout, sz.parts
+    acts = 0
+    f, sel = sz.full_recompute[i], max(sz.full_recompute[i], sz.select_recompute[i])
+    for mode, a, b in (("full", 0, f), ("select", f, sel), ("none", sel, n)):
+        if b <= a:
+            continue
+        m = sz.moe_in(first + a, first + b)
+        for is_moe, count_ in ((True, m), (False, b - a - m)):
+            if count_:
+                acts += count_ * layer_activations(sz.model_config, micro=sz.micro, seq=sz.seq, layout=lay, moe=is_moe, mode=mode)
+    tokens = sz.micro * max(1, sz.seq // lay.cp)
+    if i == 0:
+        acts += sz.compute_bytes * tokens * parts.hidden // (lay.tp if lay.sequence_parallel else 1)
+    if i == lay.pp - 1:
+        vocab = parts.embedding // max(1, parts.hidden)
+        acts += (sz.compute_bytes + 4) * tokens * vocab // lay.tp
+    return acts
+
+
+def _micro_batches_in_flight(lay: Layout, i: int) -> int:
+    """Micro-batches whose activations stage *i* holds at once: all of them under GPipe, the stages after it under
+    1F1B (at most micro_batch_num), one without a pipeline."""
+    if lay.pp == 1:
+        return 1
+    if lay.scheduler.lower() == "gpipe":
+        return lay.micro_batch_num
+    return min(lay.pp - i, lay.micro_batch_num)
+
+
+def _stage_memory(sz: _StageSizing, i: int, first: int) -> StageMemory:
+    """Stage *i*'s row, its layers starting at layer *first*: weights (with what the parallel optimizer keeps gathered),
+    gradients and optimizer state after the parallel optimizer's split, activations per micro-batch and in flight."""
+    n = sz.layers[i]
+    dense, expert, gathered = _layer_parameters(sz, i, first, n)
+    end_dense, end_expert = _end_parameters(sz, i)
+    dense, expert = dense + end_dense, expert + end_expert
+    if sz.keeps_gathered:  # the embedding, the head and the MTP layers are never recomputed
+        rest = end_dense + end_expert
+        gathered += rest - rest // sz.dense_shard
+    sharded = dense // sz.dense_shard + expert // sz.expert_shard
+    width = sz.param_bytes
+    return StageMemory(
+        stage=i,
+        layers=n,
+        first_layer=first,
+        parameters=dense + expert,
+        weights=width * sharded + width * gathered,
+        gradients=width * (sharded if sz.grads_sharded else (dense + expert)),
+        optimizer=sz.optimizer_bytes * sharded,
+        activations_per_micro_batch=_stage_activations(sz, i, first, n),
+        micro_batches_in_flight=_micro_batches_in_flight(sz.layout, i),
+        full_recompute_layers=sz.full_recompute[i],
+        select_recompute_layers=min(n, sz.select_recompute[i]),
+        gathered=width * gathered,
+    )
+
+
+def _stage_rows(sz: _StageSizing) -> list[StageMemory]:
+    """A row per pipeline stage, each stage's layers following the previous stage's."""
+    stages, first = [], 0
+    for i, n in enumerate(sz.layers):
+        stages.append(_stage_memory(sz, i, first))
+        first += n
+    return stages
+
+
+def _devices_note(devices: int | None, lay: Layout) -> list[str]:
+    """A note when the launch's card count is not the layout's (mindformers refuses that launch)."""
+    if devices is not None and devices != lay.devices:
+        return [
+            f"--devices {devices}, but the layout (data_parallel x model_parallel x context_parallel x pipeline_stage) uses {lay.devices} cards: "
+            "mindformers refuses that launch; the estimate is for the layout"
+        ]
+    return []
+
+
+def _usable_memory(config: dict, gb: float | None) -> tuple[float | None, list[str]]:
+    """What MindSpore may use of a card of *gb* GiB: the card, or ``context.max_device_memory`` when smaller (said in a note)."""
+    mdm = _max_device_memory(config)
+    if gb is not None and mdm is not None and mdm < gb:
+        return mdm, [f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card"]
+    return gb, []
+
+
+def _pipeline_notes(lay: Layout) -> list[str]:
+    """What the in-flight count assumes of the pipeline: a scheduler counted as 1F1B, or fewer micro-batches than stages."""
+    notes = []
+    if lay.pp > 1 and lay.scheduler.lower() not in ("1f1b", "gpipe"):
+        notes.append(f"pipeline_scheduler {lay.scheduler}: micro-batches in flight counted as 1F1B keeps them")
+    if lay.pp > 1 and lay.micro_batch_num < lay.pp:
+        notes.append(f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: the pipeline idles (mindformers refuses some such configs)")
+    return notes
+
+
 def estimate_card_memory(config_path, *, devices: int | None = None, layout=None, card_gb=None, card: str | None = None) -> CardMemory:
     """Per-card memory of the run *config_path* describes, at full size under its parallel layout.
 
@@ -444,156 +731,24 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
         ConfigError, SmokeError: a config that cannot be read, or a config.json that is not one.
     """
     gb, name = card_size(card_gb, card)
-    config_path, _ = resolve_shipped(config_path)  # configs/qwen3/... not here: the installed mindformers' own copy
-    loaded = load_config(config_path)
-    cfg = loaded.literal if getattr(loaded, "literal", None) is not None else loaded.data
-    if not is_mindformers_run(cfg):
-        raise UsageError(
-            f"{loaded.path}: not a mindformers run config (model.model_config and a trainer, run_mode or runner_config): it describes no model to size"
-        )
-    sizes = model_sizes(cfg)
-    mc = sizes.config
-    defaulted = [k for k in _CORE_SIZES if k in sizes.sources and sizes.sources[k].endswith("default")]
-    if sizes.missing_folder and defaulted:  # the cluster's sizes are in that folder: a class's defaults would be a guess
-        raise UsageError(
-            f"{loaded.where('pretrained_model_dir')}: pretrained_model_dir {cfg.get('pretrained_model_dir')!r} has no config.json here, and the "
-            f"model's {', '.join(defaulted)} come from it on the cluster; run msnb memory where that folder is, or point "
-            "pretrained_model_dir at a copy of its config.json"
-        )
-    lay = layout if isinstance(layout, Layout) else read_layout(cfg, layout if isinstance(layout, dict) else None)
-    notes = list(sizes.notes)
-    if devices is not None and devices != lay.devices:
-        notes.append(
-            f"--devices {devices}, but the layout (data_parallel x model_parallel x context_parallel x pipeline_stage) uses {lay.devices} cards: "
-            "mindformers refuses that launch; the estimate is for the layout"
-        )
-    parts = model_parts(mc)
-    if not parts.layers or not parts.hidden:
-        why = "; ".join(sizes.notes) or "neither the YAML, a pretrained_model_dir config.json nor an installed mindformers config class gives them"
-        raise UsageError(f"{loaded.where('model.model_config')}: the model's layer count and hidden size are not known ({why})")
-    if lay.pp > max(1, parts.layers) or lay.pp > MAX_STAGES:
-        raise UsageError(
-            f"{loaded.where('parallel_config.pipeline_stage')}: parallel_config.pipeline_stage {lay.pp} is more than the model's {parts.layers} layers "
-            f"(or than {MAX_STAGES}): no stage can be without a layer"
-        )
-    pipe = cfg.get("parallel", {}).get("pipeline_config") if isinstance(cfg.get("parallel"), dict) else None
-    interleaved = isinstance(pipe, dict) and _truthy(pipe.get("pipeline_interleave"))
-    interleave = _pos(mc, "pp_interleave_num", "virtual_pipeline_model_parallel_size") if interleaved else 1
-    per, split_note = layers_per_stage(parts.layers, lay.pp, mc.get("offset", 0), interleave)
-    if split_note:
-        notes.append(split_note)
-    rc = cfg.get("recompute_config") if isinstance(cfg.get("recompute_config"), dict) else {}
-    full = _per_stage(rc.get("recompute", False), lay.pp, per)
-    select = _per_stage(rc.get("select_recompute", False), lay.pp, per)
-    runner = cfg.get("runner_config") if isinstance(cfg.get("runner_config"), dict) else {}
-    micro = _pos(runner, "batch_size")
-    seq = _int(mc, "seq_length", default=4096)
-    width = _dtype_bytes(mc.get("params_dtype", mc.get("param_init_type")))
-    opt_bytes = _optimizer_states(cfg)
-    w = _dtype_bytes(mc.get("compute_dtype"), default=2)
-    tp, ep = lay.tp, lay.ep
-    replicas = lay.dp * lay.cp  # cards of one stage holding the same slice of a (non-expert) weight
-    # the routed experts are split by expert_parallel alone (mindformers' GroupedMLP: layout ("ep", None), ep dividing
-    # data_parallel x model_parallel), each whole on its card, held by the stage's other cards alike
-    expert_replicas = max(1, lay.dp * tp * lay.cp // ep)
-
-    def shard(group: int) -> int:
-        if not lay.parallel_optimizer:
-            return 1
-        size = lay.optimizer_shard if 0 < lay.optimizer_shard <= group and group % lay.optimizer_shard == 0 else group
-        return max(1, size)
-
-    grads_sharded = lay.parallel_optimizer and (lay.optimizer_level in ("level2", "level3") or lay.gradient_accumulation_shard)
-    stages = []
-    first = 0
-    # level1 and level2 keep the weights all-gathered in the forward pass until the backward (MindSpore's
-    # optimizer_level: level3 gathers them again instead); a fully recomputed layer with
-    # parallel_optimizer_comm_recompute gathers them again in its recomputation, so keeps none
-    keeps_gathered = lay.parallel_optimizer and lay.optimizer_level in ("level1", "level2")
-    comm_recompute = _truthy(rc.get("parallel_optimizer_comm_recompute"))
-    dense_layer = (parts.attention + parts.dense_mlp) // tp + parts.norms
-    moe_dense = (parts.attention + parts.shared_experts) // tp + parts.norms + parts.router
-    moe_experts = parts.experts // ep
-
-    def moe_in(a: int, b: int) -> int:
-        """MoE layers among layers a..b-1 (the first dense_layers are dense); counted, never looped over."""
-        return max(0, b - max(a, parts.dense_layers)) if parts.moe and b > a else 0
-
-    for i, n in enumerate(per):
-        sd, se = shard(replicas), shard(expert_replicas)
-        moe = moe_in(first, first + n)
-        dense_params = (n - moe) * dense_layer + moe * moe_dense
-        expert_params = moe * moe_experts
-        gathered = 0  # parameters held all-gathered beyond this card's shard
-        if keeps_gathered:
-            kept_from = first + (full[i] if comm_recompute else 0)
-            kept_moe = moe_in(kept_from, first + n)
-            kept_dense = first + n - kept_from - kept_moe
-            gathered = kept_dense * (dense_layer - dense_layer // sd) + kept_moe * (moe_dense - moe_dense // sd + moe_experts - moe_experts // se)
-        outside = dense_params + expert_params  # the layers' share, to find the embedding's, head's and MTP's below
-        if i == 0:
-            dense_params += parts.embedding // tp
-        if i == lay.pp - 1:
-            dense_params += parts.head // tp + parts.final_norm  # a tied head is a copy of the embedding on the last stage
-            if parts.mtp_layers:
-                mtp_moe = parts.moe and parts.layers >= parts.dense_layers
-                dense_params += parts.mtp_layers * ((parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra) // tp)
-                expert_params += parts.mtp_layers * (parts.experts // ep if mtp_moe else 0)
-        if i == 0 and lay.pp == 1 and parts.tied:
-            dense_params -= parts.head // tp  # one stage: the tied head is the embedding itself
-        if keeps_gathered:  # the embedding, the head and the MTP layers are never recomputed
-            rest = dense_params + expert_params - outside
-            gathered += rest - rest // sd
-        weights = width * (dense_params // sd + expert_params // se) + width * gathered
-        grads = width * ((dense_params // sd + expert_params // se) if grads_sharded else (dense_params + expert_params))
-        optimizer = opt_bytes * (dense_params // sd + expert_params // se)
-        acts = 0
-        f, sel = full[i], max(full[i], select[i])
-        for mode, a, b in (("full", 0, f), ("select", f, sel), ("none", sel, n)):
-            if b <= a:
-                continue
-            m = moe_in(first + a, first + b)
-            for is_moe, count_ in ((True, m), (False, b - a - m)):
-                if count_:
-                    acts += count_ * layer_activations(mc, micro=micro, seq=seq, layout=lay, moe=is_moe, mode=mode)
-        tokens = micro * max(1, seq // lay.cp)
-        if i == 0:
-            acts += w * tokens * parts.hidden // (tp if lay.sequence_parallel else 1)  # the embedding's output
-        if i == lay.pp - 1:
-            vocab = parts.embedding // max(1, parts.hidden)
-            acts += (w + 4) * tokens * vocab // tp  # the logits and their float32 copy for the loss
-        if lay.pp == 1:
-            in_flight = 1
-        elif lay.scheduler.lower() == "gpipe":
-            in_flight = lay.micro_batch_num
-        else:
-            in_flight = min(lay.pp - i, lay.micro_batch_num)
-        stages.append(
-            StageMemory(i, n, first, dense_params + expert_params, weights, grads, optimizer, acts, in_flight, full[i], min(n, select[i]), width * gathered)
-        )
-        first += n
-    usable = gb
-    mdm = _max_device_memory(cfg)
-    if gb is not None and mdm is not None and mdm < gb:
-        usable = mdm
-        notes.append(f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card")
-    if lay.pp > 1 and lay.scheduler.lower() not in ("1f1b", "gpipe"):
-        notes.append(f"pipeline_scheduler {lay.scheduler}: micro-batches in flight counted as 1F1B keeps them")
-    if lay.pp > 1 and lay.micro_batch_num < lay.pp:
-        notes.append(f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: the pipeline idles (mindformers refuses some such configs)")
+    run = _read_run_to_size(config_path, layout)
+    sizing, split_note = _stage_sizing(run)
+    stages = _stage_rows(sizing)
+    usable, card_notes = _usable_memory(run.config, gb)
+    notes = list(run.sizes.notes) + _devices_note(devices, run.layout) + ([split_note] if split_note else []) + card_notes
     return CardMemory(
-        config=str(Path(str(config_path))),
-        layout=lay,
+        config=str(Path(str(run.path))),
+        layout=run.layout,
         stages=stages,
         card_gb=gb,
         card_name=name,
         usable_gb=usable,
         devices=devices,
-        micro_batch=micro,
-        seq=seq,
-        parameters=parts.total,
-        sizes_from=sizes.source_words(),
-        notes=notes,
+        micro_batch=sizing.micro,
+        seq=sizing.seq,
+        parameters=run.parts.total,
+        sizes_from=run.sizes.source_words(),
+        notes=notes + _pipeline_notes(run.layout),
     )
 
 

@@ -174,6 +174,105 @@ def _launch_changes(workdir: Path) -> list:
     return [Change(c["kind"], (c["key"],), c["before"], DELETE if c.get("deleted") else c["after"], c["why"]) for c in changes]
 
 
+def _log_tail(launched: Launched, watched: Watched) -> str:
+    """The last lines of the run's log (or of its workers' logs when it wrote none); after a failure with several
+    workers, each worker's own tail too, since the rank that failed first is not always the one the main log shows."""
+    logs = launched.workdir / "logs"
+    log_tail = _tail(launched.log_path) or "\n".join(_tail(p) for p in sorted(logs.glob("worker_*.log")))
+    if launched.prepared.options.workers > 1 and watched.returncode not in (0, None):
+        worker_tails = [f"--- {p.name}\n{_tail(p, 12)}" for p in sorted(logs.glob("worker_*.log"))]
+        log_tail = "\n".join([log_tail] + worker_tails).strip()
+    return log_tail
+
+
+def _mindformers_run(launched: Launched, watched: Watched, outcome: ProcessOutcome, summary_read, times: dict, summary: Path) -> MindformersRun:
+    """What a mindformers config's run left for its verdict: the plan and the outcome, and the files the child wrote
+    (rehearsal.json, each rank's failure.json, isolate.json, preflight.json) read back from the scratch directory."""
+    prepared, workdir = launched.prepared, launched.workdir
+    return MindformersRun(
+        plan=prepared.plan,
+        outcome=outcome,
+        everything=watched.everything,
+        summary_read=summary_read,
+        times=times,
+        device_usable=prepared.device_usable,
+        device_reason=prepared.device_reason,
+        findings=prepared.findings,
+        workdir=workdir,
+        summary=summary,
+        collect_freq=int(launched.spec.get("collect_freq") or 1),
+        stopped_by=watched.stopped_by,
+        rehearsal=_read_json(workdir / "rehearsal.json"),
+        failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
+        launch_changes=_launch_changes(workdir),
+        busy=watched.load.busy(),
+        preflight=_preflight(workdir, prepared.loaded),
+    )
+
+
+def _judge_checks(launched: Launched, watched: Watched, outcome: ProcessOutcome, summary_read, times: dict, summary: Path) -> tuple[list, list]:
+    """``(checks, flags)``: the judge's checks and its flags on the loss, by mindformers' judge for a config's run and
+    by the built-in model's judge otherwise."""
+    prepared = launched.prepared
+    flags: list = []
+    if prepared.plan is not None:
+        checks = judge_mindformers_smoke(_mindformers_run(launched, watched, outcome, summary_read, times, summary), flags_out=flags)
+    else:
+        checks = judge_smoke(
+            outcome,
+            summary_read,
+            watched.everything,
+            times,
+            launched.spec,
+            prepared.device,
+            prepared.device_reason,
+            prepared.findings,
+            summary,
+            prepared.options.workers,
+            device_usable=prepared.device_usable,
+            stopped_by=watched.stopped_by,
+            flags_out=flags,
+            busy=watched.load.busy(),
+        )
+    return checks, flags
+
+
+def _out_of_memory_checks(checks: list, watched: Watched, times: dict) -> list:
+    """The checks when this machine ran out of memory: its limit, so nothing the run wrote is judged and nothing is
+    blamed on the config (the device and cleanup checks stay, failures go) and the process check says not rehearsed."""
+    checks = [c for c in checks if c.name in ("device", "cleanup") or c.status != FAIL and c.name != "process"]
+    checks.append(Check("process", WARN, f"not rehearsed after {count(steps_trained(times), 'step')}: {watched.out_of_memory}"))
+    return checks
+
+
+def _not_rehearsed(launched: Launched, watched: Watched, passed: bool) -> str | None:
+    """Why the run rehearsed nothing, or None: this machine's memory ran out, or a mindformers run that passed hit one
+    of msnb's own limits (a rank's failure.json says so): ``not_rehearsed``, never ``failed``."""
+    not_rehearsed = watched.out_of_memory
+    if launched.prepared.plan is not None and passed and not_rehearsed is None:
+        workdir = launched.workdir
+        not_rehearsed = not_rehearsed_reason([f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))])
+    return not_rehearsed
+
+
+def _first_live_delay(watched: Watched, times: dict) -> float | None:
+    """Seconds from the first step timed to the first figure drawn live (None when either is missing)."""
+    first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
+    return (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
+
+
+def _keep_or_remove_workdir(launched: Launched, watched: Watched, passed: bool, not_rehearsed: str | None) -> bool:
+    """Whether the scratch directory is kept (--keep, a --summary-dir, a failure to look into, a run not rehearsed);
+    it is removed when nobody needs it: a pass, or a run stopped on purpose."""
+    o, workdir = launched.prepared.options, launched.workdir
+    # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped
+    cancelled = watched.stopped_by is not None or watched.interrupted
+    kept = o.keep or o.summary_dir is not None or (not passed and not cancelled) or not_rehearsed is not None
+    if (passed or cancelled) and not_rehearsed is None and not o.keep:
+        shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
+    return kept
+
+
 def judge(launched: Launched, watched: Watched) -> SmokeResult:
     """Read what the run left on disk, judge it, draw the figures; remove the scratch directory when it is not needed.
 
@@ -189,72 +288,17 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         summary = summary_root(prepared.plan, workdir, summary)
     summary_read = read(summary)
     times = _read_step_times(workdir)
-    logs = workdir / "logs"
-    log_tail = _tail(launched.log_path) or "\n".join(_tail(p) for p in sorted(logs.glob("worker_*.log")))
-    if o.workers > 1 and watched.returncode not in (0, None):
-        worker_tails = [f"--- {p.name}\n{_tail(p, 12)}" for p in sorted(logs.glob("worker_*.log"))]
-        log_tail = "\n".join([log_tail] + worker_tails).strip()
+    log_tail = _log_tail(launched, watched)
     elapsed = time.monotonic() - launched.started
     outcome = ProcessOutcome(watched.returncode, watched.interrupted, watched.timed_out, elapsed, log_tail)
-
-    flags: list = []  # the judge's flags on the loss, beside its checks
-    if prepared.plan is not None:
-        checks = judge_mindformers_smoke(
-            MindformersRun(
-                plan=prepared.plan,
-                outcome=outcome,
-                everything=watched.everything,
-                summary_read=summary_read,
-                times=times,
-                device_usable=prepared.device_usable,
-                device_reason=prepared.device_reason,
-                findings=prepared.findings,
-                workdir=workdir,
-                summary=summary,
-                collect_freq=int(launched.spec.get("collect_freq") or 1),
-                stopped_by=watched.stopped_by,
-                rehearsal=_read_json(workdir / "rehearsal.json"),
-                failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
-                launch_changes=_launch_changes(workdir),
-                busy=watched.load.busy(),
-                preflight=_preflight(workdir, prepared.loaded),
-            ),
-            flags_out=flags,
-        )
-    else:
-        checks = judge_smoke(
-            outcome,
-            summary_read,
-            watched.everything,
-            times,
-            launched.spec,
-            prepared.device,
-            prepared.device_reason,
-            prepared.findings,
-            summary,
-            o.workers,
-            device_usable=prepared.device_usable,
-            stopped_by=watched.stopped_by,
-            flags_out=flags,
-            busy=watched.load.busy(),
-        )
+    checks, flags = _judge_checks(launched, watched, outcome, summary_read, times, summary)
     figure, hist_figure, figure_checks = _draw(summary_read, times, watched.everything)
     checks += check_sink(o.sink_size, prepared.device, o.mode, times) + watched.extra_checks + figure_checks
-    if watched.out_of_memory is not None:  # this machine's limit: nothing the run wrote is judged, nothing is blamed on the config
-        checks = [c for c in checks if c.name in ("device", "cleanup") or c.status != FAIL and c.name != "process"]
-        checks.append(Check("process", WARN, f"not rehearsed after {count(steps_trained(times), 'step')}: {watched.out_of_memory}"))
+    if watched.out_of_memory is not None:
+        checks = _out_of_memory_checks(checks, watched, times)
     passed = not any(c.status == FAIL for c in checks)
-    not_rehearsed = watched.out_of_memory
-    if prepared.plan is not None and passed and not_rehearsed is None:
-        not_rehearsed = not_rehearsed_reason([f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))])
-    trained = steps_trained(times)
-    first_step_wall = min((float(t[3][0]) for t in times.values() if t[3].size), default=None)
-    delay = (watched.first_live_wall - first_step_wall) if watched.first_live_wall and first_step_wall else None
-    # stopped on purpose (Ctrl-C, SIGTERM, SIGHUP): nobody is waiting for a post-mortem, whichever way it was stopped
-    cancelled = watched.stopped_by is not None or watched.interrupted
-    kept = o.keep or o.summary_dir is not None or (not passed and not cancelled) or not_rehearsed is not None
-    if (passed or cancelled) and not_rehearsed is None and not o.keep:
-        shutil.rmtree(workdir, ignore_errors=True)  # logs and spec; the summaries too unless --summary-dir put them elsewhere
+    not_rehearsed = _not_rehearsed(launched, watched, passed)
+    kept = _keep_or_remove_workdir(launched, watched, passed, not_rehearsed)
     return SmokeResult(
         passed=passed and not_rehearsed is None,
         not_rehearsed=not_rehearsed,
@@ -264,7 +308,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         device=prepared.device,
         device_reason=prepared.device_reason,
         steps=int(o.steps),
-        steps_trained=trained,
+        steps_trained=steps_trained(times),
         elapsed_s=elapsed,
         workdir=str(workdir),
         tables=watched.everything,
@@ -273,7 +317,7 @@ def judge(launched: Launched, watched: Watched) -> SmokeResult:
         findings=prepared.findings,
         figure=figure,
         histogram_figure=hist_figure,
-        first_live_delay_s=delay,
+        first_live_delay_s=_first_live_delay(watched, times),
         ranks=sorted(times) if times else [],
         flags=flags,
     )

@@ -94,6 +94,9 @@ class Checks:
         self.results.append({"check": name, "outcome": NOT_CHECKED, "message": why})
 
 
+LAYER_SPLIT = "LayerSetting (layers per pipeline stage, offset, recompute lists)"
+
+
 def _transformer_key_map() -> dict:
     """TransformerConfig field -> the model_config keys mindformers converts into it (COMMON_CONFIG_MAPPING, reversed)."""
     from mindformers.parallel_core import transformer_config_utils as tcu  # deferred: mindformers (the child only)
@@ -119,6 +122,24 @@ def _mcore_model_config(config):
     for key, value in default_args.items():
         model_config.__setattr__(key, value)
     return model_config
+
+
+def _layer_split(checks, config, tc) -> None:
+    """mindformers' split of the layers over the pipeline stages (``LayerSetting``, which every new-architecture
+    ``TransformerBlock`` and its MTP block build first): the offsets against the layer count, no empty middle stage,
+    the recompute lists per stage.  Built with the pipeline context the run sets (``parallel.pipeline_config``), no weights.
+    """
+    import mindspore as ms  # deferred: MindSpore and mindformers, in the child process only
+    from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting
+
+    pipeline = (config.get("parallel") or {}).get("pipeline_config")
+    if pipeline:  # as mindformers' ParallelOperator passes config.parallel to MindSpore: interleave and scheduler
+        set_pipeline = checks.run(
+            "parallel.pipeline_config (MindSpore's auto-parallel context)", lambda: ms.set_auto_parallel_context(pipeline_config=dict(pipeline)) or True
+        )
+        if set_pipeline is None:
+            return
+    checks.run(LAYER_SPLIT, lambda: LayerSetting(tc.num_layers, tc.offset, tc, tc.virtual_pipeline_model_parallel_size))
 
 
 def _cluster_only(config) -> bool:
@@ -232,15 +253,21 @@ def _preflight(spec: dict, handler) -> dict:
             lambda: build_model_config(config.model.model_config, default_args={"parallel_config": config.parallel_config, "moe_config": config.moe_config}),
         )
         checks.not_checked("TransformerConfig.__post_init__", "use_legacy is not False: the legacy architecture builds no TransformerConfig")
+        checks.not_checked(LAYER_SPLIT, "the legacy architecture splits its layers in each model class as it builds it (llama, glm2)")
     elif _cluster_only(config):
         why = f"the sizes come from pretrained_model_dir {config.pretrained_model_dir!r}, whose config.json is not on this machine"
         checks.not_checked("model config (get_model_config)", why)
         checks.not_checked("TransformerConfig.__post_init__", why)
+        checks.not_checked(LAYER_SPLIT, why)
     else:
         model_config = checks.run("model config (get_model_config, as build_model does)", lambda: _mcore_model_config(config))
         if model_config is not None:
             tc = checks.run("TransformerConfig (convert_to_transformer_config, __post_init__)", lambda: model_config.convert_to_transformer_config())
             out["transformer_keys"] = _transformer_key_map()
+            if tc is not None:
+                _layer_split(checks, config, tc)
+            else:
+                checks.not_checked(LAYER_SPLIT, "the TransformerConfig could not be built")
             if tc is not None and getattr(tc, "num_moe_experts", None):
                 checks.not_checked(
                     "num_moe_experts divisible by expert_parallel",
@@ -248,6 +275,7 @@ def _preflight(spec: dict, handler) -> dict:
                 )
         else:
             checks.not_checked("TransformerConfig.__post_init__", "the model config could not be built")
+            checks.not_checked(LAYER_SPLIT, "the model config could not be built")
     checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open")
     checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments")
     return out

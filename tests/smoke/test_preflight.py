@@ -83,7 +83,17 @@ ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel")
 for name, path, devices, what in json.loads(sys.argv[1]):
     config = MindFormerConfig(path)
     try:
-        if what == "check_rules":
+        if what == "layers":  # mindformers' layer split, built from the file's own values as TransformerBlock builds it
+            from mindformers.core.context.build_context import build_mf_context
+            from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting
+            build_mf_context(config)
+            mc = config.model.model_config
+            tc = TransformerConfig(
+                num_layers=mc.num_hidden_layers, hidden_size=mc.hidden_size, num_attention_heads=mc.num_attention_heads,
+                pipeline_model_parallel_size=config.parallel_config.pipeline_stage,
+            )
+            LayerSetting(mc.num_hidden_layers, mc.offset, tc, 1)
+        elif what == "check_rules":
             build_parallel_config(config)
             os.environ["RANK_SIZE"] = str(devices)
             check_rules(config, mode="train", network=object(), dataset=object())  # base_trainer passes the built ones
@@ -112,11 +122,15 @@ def test_each_finding_is_mindformers_own_error(tmp_path):
     def heads(d):
         d["parallel_config"]["model_parallel"] = 3  # 32 attention heads
 
+    def offset(d):
+        d["model"]["model_config"]["offset"] = [1, 0, 0, 0]  # 48 layers over 4 stages split evenly: the offsets must add up to 0
+
     cases = {  # name: (file, devices, the mindformers function that proves it, the key the finding names)
         "devices": (MOE, 8, "check_rules", "parallel_config.data_parallel"),
         "recompute": (_changed(tmp_path, "recompute", recompute), 16, "check_rules", "recompute_config.recompute"),
         "cp_without_fa": (_changed(tmp_path, "cp", cp_without_fa), 32, "check_rules", "parallel_config.context_parallel"),
         "heads": (_changed(tmp_path, "heads", heads), 12, "transformer", "model.model_config.num_attention_heads"),
+        "offset": (_changed(tmp_path, "offset", offset), 16, "layers", "model.model_config.offset"),
     }
     results = run_preflights([(path, devices, None) for path, devices, _, _ in cases.values()] + [(MOE, None, None)])
     proof = subprocess.run(
@@ -136,6 +150,7 @@ def test_each_finding_is_mindformers_own_error(tmp_path):
     by_name = {c.check: c.outcome for c in unknown.checks}
     assert by_name["check_rules._check_recompute"] == "passed"
     assert by_name["TransformerConfig (convert_to_transformer_config, __post_init__)"] == "passed"
+    assert by_name["LayerSetting (layers per pipeline stage, offset, recompute lists)"] == "passed"
     assert any(n.startswith("device count =") and o == NOT_CHECKED for n, o in by_name.items())
     assert by_name["num_moe_experts divisible by expert_parallel"] == NOT_CHECKED
     assert "the device count is unknown" in unknown.headline()

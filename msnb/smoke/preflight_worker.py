@@ -130,7 +130,7 @@ def _layer_split(checks, config, tc) -> None:
     the recompute lists per stage.  Built with the pipeline context the run sets (``parallel.pipeline_config``), no weights.
     """
     import mindspore as ms  # deferred: MindSpore and mindformers, in the child process only
-    from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting
+    from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting  # (deferred as above)
 
     pipeline = (config.get("parallel") or {}).get("pipeline_config")
     if pipeline:  # as mindformers' ParallelOperator passes config.parallel to MindSpore: interleave and scheduler
@@ -182,7 +182,6 @@ def _preflight(spec: dict, handler) -> dict:
     from mindformers import MindFormerConfig
     from mindformers.core.context.build_context import MFContextOperator, build_mf_context
     from mindformers.core.parallel_config import build_parallel_config
-    from mindformers.models.build_config import build_model_config
     from mindformers.tools import check_rules as rules
 
     checks = Checks(handler)
@@ -247,6 +246,16 @@ def _preflight(spec: dict, handler) -> dict:
     checks.run("check_rules._check_recompute", lambda: rules._check_recompute(config))
     checks.run("check_rules._check_config_campacity", lambda: rules._check_config_campacity(config))
     checks.run("check_rules._check_swap", lambda: rules._check_swap(config))
+    _model_checks(checks, config, out, legacy)
+    checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open")
+    checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments")
+    return out
+
+
+def _model_checks(checks, config, out: dict, legacy: bool) -> None:
+    """The model config as the Trainer builds it; for the new architecture its ``TransformerConfig`` and layer split."""
+    from mindformers.models.build_config import build_model_config  # deferred: mindformers, in the child process only
+
     if legacy:
         checks.run(
             "model config (build_model_config)",
@@ -276,9 +285,6 @@ def _preflight(spec: dict, handler) -> dict:
         else:
             checks.not_checked("TransformerConfig.__post_init__", "the model config could not be built")
             checks.not_checked(LAYER_SPLIT, "the model config could not be built")
-    checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open")
-    checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments")
-    return out
 
 
 def main(spec_path: str) -> int:

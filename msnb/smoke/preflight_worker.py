@@ -133,9 +133,10 @@ def _layer_split(checks, config, tc) -> None:
     from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting  # (deferred as above)
 
     pipeline = (config.get("parallel") or {}).get("pipeline_config")
-    if pipeline:  # as mindformers' ParallelOperator passes config.parallel to MindSpore: interleave and scheduler
+    if pipeline:  # as mindformers' ParallelOperator passes config.parallel to MindSpore: interleave and scheduler; no mapping: MindSpore's own refusal
         set_pipeline = checks.run(
-            "parallel.pipeline_config (MindSpore's auto-parallel context)", lambda: ms.set_auto_parallel_context(pipeline_config=dict(pipeline)) or True
+            "parallel.pipeline_config (MindSpore's auto-parallel context)",
+            lambda: ms.set_auto_parallel_context(pipeline_config=dict(pipeline) if isinstance(pipeline, dict) else pipeline) or True,
         )
         if set_pipeline is None:
             return

@@ -196,3 +196,16 @@ def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_fold
     assert not log.parent.exists()
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
+
+
+@needs_mindformers
+def test_pipeline_config_not_a_mapping_is_mindspores_own_refusal(tmp_path):
+    """A ``parallel.pipeline_config`` that is no mapping: the finding is MindSpore's own type error, not msnb's conversion."""
+
+    def as_text(d):
+        d.setdefault("parallel", {})["pipeline_config"] = "yes"
+
+    (result,) = run_preflights([(_changed(tmp_path, "pipeline_text", as_text), 16, None)])
+    assert result.outcome == FAILED
+    (check,) = [c for c in result.checks if c.check.startswith("parallel.pipeline_config")]
+    assert check.outcome == FAILED and "must be <class 'dict'>" in check.message and "msnb" not in check.source

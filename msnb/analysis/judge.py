@@ -42,6 +42,11 @@ class RunVerdict:
         """True when no check failed (warnings allowed)."""
         return not any(c.status == FAIL for c in self.checks)
 
+    def add(self, check: Check, flags=()) -> None:
+        """One rule's answer: its check, and the flags it raised (sorted by step once every rule has answered)."""
+        self.checks.append(check)
+        self.flags.extend(flags)
+
     def as_dict(self) -> dict:
         return {
             "run": self.run,
@@ -165,69 +170,91 @@ def judge_run(
     ranks = sorted(int(r) for r in distinct_integers(mine.rank) if r >= 0)
     verdict = RunVerdict(run, ranks)
     present = set(mine.tags())
-    loss_tag = resolve(tag, present)
-    verdict.tag = loss_tag
+    verdict.tag = loss_tag = resolve(tag, present)
     if loss_tag is None:
-        verdict.checks.append(
-            Check("tags", FAIL if explicit_tag else WARN, f"no {tag!r} tag in this run (tags: {', '.join(sorted(present)) or 'none'}): nothing judged")
-        )
+        verdict.add(_missing_loss_check(tag, present, explicit_tag))
         return verdict
-
-    # non-finite values first, on every record of every rank
-    watched = [loss_tag] + [t for t in ALIASES["grad_norm"] if t in present]
+    watched = [loss_tag] + [t for t in ALIASES["grad_norm"] if t in present]  # non-finite values first, on every record
     verdict.series = list(watched)
-    found = find_nonfinite(mine, watched)
-    nf_flags = nonfinite_flags(found, {run: ranks})
-    if found:
-        verdict.checks.append(Check("finite", FAIL, "; ".join(f.reason for f in nf_flags)))
-    else:
-        verdict.checks.append(Check("finite", PASS, f"no NaN or Inf in {', '.join(watched)} on any record"))
-    verdict.flags.extend(nf_flags)
-
+    finite = _finite_check(mine, run, ranks, watched)
+    verdict.add(*finite)
     cs = curves(mine, loss_tag)
-    verdict.checks.append(_steps_check(cs, rules, collect_freq))
+    verdict.add(_steps_check(cs, rules, collect_freq))
     ranked = [c for c in cs if c.rank >= 0]
     steps, values, n_judged = run_loss(cs, rules)
     if seen is not None:
         seen.update(curves=cs, loss=(steps, values, n_judged))
+    verdict.checks.extend(_trend_checks(mine, context, steps, values, n_judged, rules))
+    verdict.add(*_spikes_check(run, loss_tag, steps, values, rules))
+    if len(ranked) > 1:
+        verdict.add(*_divergence_check(mine, loss_tag, cs, finite[1], steps.size, rules))
+    if (st_tag := resolve("step_time", present)) is not None:
+        verdict.series.append(st_tag)
+        for c in curves(mine, st_tag):
+            verdict.add(step_time_stability(c.values, f"[rank {c.rank}]" if len(ranked) > 1 else "", rules))
+    if not verdict.passed and (started := _where_it_started(mine, context)) is not None:
+        verdict.add(started)
+    verdict.flags.sort(key=lambda f: (f.step, f.rank))
+    return verdict
+
+
+def _missing_loss_check(tag: str, present: set, explicit_tag: bool) -> Check:
+    """``tags``, the one check of a run without the loss tag: nothing else can be judged. A tag the user named fails
+    the run; the default one, looked for unasked, only warns."""
+    listed = ", ".join(sorted(present)) or "none"
+    return Check("tags", FAIL if explicit_tag else WARN, f"no {tag!r} tag in this run (tags: {listed}): nothing judged")
+
+
+def _finite_check(mine, run: str, ranks: list, watched: list) -> tuple[Check, list]:
+    """``finite``: NaN or Inf in the loss or the gradient norms, on every record of every rank (a retried step's NaN
+    counts even where a later record replaced it): the check and one flag per rank where it began."""
+    found = find_nonfinite(mine, watched)
+    flags = nonfinite_flags(found, {run: ranks})
+    if found:
+        return Check("finite", FAIL, "; ".join(f.reason for f in flags)), flags
+    return Check("finite", PASS, f"no NaN or Inf in {', '.join(watched)} on any record"), flags
+
+
+def _trend_checks(mine, context, steps, values, n_judged: int, rules: Rules) -> list[Check]:
+    """``loss_falling`` and ``loss_stalled`` on the run's finite loss.
+
+    A smoke's one-step blow-up is left out of both (it is ``loss_spikes``' to name, not a trend); a loss that never
+    fell is given its likely cause (a learning rate of 0, frozen weights) from the run, else from its *context*.
+    """
     ok = np.isfinite(values)
     cause = likely_cause(mine) or (likely_cause(context) if context is not None else None)
     blown = blowup(steps, values, rules)
-    judged = ok & (steps != blown[0]) if blown is not None else ok  # a smoke's one-step blow-up is loss_spikes' to name, not a trend
+    judged = ok & (steps != blown[0]) if blown is not None else ok
     trend = loss_trend(steps[judged], values[judged], rules=rules, cause=cause, ranks=n_judged)
     if blown is not None:
         trend.detail += f" (step {blown[0]}'s one-step blow-up left out: see loss_spikes)"
-    verdict.checks.append(trend)
-    verdict.checks.append(loss_stall(steps[judged], values[judged], rules=rules))
+    return [trend, loss_stall(steps[judged], values[judged], rules=rules)]
+
+
+def _spikes_check(run: str, loss_tag: str, steps, values, rules: Rules) -> tuple[Check, list]:
+    """``loss_spikes``: a jump of the run's loss that did not recover (or a smoke's blow-up), with its flag; a pass
+    says what was looked for, so a reader knows how big a jump would have been caught."""
     spike = spike_flag(run, loss_tag, steps, values, rules)
-    if spike is None:
-        w = recovery_window(int(ok.sum()), rules)
-        blowups = f", nor a one-step jump of {rules.spike_blowup:g}x" if int(ok.sum()) <= rules.spike_short_points else ""
-        verdict.checks.append(Check("loss_spikes", PASS, f"no jump above {rules.spike_factor:g}x that lasted {w} points{blowups}"))
-    else:
-        verdict.checks.append(Check("loss_spikes", FAIL, spike.reason))
-        verdict.flags.append(spike)
+    if spike is not None:
+        return Check("loss_spikes", FAIL, spike.reason), [spike]
+    points = int(np.isfinite(values).sum())
+    blowups = f", nor a one-step jump of {rules.spike_blowup:g}x" if points <= rules.spike_short_points else ""
+    window = recovery_window(points, rules)
+    return Check("loss_spikes", PASS, f"no jump above {rules.spike_factor:g}x that lasted {window} points{blowups}"), []
 
-    if len(ranked) > 1:
-        gone = {(f.rank) for f in nf_flags}
-        div = [f for f, _visible in divergence_details(mine, loss_tag, rules=rules, curve_list=cs) if f.rank not in gone]
-        if div:
-            verdict.checks.append(Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)))
-        else:
-            verdict.checks.append(
-                Check("rank_divergence", PASS, f"{len(ranked)} ranks follow one trend within their noise over {count(steps.size, 'common step')}")
-            )
-        verdict.flags.extend(div)
 
-    st_tag = resolve("step_time", present)
-    if st_tag is not None:
-        verdict.series.append(st_tag)
-        for c in curves(mine, st_tag):
-            label = f"[rank {c.rank}]" if len(ranked) > 1 else ""
-            verdict.checks.append(step_time_stability(c.values, label, rules))
-    if not verdict.passed:  # where it started: which rank and parameter left its own history first (health's detector)
-        started = first_anomaly_check(mine) or (first_anomaly_check(context) if context is not None else None)
-        if started is not None:
-            verdict.checks.append(started)
-    verdict.flags.sort(key=lambda f: (f.step, f.rank))
-    return verdict
+def _divergence_check(mine, loss_tag: str, cs, nonfinite: list, common: int, rules: Rules) -> tuple[Check, list]:
+    """``rank_divergence`` of a run of several ranks, with its flags; a rank already flagged for NaN/Inf is not flagged
+    again for drifting away (its loss is not comparable any more)."""
+    gone = {f.rank for f in nonfinite}
+    div = [f for f, _visible in divergence_details(mine, loss_tag, rules=rules, curve_list=cs) if f.rank not in gone]
+    if div:
+        return Check("rank_divergence", FAIL, "; ".join(f.reason for f in div)), div
+    ranked = sum(1 for c in cs if c.rank >= 0)
+    return Check("rank_divergence", PASS, f"{ranked} ranks follow one trend within their noise over {count(common, 'common step')}"), div
+
+
+def _where_it_started(mine, context) -> Check | None:
+    """For a failed run: which rank and parameter left its own history first (health's detector), from the run's
+    per-parameter data, else from its *context*'s; None where neither has any."""
+    return first_anomaly_check(mine) or (first_anomaly_check(context) if context is not None else None)

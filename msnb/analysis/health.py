@@ -283,7 +283,7 @@ class HealthReport(ResultView):
     cascade_total: int = 0
     scanned_tags: list = field(default_factory=list)
     read_from: dict = field(default_factory=dict)  # run -> {writer: tags scanned read from it} (one job's writers: msnb.events.identity)
-    origins: dict = field(default_factory=dict, repr=False)  # run -> {tag: writer}, as msnb.events.ReadResult.origins
+    origins: dict = field(default_factory=dict, repr=False)  # run -> {tag: writer}, ReadResult.origins with head folders folded
 
     @property
     def anomalous(self) -> bool:
@@ -317,19 +317,18 @@ class HealthReport(ResultView):
         """The writer the first anomaly's series was read from, or ``""``."""
         if self.first is None:
             return ""
-        writer = self.origins.get(self.first.run, {}).get(self.first.tag, "")
-        return next((w for w in self.read_from.get(self.first.run, {}) if writer.startswith(w + "/")), writer)
+        return self.origins.get(self.first.run, {}).get(self.first.tag, "")
 
     def said_from(self, origins: dict) -> HealthReport:
         """Name the writer each scanned tag was read from (``origins``: run -> {tag: writer}); returns the report."""
-        self.origins = origins or {}
         scanned = set(self.scanned_tags)
-        self.read_from = {}
-        for run, tags in self.origins.items():
+        self.origins, self.read_from = {}, {}
+        for run, tags in (origins or {}).items():
             named = sorted(set(tags.values()), key=len)
             # add_scalars' head folders are their writer's (tensorboard/rank_*/max_attention_logit/.../head_0 is tensorboard/rank_*)
             top = {w: next((o for o in named if w.startswith(o + "/")), w) for w in named}
-            writers = Counter(top[writer] for tag, writer in tags.items() if tag in scanned)
+            self.origins[run] = {tag: top[writer] for tag, writer in tags.items()}
+            writers = Counter(writer for tag, writer in self.origins[run].items() if tag in scanned)
             if writers:
                 self.read_from[run] = dict(writers.most_common())
         return self

@@ -162,7 +162,7 @@ def _preflight(workdir: Path, loaded) -> dict | None:
     said = _read_json(workdir / "preflight.json")
     if said is None:
         return None
-    return {"error": said.get("error", ""), "checks": checks_from(said, loaded)}
+    return {"error": said.get("error", ""), "checks": checks_from(said, loaded), "stood_in": said.get("stood_in") or []}
 
 
 def _launch_changes(workdir: Path) -> list:

@@ -179,25 +179,32 @@ def _model(plan, trained: int, returncode, failures: list) -> Check:
 
 
 def _preflight_checks(said: dict | None) -> list:
-    """The pre-flight's verdict: FAIL on a finding (key, line, mindformers' line), PASS on what ran; what it could not check is SKIP, never a pass."""
+    """The pre-flight's verdict: FAIL on a finding (key, line, mindformers' line), PASS on what ran; what it could not
+    check (a rule on the model or layout not run, msnb's own error) is SKIP, never a pass; rules about the data apart."""
     if said is None:
         return []
-    if said.get("error"):
-        return [Check("preflight", SKIP, f"mindformers' startup checks at full size could not run here ({said['error']}): not checked")]
     checks = said.get("checks") or []
     failed = [c for c in checks if c.outcome == "failed"]
+    if said.get("error") and not failed:
+        return [Check("preflight", SKIP, f"mindformers' startup checks at full size could not run here ({said['error']}): not checked")]
     warned = [c for c in checks if c.outcome == "warning"]
     ran = [c for c in checks if c.outcome in ("passed", "warning")]
+    ours = [c for c in checks if c.outcome == "msnb error"]
+    unchecked = [c for c in checks if c.outcome == "not checked" and c.kind != "data"]
+    stood_in = f"; stood in: {'; '.join(said.get('stood_in') or [])}" if said.get("stood_in") else ""
     out = []
     if failed:
         passed = f"; passed: {', '.join(c.check for c in ran)}" if ran else ""
         out.append(Check("preflight", FAIL, "the full-size config fails mindformers' own startup checks: " + " | ".join(c.line() for c in failed) + passed))
+    elif ours or unchecked:
+        why = " | ".join(f"{c.check}: {c.message}" + (" (msnb's own error, not the config's)" if c in ours else "") for c in ours + unchecked)
+        out.append(Check("preflight", SKIP, f"mindformers' startup checks at full size: {len(ran)} ran, not all: {why}"))
     elif ran:
-        said_ran = f"mindformers' own startup checks at full size passed ({len(ran)}: {', '.join(c.check for c in ran)})"
+        said_ran = f"mindformers' own startup checks at full size passed ({len(ran)}: {', '.join(c.check for c in ran)}){stood_in}"
         out.append(Check("preflight", WARN if warned else PASS, said_ran + ("; warnings: " + " | ".join(c.line() for c in warned) if warned else "")))
-    unchecked = [c for c in checks if c.outcome == "not checked"]
-    if unchecked:
-        out.append(Check("preflight_not_checked", SKIP, " | ".join(f"{c.check}: {c.message}" for c in unchecked)))
+    apart = [c for c in checks if c.outcome == "not checked" and (c.kind == "data" or failed)]
+    if apart:
+        out.append(Check("preflight_not_checked", SKIP, " | ".join(f"{c.check}: {c.message}" for c in apart)))
     return out
 
 

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -256,24 +257,42 @@ def check_model_type(config, legacy: bool) -> None:
     raise ConfigFault(f"{key} {name!r} is not registered in this mindformers (closest: {', '.join(close)})")
 
 
-def _preflight_first(spec: dict) -> None:
-    """The pre-flight on the unshrunk config, in this process (mindformers is imported once): a finding stops the smoke here.
+def _start_preflight(spec: dict):
+    """The pre-flight's child, started before this process imports mindformers (the two imports overlap); None when not asked."""
+    if spec.get("preflight") is None:
+        return None
+    workdir = os.path.join(spec["workdir"], "preflight")
+    os.makedirs(workdir, exist_ok=True)
+    run = {"workdir": workdir, "config": spec["config"], "devices": spec["preflight"].get("devices"), "per_node": spec["preflight"].get("per_node")}
+    with open(os.path.join(workdir, "spec.json"), "w") as f:
+        json.dump({"workdir": workdir, "runs": [run]}, f)
+    with open(os.path.join(workdir, "preflight.log"), "wb") as log:  # the child holds its own copy of the file
+        return subprocess.Popen(
+            [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")], cwd=workdir, stdout=log, stderr=subprocess.STDOUT
+        )
 
-    What it found goes to ``preflight.json`` for the verdict; a finding is the config's (the full-size job would die
-    on it at startup), so it raises :class:`ConfigFault` before anything is shrunk or trained. msnb's own failure in
-    the pre-flight is written as such and never blamed on the config: the smoke goes on.
+
+def _preflight_first(spec: dict, proc) -> None:
+    """The pre-flight on the unshrunk config, in a child process of its own: a finding stops the smoke here.
+
+    Its own process, because building the full-size network sets process-wide state (MindSpore's contexts, the
+    communication stand-in, mindformers' parallel groups) that the shrunk training must not inherit. What it found goes
+    to ``preflight.json`` for the verdict; a finding is the config's (the full-size job would die on it at startup),
+    so it raises :class:`ConfigFault` before anything is shrunk or trained. msnb's own failure in the pre-flight is
+    written as such and never blamed on the config: the smoke goes on.
     """
-    # deferred: the pre-flight imports mindformers' check modules, which only the training child loads
-    from .preflight_worker import FAILED, preflight
+    # deferred: the pre-flight's words, only for a mindformers smoke
+    from .preflight_worker import FAILED
 
-    run = {"config": spec["config"], "devices": spec["preflight"].get("devices"), "per_node": spec["preflight"].get("per_node")}
+    workdir = os.path.join(spec["workdir"], "preflight")
     started = time.monotonic()
+    code = proc.wait()
     try:
-        said = preflight(run)
-    except Exception as exc:  # msnb's own failure: said in the verdict as "not checked"
-        traceback.print_exc()
-        said = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500]}
-    said["seconds"] = round(time.monotonic() - started, 3)  # what the pre-flight added to the smoke (benchmarks/smoke_sweep.py)
+        with open(os.path.join(workdir, "preflight.json")) as f:
+            said = json.load(f)[0]
+    except (OSError, ValueError, IndexError):
+        said = {"error": f"the pre-flight's child wrote no result (exit status {code})"}
+    said["seconds"] = round(time.monotonic() - started, 3)  # what waiting for the pre-flight added to the smoke (benchmarks/smoke_sweep.py)
     with open(os.path.join(spec["workdir"], "preflight.json"), "w") as f:
         json.dump(said, f, default=str)
     failed = [c for c in said.get("checks", []) if c.get("outcome") == FAILED]
@@ -293,6 +312,7 @@ def main(spec_path: str) -> int:
     stage = "importing mindformers"
     rank = 0
     made, reached, said = [], None, {}  # the CPU replacements made; cpu_rehearsal.reached once imported; rehearsal.json's content
+    preflight = _start_preflight(spec)  # its child imports mindformers while this process does
     try:
         guarded = guard_deepseek_v4_import()  # before mindformers: its 2.0 import needs hyper_parallel otherwise
         # deferred until the death signal is armed, and inside the try (a failure is this stage's line): mindformers, MindSpore
@@ -308,7 +328,7 @@ def main(spec_path: str) -> int:
             made = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
         if spec.get("preflight") is not None:
             stage = "the pre-flight at full size (mindformers' own startup checks)"
-            _preflight_first(spec)
+            _preflight_first(spec, preflight)
         stage = "loading the config (MindFormerConfig)"
         config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
         stage = "applying the smoke's changes to mindformers' config"

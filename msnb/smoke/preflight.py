@@ -18,6 +18,7 @@ line that raised it; what mindformers only logs as a warning is a warning.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -37,7 +38,8 @@ from ..status import ResultView
 from .shipped_configs import resolve_shipped
 from .stop_signals import Stopped, StopSignals
 
-PASSED, FAILED, NOT_CHECKED = "passed", "failed", "not checked"
+PASSED, FAILED, NOT_CHECKED, MSNB_ERROR = "passed", "failed", "not checked", "msnb error"
+DATA = "data"  # a rule about the dataset, not run because the dataset is not opened: listed apart, never "not checked"
 PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck child is msnb's failure, "not checked"
 _DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_stage"
 
@@ -102,11 +104,12 @@ class PreflightCheck:
     """One mindformers check: its outcome, mindformers' own message, the YAML key and line, and the mindformers line that raised."""
 
     check: str
-    outcome: str  # passed / failed / warning / not checked
+    outcome: str  # passed / failed / warning / not checked / msnb error
     message: str = ""
     key: str = ""
     where: str = ""  # FILE:LINE of the key in the user's YAML
     source: str = ""  # mindformers/...py:LINE that raised or logged it
+    kind: str = "model"  # "model": a rule on the model or the layout; "data": on the dataset (not run: listed apart)
 
     def line(self) -> str:
         said = f"{self.check}: {self.outcome}"
@@ -131,6 +134,8 @@ class PreflightResult(ResultView):
     error: str = ""  # msnb could not run the checks at all
     seconds: float = 0.0
     memory: object = None  # the per-card memory estimate (msnb.smoke.card_memory.CardMemory), when one was made
+    stood_in: list = field(default_factory=list)  # what the child stood in for to build the full-size run on CPU (communication...)
+    traceback: str = ""  # msnb's own failure's traceback, kept for a report (never blamed on the config)
 
     @property
     def findings(self) -> list:
@@ -142,14 +147,26 @@ class PreflightResult(ResultView):
 
     @property
     def not_checked(self) -> list:
-        return [c for c in self.checks if c.outcome == NOT_CHECKED]
+        """Rules on the model or the layout that did not run (each makes the outcome "not checked")."""
+        return [c for c in self.checks if c.outcome == NOT_CHECKED and c.kind != DATA]
+
+    @property
+    def data_rules(self) -> list:
+        """Rules about the dataset, not run because the pre-flight does not open it: listed apart."""
+        return [c for c in self.checks if c.outcome == NOT_CHECKED and c.kind == DATA]
+
+    @property
+    def msnb_errors(self) -> list:
+        """Steps where msnb's own code raised: msnb's fault, never the config's."""
+        return [c for c in self.checks if c.outcome == MSNB_ERROR]
 
     @property
     def outcome(self) -> str:
-        """failed: a finding; not checked: msnb could not run the checks or the device count is unknown; else passed."""
+        """failed: a finding (whatever else went wrong); passed: every rule on the model and layout ran and none failed;
+        else not checked (msnb could not run a check, the device count is unknown, or a rule did not run)."""
         if self.findings:
             return FAILED
-        if self.error or self.devices is None or not self.checks:
+        if self.error or self.devices is None or not self.checks or self.msnb_errors or self.not_checked:
             return NOT_CHECKED
         return PASSED
 
@@ -172,9 +189,12 @@ class PreflightResult(ResultView):
             "mindformers": self.mindformers,
             "seconds": round(self.seconds, 2),
             "checks": [vars(c).copy() for c in self.checks],
+            "stood_in": list(self.stood_in),
         }
         if self.error:
             out["error"] = self.error
+        if self.traceback:
+            out["traceback"] = self.traceback
         if self.memory is not None:
             out["memory"] = self.memory.as_dict()
         return out
@@ -186,11 +206,16 @@ class PreflightResult(ResultView):
             more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
             return f"pre-flight failed: {first.message}" + (f" [{first.key} at {first.where}]" if first.where else "") + more
         if self.error:
-            return f"pre-flight not checked: {self.error}"
+            return f"pre-flight not checked: msnb could not run the checks ({self.error}): msnb's limit, not the config's fault"
+        if self.msnb_errors:
+            first = self.msnb_errors[0]
+            return f"pre-flight not checked: msnb's own error in {first.check} ({first.message}): msnb's limit, not the config's fault"
         if self.devices is None:
             return f"pre-flight not checked: the device count is unknown, so {_DEVICE_RULE} = device count was not checked (give --devices N or --launch)"
-        unchecked = [c.check for c in self.not_checked]
-        return f"pre-flight passed at {self.devices} devices ({self.devices_from})" + (f"; not checked: {'; '.join(unchecked)}" if unchecked else "")
+        if self.not_checked:
+            return f"pre-flight not checked: {'; '.join(c.check + ': ' + c.message for c in self.not_checked)}"
+        apart = [c.check for c in self.data_rules]
+        return f"pre-flight passed at {self.devices} devices ({self.devices_from})" + (f"; rules about the data not run: {'; '.join(apart)}" if apart else "")
 
     def format_text(self) -> str:
         lines = [
@@ -202,6 +227,8 @@ class PreflightResult(ResultView):
             lines.append(f"  could not check: {self.error}")
         for c in self.checks:
             lines.append("  " + c.line())
+        for standin in self.stood_in:
+            lines.append(f"  stood in: {standin}")
         if self.memory is not None:
             lines += ["", self.memory.format_text()]
         lines.append(self.headline())
@@ -225,6 +252,16 @@ _PARALLEL_KEY_WORDS = (
     ("device_num", "parallel_config.data_parallel"),
     ("context_parallel is only available", "parallel_config.context_parallel"),
     ('must contain the key "type"', "model.model_config.type"),  # the registry found no class to build: the model names none
+    # rules the full-size network's constructors and MindSpore's compiler hold: the layout key a user changes to meet them
+    ("'kv_num_heads' must be a multiple of 'tensor_parallel", "parallel_config.model_parallel"),
+    ("to be divisible by expert_model_parallel_size", "parallel_config.expert_parallel"),
+    ("expert_model_parallel_size must divide", "parallel_config.expert_parallel"),
+    ("MoE and tensor parallelism", "parallel_config.use_seq_parallel"),
+    ("When zero_bubble_v is enabled, micro_batch_num", "parallel_config.micro_batch_num"),
+    ("For zero_bubble_v scheduler, micro_size", "parallel_config.micro_batch_num"),
+    ("When zero_bubble_v is enabled, pp_interleave_num", "parallel_config.pp_interleave_num"),
+    ("For 1F1B Scheduler", "parallel_config.micro_batch_num"),
+    ("weight aggregation is not supported", "monitor_config.stable_rank_config.do_aggregation"),
 )
 
 
@@ -255,7 +292,7 @@ def checks_from(said: dict, loaded) -> list:
         if key and loaded is not None:
             line = loaded.lines.get(key)
             where = f"{loaded.where(key)}" + (f":{line}" if line else "")
-        out.append(PreflightCheck(c["check"], outcome, message, key, where, c.get("source", "")))
+        out.append(PreflightCheck(c["check"], outcome, message, key, where, c.get("source", ""), c.get("kind") or "model"))
     return out
 
 
@@ -295,7 +332,11 @@ def _name_refused(path: str, devices, devices_from) -> PreflightResult:
 
 
 def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
-    """Several configs' pre-flights in one child process (mindformers imported once): ``[(path, devices, launch), ...]``.
+    """Several configs' pre-flights: ``[(path, devices, launch), ...]``, each in a child process of its own.
+
+    One child per config, as each cluster job is a process of its own: building one full-size network sets
+    process-wide state (MindSpore's contexts, CPU affinity, mindformers' parallel groups) that a second build in the
+    same process would trip over, and that refusal would be msnb's doing blamed on the second config.
 
     Returns:
         A :class:`PreflightResult` per item, in order (no memory section: see :func:`run_preflight`).
@@ -309,37 +350,48 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
             results[i] = _name_refused(path, devices, devices_from)
             continue
         prepared.append((i, path, loaded, devices, per_node, devices_from))
-    if not prepared:
-        return [results[i] for i in range(len(items))]
-    started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="msnb-preflight-")
     try:
-        runs = [{"workdir": workdir, "config": os.path.abspath(p), "devices": d, "per_node": n} for _, p, _, d, n, _ in prepared]
-        with open(os.path.join(workdir, "spec.json"), "w") as f:
-            json.dump({"workdir": workdir, "runs": runs}, f)
-        env = dict(os.environ, TMPDIR=workdir, PYTHONUNBUFFERED="1")
-        for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE"):
-            env.pop(name, None)  # this machine's launch, if any, is not the cluster's
-        try:
-            error = _run_child(workdir, env, timeout * len(runs))
-        except Stopped as stop:  # the scratch folder first, then the signal as it would have come (by default the end)
-            shutil.rmtree(workdir, ignore_errors=True)
-            signal.raise_signal(stop.signum)
-            raise SmokeError(f"the pre-flight was stopped by {stop.name}") from None
-        try:
-            with open(os.path.join(workdir, "preflight.json")) as f:
-                said_all = json.load(f)
-        except (OSError, ValueError):
-            said_all = []
+        for i, path, loaded, devices, per_node, devices_from in prepared:
+            run = {"workdir": workdir, "config": os.path.abspath(path), "devices": devices, "per_node": per_node}
+            results[i] = _one_child(workdir, run, path, loaded, devices_from, timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    seconds = (time.monotonic() - started) / len(prepared)
-    for k, (i, path, loaded, devices, _, devices_from) in enumerate(prepared):
-        said = said_all[k] if k < len(said_all) and isinstance(said_all[k], dict) else {}
-        problem = said.get("error") or ("" if said else (error or "the pre-flight's child wrote no result"))
-        checks = checks_from(said, loaded)
-        results[i] = PreflightResult(path, devices, devices_from, checks, said.get("mindformers", ""), problem, seconds)
     return [results[i] for i in range(len(items))]
+
+
+def _one_child(workdir: str, run: dict, path: str, loaded, devices_from: str, timeout: float) -> PreflightResult:
+    """One config's pre-flight in its own child; its result given YAML keys and lines."""
+    started = time.monotonic()
+    for name in ("spec.json", "preflight.json"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(workdir, name))
+    with open(os.path.join(workdir, "spec.json"), "w") as f:
+        json.dump({"workdir": workdir, "runs": [run]}, f)
+    env = dict(os.environ, TMPDIR=workdir, PYTHONUNBUFFERED="1")
+    for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL"):
+        env.pop(name, None)  # this machine's launch, if any, is not the cluster's
+    try:
+        error = _run_child(workdir, env, timeout)
+    except Stopped as stop:  # the scratch folder first, then the signal as it would have come (by default the end)
+        shutil.rmtree(workdir, ignore_errors=True)
+        signal.raise_signal(stop.signum)
+        raise SmokeError(f"the pre-flight was stopped by {stop.name}") from None
+    try:
+        with open(os.path.join(workdir, "preflight.json")) as f:
+            said_all = json.load(f)
+    except (OSError, ValueError):
+        said_all = []
+    said = said_all[0] if said_all and isinstance(said_all[0], dict) else {}
+    problem = said.get("error") or ("" if said else (error or "the pre-flight's child wrote no result"))
+    if error and said and not problem and not said.get("done"):
+        problem = error  # the child died midway: what it did is kept, the rest was not checked
+    result = PreflightResult(
+        path, run["devices"], devices_from, checks_from(said, loaded), said.get("mindformers", ""), problem, time.monotonic() - started,
+        stood_in=said.get("stood_in") or [],
+    )  # fmt: skip
+    result.traceback = said.get("traceback") or next((c.get("traceback", "") for c in said.get("checks", []) if c.get("traceback")), "")
+    return result
 
 
 def _run_child(workdir: str, env: dict, timeout: float) -> str:
@@ -347,7 +399,7 @@ def _run_child(workdir: str, env: dict, timeout: float) -> str:
 
     SIGTERM or SIGHUP while it runs stops the child and raises :class:`Stopped` once the signals are given back.
     """
-    with StopSignals() as signals, open(os.path.join(workdir, "preflight.log"), "wb") as log:
+    with StopSignals() as signals, open(os.path.join(workdir, "preflight.log"), "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")],
             cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -360,8 +412,9 @@ def _run_child(workdir: str, env: dict, timeout: float) -> str:
         except subprocess.TimeoutExpired:
             return f"mindformers' checks did not finish in {timeout:.0f} s"
         finally:
-            if proc.poll() is None:
-                proc.kill()
+            if proc.poll() is None:  # the child leads its own session: end every process in it
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
 

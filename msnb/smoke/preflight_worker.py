@@ -15,6 +15,7 @@ mindformers raised or logged and the source line that raised it go to
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -23,14 +24,22 @@ import signal
 import sys
 import traceback
 
+from . import compiler_rules
+from . import preflight_build as build
+from .comm_standin import STOOD_IN, cluster_standin
 from .guard import set_parent_death_signal
 from .import_guards import guard_deepseek_v4_import
 
-PASSED, FAILED, WARNED, NOT_CHECKED = "passed", "failed", "warned", "not checked"
+PASSED, FAILED, WARNED, NOT_CHECKED, MSNB_ERROR = "passed", "failed", "warned", "not checked", "msnb error"
+MODEL, DATA = "model", "data"  # a rule on the model or the layout (not run: "not checked") / on the dataset (listed apart)
 
 
 def _source(tb_or_path, lineno=None) -> str:
-    """``mindformers/...py:LINE`` of the innermost mindformers frame (the line that raised), or of a log record."""
+    """``mindformers/...py:LINE`` of the innermost mindformers frame (the line that raised), or of a log record.
+
+    For an exception mindformers' registry raised again with the class's name in front (``register.py``), the line
+    that raised first: the exception it was handling.
+    """
     if lineno is not None:
         path = tb_or_path
     else:
@@ -41,6 +50,18 @@ def _source(tb_or_path, lineno=None) -> str:
     if "mindformers" in parts:
         parts = parts[len(parts) - parts[::-1].index("mindformers") - 1 :]
     return "/".join(parts) + f":{lineno}"
+
+
+def _first_raise(exc: BaseException) -> BaseException:
+    """The exception that started *exc*: through the registry's re-raises (``raise type(e)(f'{cls}: {e}')``), to the first."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        earlier = exc.__cause__ or exc.__context__
+        if earlier is None or str(earlier) not in str(exc):
+            return exc
+        exc = earlier
+    return exc
 
 
 class _Warnings(logging.Handler):
@@ -60,13 +81,18 @@ class _Warnings(logging.Handler):
 
 
 class Checks:
-    """Runs one mindformers function at a time and records its outcome, its message and where it came from."""
+    """Runs one step at a time and records its outcome, its message and where it came from.
+
+    A raise in mindformers' or MindSpore's code is a finding; one whose innermost frame is msnb's own code (a step
+    msnb wrote wrongly, a stand-in that answered wrongly) is msnb's error, kept with its traceback and never blamed
+    on the config.
+    """
 
     def __init__(self, handler: _Warnings):
         self.handler = handler
         self.results = []
 
-    def run(self, name: str, func, *, warn_only=()):
+    def run(self, name: str, func, *, warn_only=(), kind: str = MODEL):
         """*func*() under *name*: passed, failed (the exception) or warned (mindformers' logged warnings containing a *warn_only* word).
 
         A file mindformers could not read here (``OSError``: a ``pretrained_model_dir`` on the cluster's disk) is "not checked", never failed.
@@ -75,11 +101,16 @@ class Checks:
         try:
             value = func()
         except OSError as exc:  # a path of the cluster's, absent here: not the config's fault
-            self.not_checked(name, f"mindformers could not read a file here: {exc}")
+            self.not_checked(name, f"mindformers could not read a file here: {exc}", kind=kind)
             return None
-        except Exception as exc:  # mindformers' own rule raised: the finding
-            self.results.append(
-                {"check": name, "outcome": FAILED, "message": str(exc).strip(), "error": type(exc).__name__, "source": _source(exc.__traceback__)}
+        except Exception as exc:
+            if _raised_by_msnb(exc):  # msnb's own fault: said as such, never the config's
+                self.results.append(
+                    {"check": name, "outcome": MSNB_ERROR, "message": f"{type(exc).__name__}: {exc}".strip(), "traceback": traceback.format_exc()[-4000:]}
+                )
+                return None
+            self.results.append(  # mindformers' or MindSpore's own rule raised: the finding
+                {"check": name, "outcome": FAILED, "message": str(exc).strip(), "error": type(exc).__name__, "source": _source(_first_raise(exc).__traceback__)}
             )
             return None
         said = [r for r in self.handler.records[start:] if any(w in r["message"] for w in warn_only)]
@@ -90,8 +121,25 @@ class Checks:
             self.results.append({"check": name, "outcome": PASSED})
         return value
 
-    def not_checked(self, name: str, why: str):
-        self.results.append({"check": name, "outcome": NOT_CHECKED, "message": why})
+    def passed(self, name: str, message: str = ""):
+        self.results.append({"check": name, "outcome": PASSED, "message": message})
+
+    def failed(self, name: str, message: str, source: str):
+        """A rule msnb states on a tool's behalf (MindSpore's graph compiler): *source* names where its text comes from."""
+        self.results.append({"check": name, "outcome": FAILED, "message": message, "source": source})
+
+    def not_checked(self, name: str, why: str, *, kind: str = MODEL):
+        """A rule not run: on the model or layout (*kind* ``model``: the outcome is "not checked"), or on the data (listed apart)."""
+        self.results.append({"check": name, "outcome": NOT_CHECKED, "message": why, "kind": kind})
+
+
+_MSNB_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raised_by_msnb(exc: BaseException) -> bool:
+    """Whether the innermost frame of *exc*'s traceback is msnb's own code (not mindformers', MindSpore's or Python's)."""
+    frames = traceback.extract_tb(_first_raise(exc).__traceback__)
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(_MSNB_PACKAGE + os.sep)
 
 
 LAYER_SPLIT = "LayerSetting (layers per pipeline stage, offset, recompute lists)"
@@ -124,51 +172,38 @@ def _mcore_model_config(config):
     return model_config
 
 
-def _layer_split(checks, config, tc) -> None:
-    """mindformers' split of the layers over the pipeline stages (``LayerSetting``, which every new-architecture
-    ``TransformerBlock`` and its MTP block build first): the offsets against the layer count, no empty middle stage,
-    the recompute lists per stage.  Built with the pipeline context the run sets (``parallel.pipeline_config``), no weights.
-    """
-    import mindspore as ms  # deferred: MindSpore and mindformers, in the child process only
-    from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting  # (deferred as above)
-
-    pipeline = (config.get("parallel") or {}).get("pipeline_config")
-    if pipeline:  # as mindformers' ParallelOperator passes config.parallel to MindSpore: interleave and scheduler; no mapping: MindSpore's own refusal
-        set_pipeline = checks.run(
-            "parallel.pipeline_config (MindSpore's auto-parallel context)",
-            lambda: ms.set_auto_parallel_context(pipeline_config=dict(pipeline) if isinstance(pipeline, dict) else pipeline) or True,
-        )
-        if set_pipeline is None:
-            return
-    checks.run(LAYER_SPLIT, lambda: LayerSetting(tc.num_layers, tc.offset, tc, tc.virtual_pipeline_model_parallel_size))
-
-
 def _cluster_only(config) -> bool:
     """Whether the model's sizes come from a ``pretrained_model_dir`` config.json that is not here (the cluster's disk)."""
     folder = config.get("pretrained_model_dir")
     return bool(folder) and not os.path.isfile(os.path.join(str(folder), "config.json"))
 
 
-def preflight(spec: dict) -> dict:
-    """Every check, in the order mindformers' Trainer meets them; returns what ``preflight.json`` holds.
+def preflight(spec: dict, out: dict | None = None) -> dict:
+    """Every check, in the order a real run meets them; returns what ``preflight.json`` holds for this config.
 
-    What it sets (mindformers' context singleton, MindSpore's auto-parallel context, the launch's environment, a log
-    handler) is undone before it returns, so the smoke's child can train the shrunk config afterwards in the same process.
+    *out* is filled as the checks run, so a caller whose call raised (msnb's own failure) keeps every result made before.
+    What it sets (mindformers' context singletons, MindSpore's contexts, the launch's environment, a log handler,
+    the communication stand-in) is undone before it returns, so the next config of a batch starts clean.
     """
     # deferred: MindSpore and mindformers, in the child process only
     import mindspore as ms
-    from mindformers.core.context.build_context import MFContextOperator
+    from mindformers.core.context.build_context import Context, MFContextOperator
     from mindformers.tools.logger import get_logger
 
-    saved = {name: os.environ.get(name) for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE")}
+    out = {} if out is None else out
+    saved = {name: os.environ.get(name) for name in _LAUNCH_ENV}
+    groups = _parallel_groups_state()
     handler = _Warnings()
     get_logger().addHandler(handler)
     try:
-        return _preflight(spec, handler)
+        _preflight(spec, handler, out)
+        return out
     finally:
         get_logger().removeHandler(handler)
         MFContextOperator._instance = None
+        Context._instance = None
         ms.reset_auto_parallel_context()
+        _restore_parallel_groups(groups)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -176,26 +211,42 @@ def preflight(spec: dict) -> dict:
                 os.environ[name] = value
 
 
-def _preflight(spec: dict, handler) -> dict:
+# what a launch sets in the environment and mindformers reads; this machine's own values are not the cluster's
+_LAUNCH_ENV = ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL", "RUN_MODE")
+
+
+def _parallel_groups_state() -> dict:
+    """mindformers' module-level parallel groups (set by ``initialize_model_parallel`` as the network is built)."""
+    from mindformers.parallel_core.inference import parallel_state  # deferred: mindformers (the child only)
+
+    return {name: value for name, value in vars(parallel_state).items() if name.startswith("_") and name.lstrip("_").isupper()}
+
+
+def _restore_parallel_groups(saved: dict) -> None:
+    from mindformers.parallel_core.inference import parallel_state  # deferred: mindformers (the child only)
+
+    for name, value in saved.items():
+        setattr(parallel_state, name, value)
+
+
+def _preflight(spec: dict, handler, out: dict) -> None:
     # deferred: MindSpore and mindformers, in the child process only
     import mindformers
-    import mindspore as ms
     from mindformers import MindFormerConfig
-    from mindformers.core.context.build_context import MFContextOperator, build_mf_context
-    from mindformers.core.parallel_config import build_parallel_config
-    from mindformers.tools import check_rules as rules
+    from mindformers.core.context.build_context import Context, MFContextOperator
 
     checks = Checks(handler)
-    MFContextOperator._instance = None  # a singleton: each config of a batch gets its own mindformers context (use_legacy...)
-    for name in ("RANK_SIZE", "DEVICE_NUM_PER_NODE"):
+    out.update({"mindformers": getattr(mindformers, "__version__", "?"), "checks": checks.results, "stood_in": []})
+    MFContextOperator._instance = None  # singletons: each config of a batch gets its own context (use_legacy, run mode)
+    Context._instance = None
+    for name in _LAUNCH_ENV:
         os.environ.pop(name, None)
     devices, per_node = spec.get("devices"), spec.get("per_node")
     if per_node:
         os.environ["DEVICE_NUM_PER_NODE"] = str(per_node)
     config = checks.run("MindFormerConfig (mindformers' loader and file-name rule)", lambda: MindFormerConfig(spec["config"]))
-    out = {"mindformers": getattr(mindformers, "__version__", "?"), "checks": checks.results}
     if config is None:
-        return out
+        return
     if not config.get("model") or not config.model.get("model_config"):
         checks.results[-1] = {
             "check": checks.results[-1]["check"],
@@ -203,37 +254,121 @@ def _preflight(spec: dict, handler) -> dict:
             "message": "MindFormerConfig read no model.model_config from the file: mindformers reads a config only when its name ends in 'yaml' or 'yml'",
             "source": "mindformers/tools/register/config.py",
         }
-        return out
-    legacy = config.get("use_legacy", True) is not False
-    # mindformers' context validators and its own context (use_legacy, run_mode) as build_context makes them; no device, no communication
-    checks.run("context validators (build_mf_context)", lambda: build_mf_context(copy.deepcopy(config)))
-    from mindformers.tools.utils import PARALLEL_MODE  # deferred: mindformers, in the child process only
-
+        return
+    for key, value in spec.get("overrides", []):  # a suggestion being proved: the same checks on the config with that change
+        _set_dotted(config, key, value)
     use_parallel = bool(config.get("use_parallel"))
-    mode = (config.get("parallel") or {}).get("parallel_mode", 0)
-    mode = PARALLEL_MODE.get(mode, mode) if not isinstance(mode, str) or mode not in PARALLEL_MODE.values() else mode
-    ms.set_auto_parallel_context(parallel_mode=mode if use_parallel else "stand_alone")
+    world = devices or _layout_product(config) or 1
+    os.environ["RANK_ID"] = "0"
+    os.environ["RANK_SIZE"] = str(world)
+    with _cluster(use_parallel, world, out):
+        if not _context(checks, config, out):
+            return
+        layout = _parallel_layout(checks, config, out, use_parallel)
+        if layout is None:
+            return
+        _check_rules(checks, config, devices, layout)
+        network = _model_checks(checks, config, out)
+        trainer = build.trainer_parts(checks, config, network, out) if network is not None else None
+        build.callbacks(checks, config, trainer, out)
+    compiler_rules.run(checks, config, layout)
+    checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open", kind=DATA)
+    checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments", kind=DATA)
+
+
+def _set_dotted(config, key: str, value) -> None:
+    """``a.b.c = value`` on a MindFormerConfig (a suggested change, before any check reads it)."""
+    *path, last = key.split(".")
+    node = config
+    for part in path:
+        node = node[part]
+    node[last] = value
+
+
+def _layout_product(config) -> int | None:
+    """dp*mp*cp*pp of the file's own layout (mindformers' ``build_parallel_config`` on a copy): the count a launch of unknown size is checked at."""
+    from mindformers.core.parallel_config import build_parallel_config  # deferred: mindformers (the child only)
+
+    probe = copy.deepcopy(config)
+    try:
+        build_parallel_config(probe)
+        pc = probe.parallel_config
+        return pc.data_parallel * pc.model_parallel * (pc.context_parallel or 1) * pc.pipeline_stage
+    except Exception:  # its own check below says why; here only the count is wanted
+        return None
+
+
+@contextlib.contextmanager
+def _cluster(use_parallel: bool, world: int, out: dict):
+    """The communication stand-in (:mod:`msnb.smoke.comm_standin`) when the run is parallel; declared in *out*."""
     if not use_parallel:
-        checks.not_checked("parallel layout", "use_parallel is not True: mindformers trains on one device and resets the parallel degrees to 1")
-    built = checks.run("build_parallel_config (parallel, recompute, swap, MoE configs)", lambda: build_parallel_config(config) or True)
-    if built is None:
-        return out
+        yield
+        return
+    out["stood_in"].append(f"{STOOD_IN} ({world} devices)")
+    with cluster_standin(world):
+        yield
+
+
+def _context(checks, config, out: dict) -> bool:
+    """mindformers' ``build_context`` as ``run_mindformer.py`` calls it: validators, MindSpore's context, the parallel context.
+
+    ``init_communication`` runs as on the cluster (its HCCL start stood in for), so the auto-parallel context holds
+    the device count, the pipeline stages and ``parallel.pipeline_config`` before any model code reads them.
+    """
+    from mindformers.core.context.build_context import build_context  # deferred: mindformers (the child only)
+
+    context = config.get("context") or {}
+    target = context.get("device_target")
+    if target not in (None, "CPU"):
+        out["stood_in"].append(f"context.device_target: CPU stands in for {target} (MindSpore's context; no kernel runs)")
+    config.context = context
+    config.context.device_target = "CPU"
+    return (
+        checks.run("context (build_context: validators, MindSpore's context, parallel context and pipeline_config)", lambda: build_context(config) or True)
+        is not None
+    )
+
+
+def _parallel_layout(checks, config, out: dict, use_parallel: bool):
+    """The Trainer's reading of ``monitor_config`` and ``build_parallel_config``; the layout they give (None: refused)."""
+    from mindformers.core.parallel_config import build_parallel_config  # deferred: mindformers (the child only)
+    from mindformers.trainer.trainer import Trainer  # (deferred as above)
+
+    if not use_parallel:
+        checks.passed("parallel layout", "use_parallel is not True: mindformers trains on one device and resets the parallel degrees to 1")
+    monitor = checks.run("monitor_config (Trainer._reassign_monitor_config)", lambda: Trainer._reassign_monitor_config(_TrainerView(config)) or True)
+    if monitor is None:
+        return None
+    if checks.run("build_parallel_config (parallel, recompute, swap, MoE configs)", lambda: build_parallel_config(config) or True) is None:
+        return None
     pc = config.parallel_config
-    product = pc.data_parallel * pc.model_parallel * (pc.context_parallel or 1) * pc.pipeline_stage
-    out["layout"] = {
+    layout = {
         "data_parallel": pc.data_parallel,
         "model_parallel": pc.model_parallel,
         "context_parallel": pc.context_parallel or 1,
         "pipeline_stage": pc.pipeline_stage,
         "expert_parallel": getattr(pc, "expert_parallel", None),
-        "product": product,
+        "micro_batch_num": getattr(pc, "micro_batch_num", None),
         "use_parallel": use_parallel,
-        "parallel_mode": mode,
     }
-    os.environ["RANK_ID"] = "0"
+    layout["product"] = layout["data_parallel"] * layout["model_parallel"] * layout["context_parallel"] * layout["pipeline_stage"]
+    out["layout"] = layout
+    return layout
+
+
+class _TrainerView:
+    """What ``Trainer._reassign_monitor_config`` reads of the Trainer: its config (the method runs unchanged on it)."""
+
+    def __init__(self, config):
+        self.config = config
+
+
+def _check_rules(checks, config, devices, layout: dict) -> None:
+    """``check_rules``' parts as ``base_trainer`` calls them, at the launch's device count (or the layout's own, said)."""
+    from mindformers.tools import check_rules as rules  # deferred: mindformers (the child only)
+
     server_warning = ("server_num", "vocab_size", "hidden_size")
     if devices:
-        os.environ["RANK_SIZE"] = str(devices)
         checks.run(f"check_rules._check_parallel ({devices} devices)", lambda: rules._check_parallel(config), warn_only=server_warning)
     else:
         checks.not_checked(
@@ -241,51 +376,60 @@ def _preflight(spec: dict, handler) -> dict:
         )
     if not devices or (checks.results[-1]["outcome"] == FAILED and "device_num" in checks.results[-1].get("message", "")):
         # the rest of _check_parallel (context parallel, MoE, pipeline scheduler) at the layout's own count
-        os.environ["RANK_SIZE"] = str(product)
+        os.environ["RANK_SIZE"] = str(layout["product"])
         # at a count nobody gave, its warnings (server count, divisibility by the device count) would be guesses: not said
-        checks.run(f"check_rules._check_parallel, the rest (at the layout's {product} devices)", lambda: rules._check_parallel(config))
+        checks.run(f"check_rules._check_parallel, the rest (at the layout's {layout['product']} devices)", lambda: rules._check_parallel(config))
+        os.environ["RANK_SIZE"] = str(devices or layout["product"])
     checks.run("check_rules._check_recompute", lambda: rules._check_recompute(config))
     checks.run("check_rules._check_config_campacity", lambda: rules._check_config_campacity(config))
     checks.run("check_rules._check_swap", lambda: rules._check_swap(config))
-    _model_checks(checks, config, out, legacy)
-    checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open")
-    checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments")
-    return out
 
 
-def _model_checks(checks, config, out: dict, legacy: bool) -> None:
-    """The model config as the Trainer builds it; for the new architecture its ``TransformerConfig`` and layer split."""
+def _model_checks(checks, config, out: dict):
+    """The model config and, for the new architecture, its ``TransformerConfig`` and layer split; then the full-size network.
+
+    Returns the network built (parameters without data), or None when it was not built.
+    """
     from mindformers.models.build_config import build_model_config  # deferred: mindformers, in the child process only
 
+    legacy = config.get("use_legacy", True) is not False
+    if not legacy and _cluster_only(config):
+        why = f"the sizes come from pretrained_model_dir {config.pretrained_model_dir!r}, whose config.json is not on this machine"
+        for name in ("model config (get_model_config)", "TransformerConfig.__post_init__", LAYER_SPLIT, build.NETWORK):
+            checks.not_checked(name, why)
+        return None
     if legacy:
-        checks.run(
+        built = checks.run(
             "model config (build_model_config)",
             lambda: build_model_config(config.model.model_config, default_args={"parallel_config": config.parallel_config, "moe_config": config.moe_config}),
         )
-        checks.not_checked("TransformerConfig.__post_init__", "use_legacy is not False: the legacy architecture builds no TransformerConfig")
-        checks.not_checked(LAYER_SPLIT, "the legacy architecture splits its layers in each model class as it builds it (llama, glm2)")
-    elif _cluster_only(config):
-        why = f"the sizes come from pretrained_model_dir {config.pretrained_model_dir!r}, whose config.json is not on this machine"
-        checks.not_checked("model config (get_model_config)", why)
-        checks.not_checked("TransformerConfig.__post_init__", why)
-        checks.not_checked(LAYER_SPLIT, why)
+        if built is None:
+            checks.not_checked(build.NETWORK, "the model config could not be built")
+            return None
     else:
         model_config = checks.run("model config (get_model_config, as build_model does)", lambda: _mcore_model_config(config))
-        if model_config is not None:
-            tc = checks.run("TransformerConfig (convert_to_transformer_config, __post_init__)", lambda: model_config.convert_to_transformer_config())
-            out["transformer_keys"] = _transformer_key_map()
-            if tc is not None:
-                _layer_split(checks, config, tc)
-            else:
-                checks.not_checked(LAYER_SPLIT, "the TransformerConfig could not be built")
-            if tc is not None and getattr(tc, "num_moe_experts", None):
-                checks.not_checked(
-                    "num_moe_experts divisible by expert_parallel",
-                    "mindformers checks it when it builds the MoE layer (parallel_core/training_graph/transformer/moe/moe_layer.py), which builds weights",
-                )
-        else:
-            checks.not_checked("TransformerConfig.__post_init__", "the model config could not be built")
-            checks.not_checked(LAYER_SPLIT, "the model config could not be built")
+        if model_config is None:
+            checks.not_checked(build.NETWORK, "the model config could not be built")
+            return None
+        tc = checks.run("TransformerConfig (convert_to_transformer_config, __post_init__)", lambda: model_config.convert_to_transformer_config())
+        out["transformer_keys"] = _transformer_key_map()
+        if tc is None:
+            checks.not_checked(build.NETWORK, "the TransformerConfig could not be built")
+            return None
+        if checks.run(LAYER_SPLIT, lambda: _layer_split(tc)) is None:
+            checks.not_checked(build.NETWORK, "mindformers' layer split refused the layout")
+            return None
+    return build.network(checks, config, out)
+
+
+def _layer_split(tc):
+    """mindformers' split of the layers over the pipeline stages (``LayerSetting``, which every new-architecture
+    ``TransformerBlock`` and its MTP block build first): the offsets against the layer count, no empty middle stage,
+    the recompute lists per stage; with the pipeline context ``build_context`` set from ``parallel.pipeline_config``.
+    """
+    from mindformers.parallel_core.training_graph.transformer.utils import LayerSetting  # deferred: mindformers (the child only)
+
+    return LayerSetting(tc.num_layers, tc.offset, tc, tc.virtual_pipeline_model_parallel_size)
 
 
 def main(spec_path: str) -> int:
@@ -296,11 +440,14 @@ def main(spec_path: str) -> int:
     guard_deepseek_v4_import()
     said = []
     for run in spec["runs"]:  # several configs in one child: mindformers is imported once
+        out = {}
         try:
-            out = preflight(run)
-        except Exception as exc:  # msnb's own failure: the parent says "could not check"
+            preflight(run, out)
+            out["done"] = True
+        except Exception as exc:  # msnb's own failure: "could not check", every result made before it kept
             traceback.print_exc()
-            out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500]}
+            out["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            out["traceback"] = traceback.format_exc()[-4000:]
         said.append(out)
         with open(os.path.join(spec["workdir"], "preflight.json"), "w") as f:  # after each: a child stopped midway keeps what it did
             json.dump(said, f, default=str)

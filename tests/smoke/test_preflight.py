@@ -18,7 +18,8 @@ import yaml
 
 from msnb.config import check_config
 from msnb.errors import SmokeError
-from msnb.smoke.preflight import FAILED, NOT_CHECKED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
+from msnb.smoke.preflight import FAILED, NOT_CHECKED, PASSED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
+from msnb.smoke.preflight_build import NETWORK
 from msnb.smoke.shipped_configs import shipped_configs_dir
 
 SHIPPED = shipped_configs_dir()
@@ -63,8 +64,8 @@ def test_not_a_run_config_is_refused(tmp_path):
         run_smoke(str(path), live=False, steps=3, launch="python train.py")
 
 
-def _changed(tmp_path, name: str, change) -> Path:
-    data = yaml.safe_load(MOE.read_text())
+def _changed(tmp_path, name: str, change, source: Path | None = None) -> Path:
+    data = yaml.safe_load((source or MOE).read_text())
     change(data)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -72,7 +73,7 @@ def _changed(tmp_path, name: str, change) -> Path:
 
 
 PROOF = r"""
-import json, os, sys
+import copy, json, os, sys
 import mindspore as ms
 from mindformers import MindFormerConfig
 from mindformers.core.parallel_config import build_parallel_config
@@ -152,7 +153,7 @@ def test_each_finding_is_mindformers_own_error(tmp_path):
     assert by_name["TransformerConfig (convert_to_transformer_config, __post_init__)"] == "passed"
     assert by_name["LayerSetting (layers per pipeline stage, offset, recompute lists)"] == "passed"
     assert any(n.startswith("device count =") and o == NOT_CHECKED for n, o in by_name.items())
-    assert by_name["num_moe_experts divisible by expert_parallel"] == NOT_CHECKED
+    assert by_name[NETWORK] == "passed"  # the MoE layer's constructor (num_moe_experts against expert_parallel) ran at full size
     assert "the device count is unknown" in unknown.headline()
 
 
@@ -207,5 +208,155 @@ def test_pipeline_config_not_a_mapping_is_mindspores_own_refusal(tmp_path):
 
     (result,) = run_preflights([(_changed(tmp_path, "pipeline_text", as_text), 16, None)])
     assert result.outcome == FAILED
-    (check,) = [c for c in result.checks if c.check.startswith("parallel.pipeline_config")]
-    assert check.outcome == FAILED and "must be <class 'dict'>" in check.message and "msnb" not in check.source
+    (check,) = result.findings  # where the real run meets it: build_context puts parallel.pipeline_config into MindSpore's context
+    assert check.check.startswith("context (build_context") and "must be <class 'dict'>" in check.message and check.source.startswith("mindformers/")
+
+
+# The full-size network built with mindformers' own code, apart from msnb: its own stand-in for the communication
+# (written here, not msnb's), the run's parallel context set by hand, parameters without data.
+BUILD_PROOF = r"""
+import copy, json, os, sys
+import mindspore as ms
+import mindspore.communication._comm_helper as helper
+import mindspore.communication.management as management
+from mindspore.nn.utils import no_init_parameters
+from mindformers import MindFormerConfig
+from mindformers.core.context.build_context import Context
+from mindformers.core.parallel_config import build_parallel_config
+from mindformers.models.build_model import build_network
+from mindformers.parallel_core.inference import parallel_state
+
+ms.set_device("CPU")
+groups = {}
+management._get_rank_helper = lambda group: 0
+management._get_size_helper = lambda group: len(groups.get(group, ())) or int(os.environ["RANK_SIZE"])
+management._create_group_helper = lambda group, ranks, options=None: groups.__setitem__(group, list(ranks))
+helper._is_initialized = parallel_state._is_initialized = lambda: True
+helper.GlobalComm.INITED = True
+said = {}
+for name, path, devices in json.loads(sys.argv[1]):
+    os.environ["RANK_SIZE"] = str(devices)
+    config = MindFormerConfig(path)
+    if not Context.is_exists():  # once a process (CPU affinity is set once); every config here is use_legacy False, graph mode
+        alone = copy.deepcopy(config)
+        alone.use_parallel = False  # mindformers' own contexts (use_legacy, graph mode) without starting communication
+        alone.context.device_target = "CPU"
+        Context(alone)
+    ms.reset_auto_parallel_context()
+    pipeline = dict((config.get("parallel") or {}).get("pipeline_config") or {})
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=devices,
+                                 pipeline_stages=config.parallel_config.pipeline_stage, **({"pipeline_config": pipeline} if pipeline else {}))
+    try:
+        build_parallel_config(config)
+        with no_init_parameters():
+            build_network(config.model, default_args={"parallel_config": config.parallel_config, "moe_config": config.moe_config})
+        said[name] = None
+    except Exception as exc:
+        said[name] = str(exc)
+print("PROOF" + json.dumps(said))
+"""
+
+
+def _frontend_library_text() -> bytes:
+    spec = importlib.util.find_spec("mindspore")
+    return (Path(spec.submodule_search_locations[0]) / "lib" / "libmindspore_frontend.so").read_bytes()
+
+
+@needs_mindformers
+def test_the_full_size_build_finds_what_the_cluster_refuses(tmp_path):
+    """Each class of issue 48, built from a shipped config with one key changed: a finding whose text is the error
+    mindformers raises when it builds the full-size network apart from msnb; the shipped configs are the controls."""
+    dense = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
+
+    def kv_heads(d):  # 8 kv heads at tensor parallel 16 (64 devices with pp 4)
+        d["parallel_config"]["model_parallel"] = 16
+
+    def experts(d):  # 128 experts over 3
+        d["parallel_config"]["expert_parallel"] = 3
+        d["parallel_config"]["data_parallel"] = 3
+
+    def ep_over_dp_mp(d):  # 8 does not divide dp 1 * mp 4
+        d["parallel_config"]["expert_parallel"] = 8
+
+    def no_seq_parallel(d):
+        d["parallel_config"]["use_seq_parallel"] = False
+
+    network_cases = {  # name: (file, devices, the key the finding names)
+        "kv_heads": (_changed(tmp_path, "kv", kv_heads, dense), 64, "parallel_config.model_parallel"),
+        "experts": (_changed(tmp_path, "experts", experts), 48, "parallel_config.expert_parallel"),
+        "ep_over_dp_mp": (_changed(tmp_path, "ep", ep_over_dp_mp), 16, "parallel_config.expert_parallel"),
+        "no_seq_parallel": (_changed(tmp_path, "nosp", no_seq_parallel), 16, "parallel_config.use_seq_parallel"),
+    }
+    controls = [(dense, 16, None), (MOE, 16, None)]
+    results = run_preflights([(p, d, None) for p, d, _ in network_cases.values()] + controls)
+    proof = subprocess.run(
+        [sys.executable, "-c", BUILD_PROOF, json.dumps([[n, str(p), d] for n, (p, d, _) in network_cases.items()] + [["control", str(dense), 16]])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert "PROOF" in proof.stdout, proof.stderr[-3000:]
+    raised = json.loads(proof.stdout.split("PROOF", 1)[1])
+    assert raised["control"] is None  # the proof builds the shipped config: its refusals are the rules', not its own
+    for (name, (path, _, key)), result in zip(network_cases.items(), results):
+        assert result.outcome == FAILED and result.exit_code == 1, (name, result.format_text())
+        finding = result.findings[0]
+        assert finding.check == NETWORK, (name, finding)
+        assert raised[name] and " ".join(raised[name].split()) in finding.message, (name, finding.message, raised[name])
+        assert finding.key == key and finding.where.startswith(str(path) + ":"), (name, finding)
+        assert finding.source.startswith("mindformers/parallel_core/") and ".py:" in finding.source, (name, finding.source)
+        assert any("communication" in s for s in result.stood_in), result.stood_in
+    for control in results[len(network_cases) :]:
+        assert control.outcome == PASSED and control.exit_code == 0, control.format_text()
+        assert {c.check: c.outcome for c in control.checks}[NETWORK] == PASSED
+
+
+@needs_mindformers
+def test_rules_of_the_pipeline_scheduler_and_the_callbacks(tmp_path):
+    """zero_bubble_v's micro-batch rule (the scheduler in MindSpore's context before the TransformerConfig is built),
+    MindSpore's 1F1B rule (its text read out of MindSpore's own library) and TrainingStateMonitor's aggregation rule."""
+
+    def zero_bubble(d):
+        d.setdefault("parallel", {})["pipeline_config"] = {"pipeline_interleave": True, "pipeline_scheduler": "zero_bubble_v"}
+        d["model"]["model_config"]["pp_interleave_num"] = 2
+        d["parallel_config"]["micro_batch_num"] = 4  # below 2 * 4 stages
+
+    def one_f_one_b(d):
+        d["parallel_config"]["micro_batch_num"] = 2  # below 4 stages
+
+    def aggregation(d):
+        d["monitor_config"] = {"monitor_on": True, "stable_rank_config": {"format": ["log"], "do_aggregation": True}}
+
+    zbv, mb, agg = _changed(tmp_path, "zbv", zero_bubble), _changed(tmp_path, "mb", one_f_one_b), _changed(tmp_path, "agg", aggregation)
+    results = run_preflights([(zbv, 16, None), (mb, 16, None), (agg, 16, None)])
+    z, m, a = (r.findings[0] if r.findings else r for r in results)
+    assert "When zero_bubble_v is enabled, micro_batch_num(4) >= 2 * stage_num(4) must be met" in z.message, z
+    assert z.key == "parallel_config.micro_batch_num" and z.source.startswith("mindformers/parallel_core/transformer_config.py:")
+    assert m.message == "For 1F1B Scheduler, MicroBatch num must be larger or equal than StageNum, but got MicroBatch: 2 StageNum: 4", m
+    assert m.key == "parallel_config.micro_batch_num" and "libmindspore_frontend.so" in m.source
+    assert m.message.split(" 2 StageNum")[0].encode() in _frontend_library_text()  # MindSpore's own words
+    assert "When pipeline_stages > 1, weight aggregation is not supported" in a.message and a.check.startswith("callback TrainingStateMonitor")
+    assert a.key == "monitor_config.stable_rank_config.do_aggregation" and a.source.startswith("mindformers/core/callback/callback.py:")
+    for r in results:
+        assert r.exit_code == 1
+
+
+@needs_mindformers
+def test_msnbs_own_raise_is_never_a_finding(tmp_path, monkeypatch):
+    """A step that raises in msnb's own code: "not checked" (exit 3) naming msnb's error, with its traceback; never failed."""
+    from msnb.smoke import preflight_worker
+
+    src = Path(preflight_worker.__file__).parent / "preflight_build.py"
+    assert "def _built_network(trainer, default_args: dict):\n" in src.read_text()
+    # the child imports msnb from the path given: a copy of msnb whose parameter count raises, as a bug of msnb's would
+    import shutil
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(preflight_worker.__file__).parents[1], pkg / "msnb")
+    build = pkg / "msnb" / "smoke" / "preflight_build.py"
+    build.write_text(build.read_text().replace("def _built_network(trainer, default_args: dict):\n", "def _built_network(trainer, default_args: dict):\n    raise KeyError('msnb bug')\n"))
+    monkeypatch.setenv("PYTHONPATH", str(pkg))
+    (result,) = run_preflights([(MOE, 16, None)])
+    assert not result.findings and result.outcome == NOT_CHECKED and result.exit_code == 3, result.format_text()
+    (ours,) = result.msnb_errors
+    assert ours.check == NETWORK and "KeyError" in ours.message and "msnb bug" in result.traceback
+    assert "not the config's fault" in result.headline()
+    assert {c.check: c.outcome for c in result.checks}["check_rules._check_recompute"] == PASSED  # what ran before is kept

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import UnsafeFile, UsageError
 from ..events.discovery import Source, discover
+from ..events.objects import local
 from ..events.reader import FileState, ReadResult
 from ..outputs import check_out_dir
 from ..safe_files import loads_json, read_small
@@ -42,7 +43,7 @@ class Ledger:
     """Yields, file by file, the rows of *src* no earlier export into the ledger's destination wrote."""
 
     def __init__(self, src, state_path, *, verify: bool = True, exclude=None):
-        self.src = Path(src).resolve()
+        self.src = Path(local(src)).resolve()  # a bucket's prefix: its mirror (msnb.events.objects)
         self.state_path = Path(state_path)
         self.exclude = Path(exclude).resolve() if exclude is not None else None
         self.verify = verify

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MissingDependency, NothingReadable, UsageError
+from ..events.objects import local
 from ..events.runs import run_labeller
 from ..safe_files import inside
 from ..words import count
@@ -331,7 +332,7 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     """
 
     _pa()
-    if not Path(path).exists():
+    if not Path(local(path)).exists():  # a bucket's prefix: its mirror (msnb.events.objects)
         raise UsageError(f"no such file or directory: {path}")
     out = prepare_destination(path, out, what="--out")
     with destination_lock(out, LOCK_FILE):

@@ -24,6 +24,7 @@ import os
 import shutil
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..errors import ObjectStoreError
 from . import msprobe
 from .discovery import _SKIP_DIRS, FORMATS, HEAD_BYTES, MAX_WALK_DEPTH, MAX_WALK_ENTRIES, classify, sniffed
 from .problems import Problem, ProblemKind
-from .s3 import Bucket, Counters, Url, cache_base, cached, parse, why
+from .s3 import Bucket, Counters, Refused, Url, cache_base, cached, parse
 
 FETCHERS = 16
 """Objects fetched at once."""
@@ -112,13 +113,20 @@ class Mirror:
             for rel in [r for r in self.seen if r not in listing]:  # deleted: gone from the folder too
                 del self.seen[rel]
                 self._local(rel).unlink(missing_ok=True)
+            first = not self.synced
             work = [(rel, size, etag, mtime) for rel, (size, etag, mtime) in listing.items() if self._changed(rel, size, etag)]
+            failed = []
             if work:
                 with ThreadPoolExecutor(min(FETCHERS, len(work))) as pool:
                     for rel, outcome in zip([w[0] for w in work], pool.map(lambda w: self._fetch_safely(*w), work)):
                         if outcome is not None:
+                            failed.append((rel, outcome))
                             self._problem(rel, outcome)
             self.synced = time.monotonic()
+            if first and failed and not any(s.ours for s in self.seen.values()):  # nothing could be read at all: one line
+                raise ObjectStoreError(f"{self._shown(failed[0][0])}: {failed[0][1]}" + (f" (and {len(failed) - 1:,} more objects)" if len(failed) > 1 else ""))
+            if not self.single:
+                self.root.mkdir(parents=True, exist_ok=True)  # a prefix of objects msnb does not read is an empty folder, as on disk
 
     def _changed(self, rel: str, size: int, etag: str) -> bool:
         seen = self.seen.get(rel)
@@ -140,12 +148,12 @@ class Mirror:
             self._fetch(rel, size, etag)
             if mtime is not None and self.seen[rel].ours:
                 os.utime(self._local(rel), (mtime, mtime))  # a run's age and activity read from its files' times
-        except OSError as exc:
-            return f"cannot write its local copy: {exc.strerror or exc}"
-        except Exception as exc:  # the store refused or failed this one object: the others are kept
+        except Refused as exc:  # the store refused or failed this one object: the others are kept
             self.seen.pop(rel, None)
             self._local(rel).unlink(missing_ok=True)
-            return f"cannot fetch: {why(exc, self.bucket.endpoint)}"
+            return f"cannot fetch: {exc}"
+        except OSError as exc:
+            return f"cannot write its local copy: {exc.strerror or exc}"
         return None
 
     def _fetch(self, rel: str, size: int, etag: str) -> None:
@@ -274,6 +282,49 @@ def refresh(path, problems: list | None = None) -> None:
                     problems.append(Problem(str(mirror.url), None, ProblemKind.UNREADABLE, f"listing again failed: {exc}", "warning"))
         if problems is not None:
             problems.extend(mirror.problems)
+
+
+def identity(path) -> tuple[str, list] | None:
+    """For a file of a mirror: its object's URL and a lasting identity (``[0, crc32 of the ETag]``), or None.
+
+    A ledger (``msnb export``, ``msnb convert``) keys its sources by these, so an export run again in another
+    process, whose mirror lies elsewhere, knows the objects it already wrote.
+    """
+    mirror = mirror_of(path)
+    if mirror is None:
+        return None
+    rel = "" if mirror.single else os.path.relpath(os.path.abspath(os.fspath(path)), mirror.root).replace(os.sep, "/")
+    seen = mirror.seen.get(rel)
+    return (mirror._shown(rel), [0, zlib.crc32(seen.etag.encode())]) if seen is not None else None
+
+
+def upload(folder: Path, url, *, last: tuple = (), skip: tuple = ()) -> list[str]:
+    """Every file under *folder* put under the prefix *url* (same relative names), those named in *last* after the others.
+
+    Returns:
+        The relative names put.
+    """
+    target = parse(url)
+    bucket = Bucket(target)
+    files = sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file() and p.name not in skip)
+    first = [f for f in files if f not in last]
+    with ThreadPoolExecutor(FETCHERS) as pool:
+        list(pool.map(lambda rel: bucket.put(target.child(rel).key, (Path(folder) / rel).read_bytes()), first))
+    for rel in [f for f in files if f in last]:
+        bucket.put(target.child(rel).key, (Path(folder) / rel).read_bytes())
+    return files
+
+
+def download(url) -> bytes | None:
+    """One object's bytes, or None when there is none (``msnb export --out s3://...`` reads its ledger so)."""
+    target = parse(url)
+    bucket = Bucket(target)
+    if bucket.head(target.key) is None:
+        return None
+    try:
+        return bucket.get(target.key)
+    except Refused as exc:
+        raise ObjectStoreError(f"{target}: {exc}") from None
 
 
 def forget() -> None:

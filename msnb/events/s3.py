@@ -230,26 +230,37 @@ class Bucket:
         except Exception as exc:  # obstore's errors, and the client's own (a bad endpoint URL): said in one line
             raise self.error(exc, self.url.child(prefix)) from None
 
+    def _missing(self, exc: Exception) -> bool:
+        return isinstance(exc, FileNotFoundError) or type(exc).__name__ == "NotFoundError"
+
     def head(self, key: str):
         """``(size, etag, mtime)`` of one object, or None when there is none."""
         try:
             self.counters.add(gets=1)
             meta = self.ob.head(self.store, key)
         except Exception as exc:
-            if type(exc).__name__ == "NotFoundError":
+            if self._missing(exc):
                 return None
             raise self.error(exc, self.url.child(key)) from None
         modified = meta.get("last_modified")
         return int(meta["size"]), meta.get("e_tag") or str(modified), modified.timestamp() if modified else None
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        """Bytes ``[start, end)`` of one object (all of it from *start* when *end* is None); raises the library's error."""
-        if end is None and start == 0:
-            data = bytes(self.ob.get(self.store, key).bytes())
-        elif end is None:
-            data = bytes(self.ob.get(self.store, key, options={"range": {"offset": start}}).bytes())
-        else:
-            data = bytes(self.ob.get_range(self.store, key, start=start, end=end))
+        """Bytes ``[start, end)`` of one object (all of it from *start* when *end* is None).
+
+        Raises:
+            Refused: the store refused or failed the request (its reason in a few words).
+        """
+        try:
+            if end is None and start == 0:
+                data = bytes(self.ob.get(self.store, key).bytes())
+            elif end is None:
+                data = bytes(self.ob.get(self.store, key, options={"range": {"offset": start}}).bytes())
+            else:
+                data = bytes(self.ob.get_range(self.store, key, start=start, end=end))
+        except Exception as exc:  # obstore's errors (a missing object is its FileNotFoundError): said in a few words
+            self.counters.add(gets=1)
+            raise Refused("no such object (deleted since the listing)" if self._missing(exc) else why(exc, self.endpoint)) from None
         self.counters.add(gets=1, bytes_fetched=len(data))
         return data
 
@@ -263,6 +274,10 @@ class Bucket:
     def error(self, exc: Exception, where: Url) -> ObjectStoreError:
         """The one line a refusal or failure is said in (the endpoint named; never a key)."""
         return ObjectStoreError(f"{where}: {why(exc, self.endpoint)}")
+
+
+class Refused(Exception):
+    """One request the store refused or failed; the message says why in a few words (no key, no secret)."""
 
 
 def why(exc: Exception, endpoint: str) -> str:

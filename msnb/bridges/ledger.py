@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import UnsafeFile, UsageError
 from ..events.discovery import Source, discover
+from ..events.objects import identity, local
 from ..events.reader import FileState, ReadResult
 from ..outputs import check_out_dir
 from ..safe_files import loads_json, read_small
@@ -42,7 +43,7 @@ class Ledger:
     """Yields, file by file, the rows of *src* no earlier export into the ledger's destination wrote."""
 
     def __init__(self, src, state_path, *, verify: bool = True, exclude=None):
-        self.src = Path(src).resolve()
+        self.src = Path(local(src)).resolve()  # a bucket's prefix: its mirror (msnb.events.objects)
         self.state_path = Path(state_path)
         self.exclude = Path(exclude).resolve() if exclude is not None else None
         self.verify = verify
@@ -120,14 +121,18 @@ class Ledger:
             except OSError:
                 continue
             ident = [st.st_dev, st.st_ino]
-            rec = self.state["sources"].get(src.path)
+            key = src.path
+            stored = identity(src.path)  # an object of a bucket: its URL and ETag, the same in every process
+            if stored is not None:
+                key, ident = stored
+            rec = self.state["sources"].get(key)
             fs = self._files.get(src.path)
             if fs is None:
                 if rec and rec["ident"] == ident and rec["pos"] == st.st_size:
                     self.unchanged += 1
                     continue
                 if rec is None or rec["ident"] != ident or st.st_size < rec["pos"]:
-                    rec = self.state["sources"][src.path] = {"ident": ident, "pos": 0, "written": {}}
+                    rec = self.state["sources"][key] = {"ident": ident, "pos": 0, "written": {}}
                 fs = self._files[src.path] = FileState(src, verify=self.verify)
                 self._seen[src.path] = {}
             new = fs.poll(final=final)

@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import re
+import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MissingDependency, NothingReadable, UsageError
+from ..events.objects import download, is_url, local, upload
 from ..events.runs import run_labeller
 from ..safe_files import inside
 from ..words import count
@@ -331,11 +333,30 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     """
 
     _pa()
-    if not Path(path).exists():
+    if not Path(local(path)).exists():  # a bucket's prefix: its mirror (msnb.events.objects)
         raise UsageError(f"no such file or directory: {path}")
+    if is_url(out):
+        return _export_to_bucket(path, str(out), verify=verify, row_group_size=row_group_size)
     out = prepare_destination(path, out, what="--out")
     with destination_lock(out, LOCK_FILE):
         return _export_locked(path, out, verify=verify, row_group_size=row_group_size)
+
+
+def _export_to_bucket(path, url: str, *, verify: bool, row_group_size: int) -> ParquetReport:
+    """The dataset written under an object-store prefix: built in a private folder that holds the prefix's ledger,
+    then each new part put, the ledger last (an export cut short puts its rows again next time, never loses them).
+
+    Object storage has no lock: one export at a time into a prefix.
+    """
+    with tempfile.TemporaryDirectory(prefix="msnb-export-") as stage:
+        ledger = download(f"{url.rstrip('/')}/{LEDGER_FILE}")
+        if ledger is not None:
+            (Path(stage) / LEDGER_FILE).write_bytes(ledger)
+        report = export(path, stage, verify=verify, row_group_size=row_group_size)
+        upload(Path(stage), url, last=(LEDGER_FILE,), skip=(LOCK_FILE,))
+    report.out = url.rstrip("/")
+    report.files = [f"{report.out}/{os.path.relpath(f, stage)}" if os.path.isabs(f) else f for f in report.files]
+    return report
 
 
 def _export_locked(path, out: Path, *, verify: bool, row_group_size: int) -> ParquetReport:

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import AlreadyTensorBoard, NothingReadable, UsageError
 from ..events.discovery import MS_LINEAGE, MS_SUMMARY, TFEVENTS
+from ..events.objects import local
 from ..safe_files import inside, plain_name, relative_parts
 from ..words import count
 from . import tfevents
@@ -111,7 +112,7 @@ class Converter:
     """Converts *src* into *dst* pass by pass; :func:`convert` drives it."""
 
     def __init__(self, src, dst, *, verify: bool = True):
-        self.src = Path(src).resolve()
+        self.src = Path(local(src)).resolve()
         self.dst = prepare_destination(src, dst, what="the destination")
         self.report = ConvertReport(str(self.src), str(self.dst))
         self.ledger = Ledger(self.src, self.dst / STATE_FILE, verify=verify, exclude=self.dst)
@@ -299,7 +300,7 @@ def convert(
             pseudo-filesystem or cannot be written; ``DST/.msnb-convert.json`` is not a ledger msnb wrote, or names a
             file outside *dst*.
     """
-    if not follow and not Path(src).exists():
+    if not follow and not Path(local(src)).exists():  # a bucket's prefix: its mirror (msnb.events.objects)
         raise UsageError(f"no such file or directory: {src}")
     conv = Converter(src, dst, verify=verify)
     try:

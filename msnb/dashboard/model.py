@@ -19,6 +19,7 @@ from ..analysis.judge import RunVerdict, judge_run
 from ..analysis.rules import FAIL, PASS, WARN
 from ..analysis.series import resolve_restarts
 from ..errors import UsageError
+from ..events.objects import local
 from ..events.reader import Follower
 from ..events.runs import _key, _root, run_labeller
 from ..events.tables import HistogramTable, ScalarTable, object_codes
@@ -159,7 +160,7 @@ class BoardData:
         if not paths:
             raise UsageError("give at least one path (a run directory, a tree of runs, an event file or a log)")
         for p in paths:
-            if not os.path.exists(p):
+            if not os.path.exists(local(p)):  # a bucket's prefix: its mirror (msnb.events.objects)
                 raise UsageError(f"{p}: no such file or directory")
         self.paths = [str(p) for p in paths]
         self.tag = tag

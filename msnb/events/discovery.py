@@ -529,6 +529,10 @@ def walk(root, problems: list | None = None, max_depth: int = MAX_WALK_DEPTH):
     Yields:
         ``(folder, names)``: a :class:`~pathlib.Path` and the names of what is directly in it, folders aside.
     """
+    from . import objects  # deferred: the object-store layer builds on this module (a URL's mirror, listed again when due)
+
+    root = objects.local(root)
+    objects.refresh(root, problems)
     bounds = WalkBounds(root, max_depth=min(max_depth, MAX_WALK_DEPTH))
     refused = bounds.refuse_root()
     if refused:
@@ -589,6 +593,10 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
     Returns:
         The files as :class:`Source` s, sorted by run, rank, kind and timestamp.
     """
+    from . import objects  # deferred: the object-store layer builds on this module (a URL's mirror, listed again when due)
+
+    root = objects.local(root)
+    objects.refresh(root, problems)
     root_path = Path(root)
     if root_path.is_file():
         kind = msprobe.file_kind(root_path) or explicit_kind(root_path)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..findings import Severity
+from .s3 import shown
 
 
 class ProblemKind(StrEnum):
@@ -96,6 +97,7 @@ class Problem:
     severity: Severity = Severity.WARNING
 
     def __post_init__(self):
+        self.path = shown(self.path)  # a file of a mirrored bucket is named by its URL
         self.kind = ProblemKind(self.kind)
         self.severity = Severity(self.severity)
 

@@ -29,6 +29,7 @@ from .fastsummaries import decode_summaries
 from .identity import as_job, root_of, settle
 from .line_chunks import LineChunks
 from .logs import LogParser
+from .objects import local
 from .parallel import default_workers, plan, poll_states
 from .problems import SKIPPED_KINDS, Problem, ProblemKind, SaidOnce
 from .records import HEADER, FrameReader
@@ -642,7 +643,7 @@ class Follower:
         workers: int | None = 1,
         jobs: bool = False,
     ):
-        self.path = Path(path)
+        self.path = Path(local(path))  # a bucket's prefix: its mirror (msnb.events.objects)
         self.jobs = jobs
         self.verify = verify
         self.run = run

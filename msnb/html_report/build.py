@@ -21,6 +21,7 @@ from ..config.loader import LoadedConfig
 from ..config.monitor_schema import monitor_settings
 from ..environment import installed_major
 from ..errors import MsnbError, NothingReadable, UsageError
+from ..events.objects import local
 from ..events.reader import ReadResult
 from ..outputs import check_out, write_file
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
@@ -190,7 +191,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("environment", "Versions", sections.environment()),
     ]
     if baseline is not None:  # precision alignment (msnb compare): one added section
-        if not os.path.exists(baseline) or os.path.realpath(baseline) == target:
+        if not os.path.exists(local(baseline)) or os.path.realpath(baseline) == target:  # a bucket's prefix: its mirror
             raise UsageError(
                 f"--baseline {baseline}: no such file or directory" if not os.path.exists(baseline) else f"--baseline {baseline} is the report's --out"
             )

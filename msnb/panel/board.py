@@ -14,6 +14,7 @@ from ..analysis.judge import judged_tags
 from ..analysis.rules import DEFAULT_RULES, Rules
 from ..errors import NothingReadable, UsageError
 from ..events.problems import SaidOnce
+from ..events.s3 import shown
 from .collect import _read_run, check_base, find_runs
 from .rows import refresh, summarize
 from .table import RunsTable
@@ -82,7 +83,7 @@ class RunsBoard:
         self._walk.add(found)  # a loop or a locked folder is said once, not at every poll
         now = time.time() if now is None else now
         rows = [refresh(self._rows[name], active_within=self.active_within, now=now) for name in sorted(self._rows)]
-        return RunsTable(rows, base=str(self.base), problems=list(self._walk.problems), now=now, active_within=self.active_within)
+        return RunsTable(rows, base=str(shown(self.base)), problems=list(self._walk.problems), now=now, active_within=self.active_within)
 
 
 def runs(

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..events.discovery import discover, head_owner
 from ..events.identity import as_job
+from ..events.objects import local
 from ..events.reader import Follower
 from ..safe_files import pseudo_filesystem
 
@@ -46,7 +47,7 @@ def check_base(base: str | os.PathLike) -> Path:
     Raises:
         UsageError: *base* does not exist or is not a directory.
     """
-    path = Path(base)
+    path = Path(local(base))  # a bucket's prefix: its mirror, listed once (msnb.events.objects)
     if not path.exists():
         raise UsageError(f"{base}: no such directory")
     if not path.is_dir():

@@ -22,7 +22,6 @@ import html
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from ..config.mindformers_rules import mindformers_reads_name
 from ..errors import SmokeError
 from ..status import ResultView
+from .launch_line import read_launch
 from .shipped_configs import resolve_shipped
 from .stop_signals import Stopped, StopSignals
 
@@ -42,59 +42,15 @@ PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck chi
 _DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_stage"
 
 
-def _int_option(words: list, names: tuple) -> int | None:
-    """The integer value of the first of *names* in *words* (``--name=N`` or ``--name N``)."""
-    for i, word in enumerate(words):
-        for name in names:
-            if word == name and i + 1 < len(words):
-                value = words[i + 1]
-            elif word.startswith(name + "="):
-                value = word.split("=", 1)[1]
-            else:
-                continue
-            try:
-                return int(value)
-            except ValueError:
-                raise SmokeError(f"--launch: {name} {value!r} is not a whole number") from None
-    return None
-
-
 def launch_devices(launch: str) -> tuple[int, int | None, str]:
-    """The device count (and devices per node) a launcher command line starts.
-
-    Understood: MindSpore's ``msrun --worker_num=N [--local_worker_num=M]``; torchrun-style
-    ``--nnodes A --nproc_per_node B``; mindformers' ``scripts/msrun_launcher.sh "CMD" WORKER_NUM [LOCAL_WORKER ...]``.
+    """The device count, the cards a node and where the count came from, as the launcher reads *launch*
+    (:func:`msnb.smoke.launch_line.read_launch`).
 
     Raises:
-        SmokeError: a command line none of these, or one whose count is not a positive whole number.
+        SmokeError: a line no launcher msnb reads, or a count that is not a whole number of 1 or more.
     """
-    try:
-        words = shlex.split(launch)
-    except ValueError as exc:
-        raise SmokeError(f"--launch: {exc}") from None
-    names = [os.path.basename(w) for w in words]
-    if "msrun_launcher.sh" in names:
-        rest = words[names.index("msrun_launcher.sh") + 1 :]
-        counts = [int(w) for w in rest[1:3] if w.isdigit()]  # "the command" WORKER_NUM LOCAL_WORKER ...
-        if counts:
-            total, local = counts[0], (counts[1] if len(counts) > 1 else min(counts[0], 8))
-            return _positive(total), local, f"msrun_launcher.sh worker count {total}"
-    total = _int_option(words, ("--worker_num",))
-    if total is not None:
-        local = _int_option(words, ("--local_worker_num",))
-        return _positive(total), local, f"msrun --worker_num={total}"
-    nodes, per_node = _int_option(words, ("--nnodes",)), _int_option(words, ("--nproc_per_node", "--nproc-per-node"))
-    if per_node is not None:
-        return _positive((nodes or 1) * per_node), per_node, f"--nnodes {nodes or 1} x --nproc_per_node {per_node}"
-    raise SmokeError(
-        f'--launch {launch!r}: no device count found (msrun --worker_num=N, --nnodes A --nproc_per_node B, or msrun_launcher.sh "CMD" N); give --devices N'
-    )
-
-
-def _positive(n: int) -> int:
-    if n < 1:
-        raise SmokeError(f"--launch: a device count of {n} is not a launch")
-    return n
+    read = read_launch(launch)
+    return read.devices, read.per_node, read.devices_from
 
 
 @dataclass

@@ -163,4 +163,12 @@ def per_node_words(per_node: int | None, said_from: str = "") -> str:
     return f"{per_node} cards a node assumed (from {said_from})" if said_from else f"{per_node} cards a node assumed"
 
 
-__all__ = ["DEFAULT_PER_NODE", "Launch", "count", "launcher_options", "per_node_words", "read_launch"]
+def say_cards_a_node(checks: list, words: str) -> None:
+    """Add to mindformers' server-count warning (``server_num % pipeline_stage``, check_rules._check_parallel: server_num is
+    the device count over DEVICE_NUM_PER_NODE) the cards a node it was computed with, and where that number came from."""
+    for check in checks:
+        if check.outcome == "warning" and "server_num" in check.message and "cards a node assumed" not in check.message:
+            check.message = f"{check.message} ({words})"
+
+
+__all__ = ["DEFAULT_PER_NODE", "Launch", "count", "launcher_options", "per_node_words", "read_launch", "say_cards_a_node"]

@@ -256,6 +256,23 @@ def check_model_type(config, legacy: bool) -> None:
     raise ConfigFault(f"{key} {name!r} is not registered in this mindformers (closest: {', '.join(close)})")
 
 
+def _memory_check(spec: dict) -> dict:
+    """The smoke's pre-flight judges the per-card memory too: against the card named, else the config's
+    context.max_device_memory, else "not checked" (:func:`msnb.smoke.card_memory.memory_check`)."""
+    from .card_memory import memory_check  # deferred: the memory table, only where a pre-flight runs
+
+    told = spec["preflight"]
+    try:
+        return memory_check(spec["config"], devices=told.get("devices"), card_gb=told.get("card_gb"), card=told.get("card"))[1]
+    except Exception as exc:  # msnb's own error: said as such, never the config's finding
+        traceback.print_exc()
+        return {
+            "check": "per-card memory (msnb's estimate at full size)",
+            "outcome": "not checked",
+            "message": f"msnb's own error: {type(exc).__name__}: {exc}"[:500],
+        }
+
+
 def _preflight_first(spec: dict) -> None:
     """The pre-flight on the unshrunk config, in this process (mindformers is imported once): a finding stops the smoke here.
 
@@ -273,6 +290,7 @@ def _preflight_first(spec: dict) -> None:
     except Exception as exc:  # msnb's own failure: said in the verdict as "not checked"
         traceback.print_exc()
         said = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500]}
+    said.setdefault("checks", []).append(_memory_check(spec))
     said["seconds"] = round(time.monotonic() - started, 3)  # what the pre-flight added to the smoke (benchmarks/smoke_sweep.py)
     with open(os.path.join(spec["workdir"], "preflight.json"), "w") as f:
         json.dump(said, f, default=str)

@@ -2,8 +2,9 @@
 
 Exit codes: 0 success, 1 a check found a blocking problem (``report``: written,
 but a run failed or none could be judged), 2 bad usage or input (or nothing
-readable), 3 ``export --strict`` skipped damaged records (``memory``: 0 fits, 1 does not fit, 3 no card given,
-nothing judged).
+readable), 3 ``export --strict`` skipped damaged records (``memory``: 0 fits, 1 does not fit or mindformers would refuse the
+launch, 3 no card and no ``context.max_device_memory``, nothing judged; ``preflight`` and ``smoke``: 3 not checked or
+not rehearsed).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
 from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
 from .heap import keep_scratch_memory
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, MEMORY_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
-from .smoke.options import SmokeOptions, add_smoke_arguments
+from .smoke.options import EXIT_CODES, MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, add_smoke_arguments
 from .words import count
 
 
@@ -135,7 +136,7 @@ def _cmd_config(args) -> int:
 def _cmd_preflight(args) -> int:
     from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child)
 
-    result = run_preflight(args.file, devices=args.devices, launch=args.launch, card_gb=args.card_gb)
+    result = run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)
     print(result.to_json() if args.json else result.format_text())
     return result.exit_code
 
@@ -218,10 +219,6 @@ def _cmd_smoke(args) -> int:
 def _cmd_memory(args) -> int:
     from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
-    if args.card_gb is not None and args.card is not None:
-        raise UsageError("give --card-gb G or --card NAME, not both")
-    if args.devices is not None and args.devices < 1:
-        raise UsageError(f"--devices {args.devices}: a launch has at least 1 card")
     est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
     print(json.dumps(est.as_dict(), indent=2) if args.json else est.format_text())
     return est.exit_code
@@ -416,13 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_kernel_commands(sub)
     _add_file_commands(sub)
 
-    p = sub.add_parser("preflight", help="mindformers' own startup checks on a run YAML at full size, for the devices the launch will have (no training)")
-    p.add_argument("file", help="a mindformers run YAML")
-    p.add_argument("--devices", type=int, help="the device count the launch will have (unknown: that rule is not checked, exit 3)")
-    p.add_argument("--launch", metavar="CMD", help='the launcher command line, e.g. "msrun --worker_num=16 --local_worker_num=8 ..." (its count is used)')
-    p.add_argument("--card-gb", metavar="G", help="the card's memory in GiB, or a card's name (910B2...), for the per-card memory check")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=_cmd_preflight)
+    p = sub.add_parser(
+        "preflight",
+        help="mindformers' own startup checks on a run YAML at full size, for the devices the launch will have (no training)",
+        epilog=EXIT_CODES["preflight"],
+    )
+    add_arguments(p, PREFLIGHT_OPTIONS).set_defaults(func=_cmd_preflight)
 
     p = sub.add_parser("plot", help="draw the scalar curves under the PATHs to a PNG or SVG file")
     add_arguments(p, PLOT_OPTIONS).set_defaults(func=_cmd_plot)
@@ -433,12 +429,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("runs", help="the team panel: one row per run under BASE (status, ranks, last loss, trend, verdict, flags, size, age)")
     add_arguments(p, RUNS_OPTIONS).set_defaults(func=_cmd_runs)
 
-    p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote")
+    p = sub.add_parser("smoke", help="a short monitored training on the best device, judged from the files it wrote", epilog=EXIT_CODES["smoke"])
     add_smoke_arguments(p)
     p.set_defaults(func=_cmd_smoke)
 
     p = sub.add_parser(
-        "memory", help="per-card memory of a mindformers config at full size under its parallel layout, a row per pipeline stage (0 fits, 1 not, 3 no card)"
+        "memory",
+        help="per-card memory of a mindformers config at full size under its parallel layout, a row per pipeline stage (0 fits, 1 not, 3 nothing judged)",
+        epilog=EXIT_CODES["memory"],
     )
     add_arguments(p, MEMORY_OPTIONS)
     p.set_defaults(func=_cmd_memory)

@@ -52,6 +52,17 @@ class SmokeError(UsageError):
     """A smoke run that cannot start (bad options, missing msrun, unusable directories)."""
 
 
+class SizeRefused(UsageError):
+    """A model size in a config that mindformers would refuse to build (``vocab_size: 0``, a negative or fractional
+    size): the config's fault, a finding (exit 1) naming the key, never counted as 0."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, key: str = ""):
+        super().__init__(message)
+        self.key = key
+
+
 class NotRehearsed(SmokeError):
     """msnb cannot rehearse this run here: a kernel or feature with no CPU path, a release outside the tested set, a
     model that would not fit this machine, or msnb's own code failing. Never the user's failure: the message names

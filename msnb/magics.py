@@ -20,10 +20,10 @@ from IPython.utils.process import arg_split
 
 from .compare_options import compare_kwargs, compare_magic_arguments
 from .errors import MsnbError
-from .options import CHECK_OPTIONS, HEALTH_OPTIONS, MEMORY_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
+from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
-from .smoke.options import SmokeOptions, smoke_magic_arguments
+from .smoke.options import MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, smoke_magic_arguments
 
 
 def user_errors(func):
@@ -128,19 +128,13 @@ class MsnbMagics(Magics):
         from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_memory, line)
-        if args.card_gb is not None and args.card is not None:
-            raise UsageError("msnb: give --card-gb G or --card NAME, not both")
         est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
         if args.json:
             return est.as_dict()
         print(est.format_text())
         return est
 
-    @magic_arguments()
-    @argument("file", help="a mindformers run YAML")
-    @argument("--devices", type=int, default=None, help="the device count the launch will have")
-    @argument("--launch", default=None, help="the launcher command line, quoted (its device count is used)")
-    @argument("--card-gb", default=None, help="the card's memory in GiB or a card's name, for the memory check")
+    @magic_arguments_from(PREFLIGHT_OPTIONS)
     @line_magic
     @user_errors
     def mfmon_preflight(self, line):
@@ -152,7 +146,7 @@ class MsnbMagics(Magics):
         from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_preflight, line)
-        return run_preflight(args.file, devices=args.devices, launch=args.launch, card_gb=args.card_gb)
+        return run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)
 
     @magic_arguments_from(PLOT_OPTIONS)
     @line_magic

@@ -159,14 +159,6 @@ REPORT_OPTIONS: tuple[Option, ...] = (
 )
 
 
-MEMORY_OPTIONS: tuple[Option, ...] = (
-    Option(("config",), "a mindformers run YAML, estimated at its full size under its own parallel layout", metavar="RUN.yaml"),
-    Option(("--devices",), "the cards the launch has (a note when the config's layout uses another count)", type=int, metavar="N"),
-    Option(("--card-gb",), "the card's memory in GiB (e.g. 64); the largest stage is judged against it", type=float, metavar="G"),
-    Option(("--card",), "the card by name: 910A, 910B1, 910B2, 910B3, 910B4, 800T-A2 (see docs/MEMORY.md)", metavar="NAME"),
-    Option(("--json",), 'print {"fits", "verdict", "stages": [...], "leaves_out", ...} as one JSON document (bytes)', action="store_true"),
-)
-
 KIND_NAMES = ("scalars", "histograms", "tensors", "images", "texts", "lineage", "markers")
 """The data kinds' names (``msnb.events.tables.TABLE_KINDS`` gives each its table, in this order), known here so
 that the CLI offers ``--kind`` without loading the readers and numpy at every start."""

@@ -294,9 +294,13 @@ def _mark(value, origin: dict, file: str, dotted: str) -> None:
             _mark(v, origin, file, f"{dotted}.{k}")
 
 
-def _load_tree(path: Path, chain: tuple, state: dict) -> dict:
-    """*path* merged over its bases.  A file reached twice (a diamond of bases) is read and merged once."""
-    path = path.resolve()
+def _load_tree(named: Path, chain: tuple, state: dict) -> dict:
+    """*named* merged over its bases.  A file reached twice (a diamond of bases) is read and merged once.
+
+    A relative ``base_config`` is joined to the folder of the path the file was *named* by, not of the file a symlink
+    points to: mindformers' ``MindFormerConfig._file2dict`` joins ``os.path.dirname(filename)`` before resolving it.
+    """
+    path = named.resolve()
     if path in chain:
         cycle = " -> ".join(str(p) for p in (*chain, path))
         raise ConfigError(f"base_config cycle: {cycle}", file=chain[-1], key=BASE_KEY)
@@ -318,8 +322,8 @@ def _load_tree(path: Path, chain: tuple, state: dict) -> dict:
         raise ConfigError(f"base_config must be a path or a list of paths, not {_short(bases)}", file=path, key=BASE_KEY, line=base_line)
     merged: dict = {}
     for base in bases:
-        base_path = _base_path(path, base, base_line)
-        merged = _merge(merged, _load_tree(base_path, (*chain, path), state), state["origin"], None)
+        base_named = _base_path(named, path, base, base_line)
+        merged = _merge(merged, _load_tree(base_named, (*chain, path), state), state["origin"], None)
     merged = _merge(merged, data, state["origin"], str(path))
     for dotted, line in key_lines.items():
         if state["origin"].get(dotted) == str(path):
@@ -334,20 +338,22 @@ def _short(value, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _base_path(including: Path, base: str, line: int | None) -> Path:
-    """Where a ``base_config`` entry points, refused unless it is a regular file (never a device or a FIFO)."""
+def _base_path(named: Path, including: Path, base: str, line: int | None) -> Path:
+    """Where a ``base_config`` entry of *including* (reached as *named*) points, as mindformers joins it: to *named*'s folder,
+    unresolved (the name, returned, is what its own bases are joined to); refused unless it is a regular file."""
     where = {"file": including, "key": BASE_KEY, "line": line}
+    joined = named.parent / os.path.expanduser(base)
     try:
-        base_path = (including.parent / os.path.expanduser(base)).resolve()
+        base_path = joined.resolve()
         mode = base_path.stat().st_mode
     except FileNotFoundError:
-        raise ConfigError(f"base_config {_short(base)} not found (looked for {including.parent / os.path.expanduser(base)})", **where) from None
+        raise ConfigError(f"base_config {_short(base)} not found (looked for {joined})", **where) from None
     except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: a symlink loop on older Pythons
         raise ConfigError(f"base_config {_short(base)} cannot be read: {_one_line(getattr(exc, 'strerror', None) or exc)}", **where) from None
     kind = _file_kind(mode)
     if kind != "file":
         raise ConfigError(f"base_config {_short(base)} is {kind} ({base_path}), not a YAML file", **where)
-    return base_path
+    return joined
 
 
 def resolve_references(data: dict, loaded: LoadedConfig) -> dict:
@@ -493,7 +499,7 @@ def load_config(path: str | os.PathLike, *, resolve: bool = True) -> LoadedConfi
         start = path.resolve()
     except (OSError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"cannot read: {_one_line(getattr(exc, 'strerror', None) or exc)}", file=path) from None
-    data = _load_tree(start, (), state)
+    data = _load_tree(path, (), state)
     loaded = LoadedConfig(data=data, path=str(start), files=state["files"], origin=state["origin"], duplicates=state["duplicates"], lines=state["lines"])
     loaded.literal = data
     if resolve and _has_reference(data):

@@ -21,27 +21,13 @@ from pathlib import Path
 
 from ..config import load_config
 from ..config.run_config import is_mindformers_run
-from ..errors import UsageError
+from ..errors import SizeRefused, UsageError
+from .cards import CARDS, card_names, card_size
 from .memory_estimate import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
 from .shipped_configs import resolve_shipped
 
 GIB = 1 << 30
 MAX_STAGES = 4096  # more pipeline stages than any cluster runs: a hostile file's, refused before a row is made for each
-
-# HBM per card, in GiB, of the Ascend training cards Huawei publishes the memory of (Huawei's Ascend / Atlas product
-# pages and datasheets): the Ascend 910 (910A; Atlas 800 training server 9000/9010, Atlas 300T) has 32 GB of HBM2;
-# the Ascend 910B has 64 GB (910B1, 910B2, 910B3) or 32 GB (910B4); the Atlas 800T A2 training server carries eight
-# 64 GB 910B cards.  The 910C (Atlas A3) is left out: its memory per device as MindSpore sees it is not published
-# in a form checked here.  Give --card-gb for any other card.
-CARDS = {
-    "910A": 32,
-    "910": 32,
-    "910B1": 64,
-    "910B2": 64,
-    "910B3": 64,
-    "910B4": 32,
-    "800T-A2": 64,
-}
 
 # the sizes that decide the memory: taken from a class's defaults where a missing config.json would give them, no estimate
 _CORE_SIZES = ("num_hidden_layers", "hidden_size", "intermediate_size", "vocab_size", "num_attention_heads")
@@ -148,7 +134,7 @@ def layers_per_stage(layers: int, pp: int, offset, interleave: int = 1) -> tuple
     per = [sum(chunk + r[i] for r in rows) for i in range(pp)]
     note = None
     if any(n < 0 for n in per) or sum(per) != layers:
-        note = f"offset {offset!r} splits {layers} layers over {pp} stages as {per}, which does not add up to {layers}: mindformers refuses it"
+        note = f"offset {offset!r} splits {layers} layers over {pp} stages as {per}, which does not add up to {layers}: mindformers refuses it (LayerSetting._check_inputs, parallel_core/training_graph/transformer/utils.py:585-603)"
         per = [max(0, n) for n in per]
         per[-1] += max(0, layers - sum(per))
     return per, note
@@ -236,6 +222,8 @@ class CardMemory:
     sizes_from: str
     notes: list = field(default_factory=list)
     leaves_out: list = field(default_factory=lambda: list(LEAVES_OUT))
+    refusals: list = field(default_factory=list)  # what mindformers or MindSpore would refuse of this layout or launch, with its source
+    judged_against: str = ""  # "the card", "context.max_device_memory", or "" (nothing judged)
 
     @property
     def largest_stage(self) -> StageMemory:
@@ -250,16 +238,27 @@ class CardMemory:
 
     @property
     def exit_code(self) -> int:
-        """0 fits, 1 does not fit, 3 the card is unknown (the estimate is printed, nothing is judged)."""
+        """1 mindformers would refuse the layout or the launch, or the largest stage does not fit; 0 it fits; 3 no card and no
+        ``context.max_device_memory`` (the estimate is printed, nothing is judged)."""
+        if self.refusals:
+            return 1
         return {True: 0, False: 1, None: 3}[self.fits]
 
     def verdict(self) -> str:
+        """The memory's verdict, after what mindformers would refuse of the launch when it would."""
+        return ("mindformers would refuse this launch (REFUSED above); " if self.refusals else "") + self.memory_verdict()
+
+    def memory_verdict(self) -> str:
+        """Whether the largest stage fits, and against what: the card, ``context.max_device_memory``, or nothing."""
         big = self.largest_stage
         need = f"the largest stage (stage {big.stage}) needs {_gib(big.total)} GiB a card"
         if self.usable_gb is None:
-            return f"{need}; the card is not known (give --card-gb G or --card NAME: {', '.join(CARDS)}), so nothing is judged"
-        card = f"{self.card_name} ({self.card_gb:g} GiB)" if self.card_name else f"{self.card_gb:g} GiB"
-        of = f"{self.usable_gb:g} GiB usable of the card {card}" if self.usable_gb != self.card_gb else f"the card's {card}"
+            return f"{need}; neither a card (--card-gb G or --card NAME: {card_names()}) nor context.max_device_memory is given, so nothing is judged"
+        if self.card_gb is None:
+            of = f"context.max_device_memory's {self.usable_gb:g} GiB (no card named: a card with less memory than that is not checked)"
+        else:
+            card = f"{self.card_name} ({self.card_gb:g} GiB)" if self.card_name else f"{self.card_gb:g} GiB"
+            of = f"{self.usable_gb:g} GiB usable of the card {card}" if self.usable_gb != self.card_gb else f"the card's {card}"
         if self.fits:
             return f"fits: {need} of {of}, {_gib(self.usable_gb * GIB - big.total)} GiB left for what is not counted"
         return f"does not fit: {need}, more than {of}"
@@ -273,6 +272,7 @@ class CardMemory:
             f"  micro-batch {self.micro_batch} x {self.seq} tokens per card",
         ]
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  REFUSED: {r}" for r in self.refusals]
         head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", "total GiB")
         rows = [head]
         for s in sorted(self.stages, key=lambda s: (-s.total, s.stage)):
@@ -324,29 +324,11 @@ class CardMemory:
             "largest_stage": self.largest_stage.stage,
             "stages": [s.as_dict() for s in sorted(self.stages, key=lambda s: (-s.total, s.stage))],
             "notes": list(self.notes),
+            "refusals": list(self.refusals),
+            "judged_against": self.judged_against,
             "leaves_out": list(self.leaves_out),
             "unit": "bytes",
         }
-
-
-def card_size(card_gb=None, card: str | None = None) -> tuple[float | None, str | None]:
-    """``(GiB, name)`` of the card: *card_gb* as given (a number, or a card's name), or *card* looked up in :data:`CARDS`."""
-    if isinstance(card_gb, str) and card is None:
-        try:
-            card_gb = float(card_gb)
-        except ValueError:
-            card, card_gb = card_gb, None
-    if card is not None:
-        key = card.strip().upper().removeprefix("ASCEND").strip().replace(" ", "-")
-        found = next((k for k in CARDS if k.upper() == key), None)
-        if found is None:
-            raise UsageError(f"--card {card!r} is not a card msnb knows the memory of ({', '.join(CARDS)}); give --card-gb G")
-        return float(CARDS[found]), found
-    if card_gb is None:
-        return None, None
-    if isinstance(card_gb, bool) or not isinstance(card_gb, (int, float)) or not math.isfinite(card_gb) or not 0 < card_gb < 1e6:
-        raise UsageError(f"--card-gb {card_gb!r} is not a card's memory in GiB (a positive number)")
-    return float(card_gb), None
 
 
 def _max_device_memory(config: dict) -> float | None:
@@ -445,6 +427,38 @@ class _RunToSize:
         return self.sizes.config
 
 
+# sizes mindformers builds parameters with: each a dimension of a weight's shape
+SHAPE_KEYS = ("hidden_size", "vocab_size", "padded_vocab_size", "num_attention_heads", "num_heads", "num_key_value_heads", "n_kv_heads",
+              "num_query_groups", "multi_query_group_num", "head_dim", "kv_channels", "intermediate_size", "ffn_hidden_size",
+              "moe_intermediate_size", "moe_ffn_hidden_size")  # fmt: skip
+_INITIALIZER_RULE = "\"the value of 'shape' must be positive integer\", mindspore/common/initializer.py:879"
+
+
+def _refuse_sizes(sizes: ModelSizes, loaded) -> None:
+    """A size the model is built with that mindformers would refuse is the config's finding, never counted as 0.
+
+    Raises:
+        SizeRefused: a size that is no whole number of 1 or more (``vocab_size: 0``, ``-8``, ``1.5``, ``"big"``).
+        UsageError: a size msnb cannot count with (``True``, or more than 2**40): msnb's limit, not a finding.
+    """
+    for key in SHAPE_KEYS:
+        value = sizes.config.get(key)
+        if value is None:
+            continue
+        source = sizes.sources.get(key, "the config")
+        if source.endswith("default"):  # a class's default for a size this model does not use (a dense model's MoE sizes)
+            continue
+        where = f"model.model_config.{key} at {loaded.where('model.model_config.' + key)}" if source == "the YAML" else f"{key} in {source}"
+        if isinstance(value, bool) or (isinstance(value, int) and value >= 1 << 40):
+            raise UsageError(f"{where}: {value!r} is no size msnb can count with: the memory is not estimated")
+        if not isinstance(value, int) or value < 1:
+            raise SizeRefused(
+                f"{where}: {value!r} is not a size a model is built with (a whole number of 1 or more): mindformers makes its weights with it, "
+                f"and MindSpore's initializer refuses a shape that is not ({_INITIALIZER_RULE})",
+                key=f"model.model_config.{key}" if source == "the YAML" else key,
+            )
+
+
 def _read_run_to_size(config_path, layout) -> _RunToSize:
     """Load *config_path*, size its model from the sources the real run reads, and take its layout (*layout* on top).
 
@@ -460,6 +474,7 @@ def _read_run_to_size(config_path, layout) -> _RunToSize:
             f"{loaded.path}: not a mindformers run config (model.model_config and a trainer, run_mode or runner_config): it describes no model to size"
         )
     sizes = model_sizes(cfg)
+    _refuse_sizes(sizes, loaded)
     defaulted = [k for k in _CORE_SIZES if k in sizes.sources and sizes.sources[k].endswith("default")]
     if sizes.missing_folder and defaulted:  # the cluster's sizes are in that folder: a class's defaults would be a guess
         raise UsageError(
@@ -685,32 +700,109 @@ def _stage_rows(sz: _StageSizing) -> list[StageMemory]:
     return stages
 
 
-def _devices_note(devices: int | None, lay: Layout) -> list[str]:
-    """A note when the launch's card count is not the layout's (mindformers refuses that launch)."""
+_TRAINING_GRAPH = "mindformers/parallel_core/training_graph/transformer"
+ONE_F_ONE_B = "For 1F1B Scheduler, MicroBatch num must be larger or equal than StageNum"
+
+
+def _legacy(config: dict) -> bool:
+    return config.get("use_legacy", True) is not False and str(config.get("use_legacy", True)).lower() != "false"
+
+
+def _ulysses(config: dict) -> int:
+    """``parallel_config.ulysses_degree_in_cp``: mindformers' ``hierarchical_context_parallel_sizes`` (1 when unset)."""
+    pc = config.get("parallel_config") if isinstance(config.get("parallel_config"), dict) else {}
+    return _pos(pc, "ulysses_degree_in_cp")
+
+
+def _attention_refusals(mc: dict, lay: Layout, ulysses: int) -> list[str]:
+    """ParallelAttention's rules (the training graph's attention; latent attention is another class): heads and kv heads
+    against tensor parallelism."""
+    if _truthy(mc.get("multi_latent_attention")):
+        return []
+    heads = _int(mc, "num_attention_heads", "num_heads")
+    kv = _int(mc, "num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    out = []
+    if heads and heads % (lay.tp * ulysses):
+        out.append(
+            f"num_attention_heads {heads} is not a multiple of model_parallel {lay.tp} x ulysses_degree_in_cp {ulysses}: mindformers' ParallelAttention "
+            f"refuses it ('num_heads' must be a multiple of 'tensor_parallel * ulysses_cp_num', {_TRAINING_GRAPH}/attention.py:173-176)"
+        )
+    if heads and 0 < kv < heads and kv % (lay.tp * ulysses) and kv % lay.tp:
+        out.append(
+            f"{kv} kv heads (num_query_groups / num_key_value_heads / n_kv_heads) are not a multiple of model_parallel {lay.tp}: mindformers' "
+            f"ParallelAttention refuses it ('kv_num_heads' must be a multiple of 'tensor_parallel * ulysses_cp_num', {_TRAINING_GRAPH}/attention.py:177-180)"
+        )
+    return out
+
+
+def _moe_refusals(mc: dict, lay: Layout) -> list[str]:
+    """The MoE layer's rules: experts over expert_parallel, expert_parallel over data_parallel x model_parallel, and MoE
+    with tensor parallelism only with sequence parallelism."""
+    experts = _int(mc, "num_moe_experts", "n_routed_experts", "num_experts", "expert_num")
+    if not experts:
+        return []
+    out = []
+    if experts % lay.ep:
+        out.append(
+            f"num_moe_experts {experts} is not divisible by expert_parallel {lay.ep}: mindformers' MoELayer refuses it "
+            f"('Expected num_moe_experts ... to be divisible by expert_model_parallel_size', {_TRAINING_GRAPH}/moe/moe_layer.py:60-63)"
+        )
+    if (lay.dp * lay.tp) % lay.ep:
+        out.append(
+            f"expert_parallel {lay.ep} does not divide data_parallel {lay.dp} x model_parallel {lay.tp}: mindformers' FFNGroupedGEMM.shard refuses it "
+            f"('expert_model_parallel_size must divide (data_parallel_size * tensor_model_parallel_size) exactly', {_TRAINING_GRAPH}/moe/ffn.py:189-195)"
+        )
+    if lay.tp > 1 and not lay.sequence_parallel:
+        out.append(
+            f"MoE with model_parallel {lay.tp} and use_seq_parallel off: mindformers' MoELayer refuses it ('performance may degrade if MoE and "
+            f"tensor parallelism are enabled without also enabling sequence parallelism', {_TRAINING_GRAPH}/moe/moe_layer.py:143-146)"
+        )
+    return out
+
+
+def layout_refusals(mc: dict, lay: Layout, *, legacy: bool = False, ulysses: int = 1) -> list[str]:
+    """What mindformers (the new architecture's training graph) or MindSpore's graph compiler would refuse of *lay* for the
+    model *mc*, each with the text it raises and where: an empty list is a layout they build and compile.
+
+    The training graph's constructor rules (attention heads, MoE) hold for ``use_legacy: False``; MindSpore's 1F1B rule
+    (micro-batches at least the pipeline stages, raised by its frontend library, ``libmindspore_frontend.so``) for every model.
+    """
+    out = [] if legacy else _attention_refusals(mc, lay, ulysses) + _moe_refusals(mc, lay)
+    if lay.pp > 1 and lay.micro_batch_num < lay.pp and lay.scheduler.lower() == "1f1b":
+        out.append(
+            f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: MindSpore's graph compiler refuses it under its 1F1B "
+            f"pipeline scheduler ('{ONE_F_ONE_B}', MindSpore's frontend library libmindspore_frontend.so)"
+        )
+    return out
+
+
+def _devices_refusal(devices: int | None, lay: Layout) -> list[str]:
+    """mindformers' device-count rule: the launch's cards must be the layout's (check_rules._check_parallel)."""
     if devices is not None and devices != lay.devices:
         return [
             f"--devices {devices}, but the layout (data_parallel x model_parallel x context_parallel x pipeline_stage) uses {lay.devices} cards: "
-            "mindformers refuses that launch; the estimate is for the layout"
+            "mindformers refuses that launch ('should be equal to device_num', mindformers/tools/check_rules.py, _check_parallel); "
+            "the estimate is for the layout"
         ]
     return []
 
 
-def _usable_memory(config: dict, gb: float | None) -> tuple[float | None, list[str]]:
-    """What MindSpore may use of a card of *gb* GiB: the card, or ``context.max_device_memory`` when smaller (said in a note)."""
+def _usable_memory(config: dict, gb: float | None) -> tuple[float | None, list[str], str]:
+    """What MindSpore may use of a card: the card, or ``context.max_device_memory`` when smaller (said in a note); with no
+    card, ``context.max_device_memory`` alone; and what the estimate is judged against."""
     mdm = _max_device_memory(config)
-    if gb is not None and mdm is not None and mdm < gb:
-        return mdm, [f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card"]
-    return gb, []
+    if gb is None:
+        return mdm, [], ("context.max_device_memory" if mdm is not None else "")
+    if mdm is not None and mdm < gb:
+        return mdm, [f"context.max_device_memory {mdm:g}GB: MindSpore uses at most that much of the card"], "the card"
+    return gb, [], "the card"
 
 
 def _pipeline_notes(lay: Layout) -> list[str]:
-    """What the in-flight count assumes of the pipeline: a scheduler counted as 1F1B, or fewer micro-batches than stages."""
-    notes = []
+    """What the in-flight count assumes of the pipeline: a scheduler counted as 1F1B keeps them."""
     if lay.pp > 1 and lay.scheduler.lower() not in ("1f1b", "gpipe"):
-        notes.append(f"pipeline_scheduler {lay.scheduler}: micro-batches in flight counted as 1F1B keeps them")
-    if lay.pp > 1 and lay.micro_batch_num < lay.pp:
-        notes.append(f"micro_batch_num {lay.micro_batch_num} is less than pipeline_stage {lay.pp}: the pipeline idles (mindformers refuses some such configs)")
-    return notes
+        return [f"pipeline_scheduler {lay.scheduler}: micro-batches in flight counted as 1F1B keeps them"]
+    return []
 
 
 def estimate_card_memory(config_path, *, devices: int | None = None, layout=None, card_gb=None, card: str | None = None) -> CardMemory:
@@ -734,8 +826,10 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
     run = _read_run_to_size(config_path, layout)
     sizing, split_note = _stage_sizing(run)
     stages = _stage_rows(sizing)
-    usable, card_notes = _usable_memory(run.config, gb)
-    notes = list(run.sizes.notes) + _devices_note(devices, run.layout) + ([split_note] if split_note else []) + card_notes
+    usable, card_notes, against = _usable_memory(run.config, gb)
+    notes = list(run.sizes.notes) + card_notes
+    refusals = _devices_refusal(devices, run.layout) + ([split_note] if split_note else [])
+    refusals += layout_refusals(run.model_config, run.layout, legacy=_legacy(run.config), ulysses=_ulysses(run.config))
     return CardMemory(
         config=str(Path(str(run.path))),
         layout=run.layout,
@@ -749,7 +843,31 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
         parameters=run.parts.total,
         sizes_from=run.sizes.source_words(),
         notes=notes + _pipeline_notes(run.layout),
+        refusals=refusals,
+        judged_against=against,
     )
+
+
+MEMORY_CHECK = "per-card memory (msnb's estimate at full size)"
+
+
+def memory_check(config_path, *, devices: int | None = None, card_gb=None, card: str | None = None) -> tuple[CardMemory | None, dict]:
+    """The per-card memory as a pre-flight check (``msnb preflight`` and the smoke's pre-flight): ``(estimate, check)``.
+
+    The check (``check``, ``outcome``, ``message``, ``key``) fails when the largest stage does not fit the card (else
+    ``context.max_device_memory``) or when a size is one mindformers would refuse; it is "not checked" when neither a
+    card nor ``context.max_device_memory`` is given, or when msnb cannot size the model here, never passed.
+    """
+    from ..errors import MsnbError  # the root: whatever msnb could not size is said, not raised
+
+    try:
+        est = estimate_card_memory(config_path, devices=devices, card_gb=card_gb, card=card)
+    except SizeRefused as exc:
+        return None, {"check": MEMORY_CHECK, "outcome": "failed", "message": str(exc), "key": exc.key}
+    except MsnbError as exc:  # no sizes to estimate from here (a pretrained_model_dir of the cluster's): said, never passed
+        return None, {"check": MEMORY_CHECK, "outcome": "not checked", "message": str(exc), "key": ""}
+    outcome = {True: "passed", False: "failed", None: "not checked"}[est.fits]
+    return est, {"check": MEMORY_CHECK, "outcome": outcome, "message": est.memory_verdict(), "key": "parallel_config" if est.fits is False else ""}
 
 
 __all__ = [
@@ -762,5 +880,7 @@ __all__ = [
     "estimate_card_memory",
     "layer_activations",
     "layers_per_stage",
+    "layout_refusals",
+    "memory_check",
     "read_layout",
 ]

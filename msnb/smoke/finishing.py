@@ -20,6 +20,7 @@ from ..words import count
 from .figures import smoke_figures
 from .judge_skeleton import steps_trained
 from .judging import judge_smoke
+from .launch_line import say_cards_a_node
 from .launching import Launched
 from .mindformers_judging import judge_mindformers_smoke, not_rehearsed_reason
 from .mindformers_plan import (
@@ -157,12 +158,16 @@ class MindformersRun:
     preflight: dict | None = None  # the pre-flight's preflight.json, its checks given their YAML keys and lines (msnb.smoke.preflight)
 
 
-def _preflight(workdir: Path, loaded) -> dict | None:
-    """What the pre-flight found (``preflight.json``), each check with the YAML key and line it is about; None when it did not run."""
+def _preflight(workdir: Path, loaded, told: dict | None = None) -> dict | None:
+    """What the pre-flight found (``preflight.json``), each check with the YAML key and line it is about, mindformers'
+    server-count warning with the cards a node it assumed (*told*: the spec's ``preflight``); None when it did not run."""
     said = _read_json(workdir / "preflight.json")
     if said is None:
         return None
-    return {"error": said.get("error", ""), "checks": checks_from(said, loaded), "stood_in": said.get("stood_in") or []}
+    checks = checks_from(said, loaded)
+    if told and told.get("per_node_words"):
+        say_cards_a_node(checks, told["per_node_words"])
+    return {"error": said.get("error", ""), "checks": checks, "stood_in": said.get("stood_in") or []}
 
 
 def _launch_changes(workdir: Path) -> list:
@@ -206,7 +211,7 @@ def _mindformers_run(launched: Launched, watched: Watched, outcome: ProcessOutco
         failures=[f for p in sorted(workdir.glob("failure*.json")) if (f := _read_json(p))],
         launch_changes=_launch_changes(workdir),
         busy=watched.load.busy(),
-        preflight=_preflight(workdir, prepared.loaded),
+        preflight=_preflight(workdir, prepared.loaded, launched.spec.get("preflight")),
     )
 
 

@@ -20,10 +20,10 @@ import yaml
 
 from .guard import MARKER_VAR
 from .kept import scratch_directory
+from .launch_line import per_node_words, read_launch
 from .mindformers_plan import (
     child_config,
 )
-from .preflight import launch_devices
 from .preparing import Prepared
 
 DEFAULT_LR = 0.05
@@ -80,11 +80,23 @@ def _int_or(value, default: int) -> int:
 
 
 def _preflight_devices(o) -> dict:
-    """The device count the pre-flight checks the layout against: --devices, --launch's, or unknown (then "not checked")."""
+    """What the smoke's pre-flight is told: the device count it checks the layout against (--devices, --launch's, or
+    unknown: then "not checked"), the cards a node (--devices-per-node, --launch's, or mindformers' 8, said in words),
+    and the card the per-card memory is judged against (--card-gb / --card, else the config's context.max_device_memory)."""
+    per_node, per_node_from = (o.devices_per_node, f"--devices-per-node {o.devices_per_node}") if o.devices_per_node else (None, "")
+    devices = o.devices
     if o.launch:
-        devices, per_node, _ = launch_devices(o.launch)
-        return {"devices": devices, "per_node": per_node}
-    return {"devices": o.devices, "per_node": None}
+        read = read_launch(o.launch)
+        devices = read.devices
+        if per_node is None:
+            per_node, per_node_from = read.per_node, read.per_node_from
+    return {
+        "devices": devices,
+        "per_node": per_node,
+        "per_node_words": per_node_words(per_node, per_node_from),
+        "card_gb": o.card_gb,
+        "card": o.card,
+    }
 
 
 def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:

@@ -272,6 +272,24 @@ def _start_preflight(spec: dict):
         )
 
 
+def _memory_check(spec: dict) -> dict:
+    """The smoke's pre-flight judges the per-card memory too: against the card named, else the config's
+    context.max_device_memory, else "not checked" (:func:`msnb.smoke.card_memory.memory_check`)."""
+    from .card_memory import memory_check  # deferred: the memory table, only where a pre-flight runs
+
+    told = spec["preflight"]
+    try:
+        return memory_check(spec["config"], devices=told.get("devices"), card_gb=told.get("card_gb"), card=told.get("card"))[1]
+    except Exception as exc:  # msnb's own error: said as such, never the config's finding
+        traceback.print_exc()
+        return {
+            "check": "per-card memory (msnb's estimate at full size)",
+            "outcome": "msnb error",
+            "message": f"{type(exc).__name__}: {exc}"[:500],
+            "traceback": traceback.format_exc()[-4000:],
+        }
+
+
 def _preflight_first(spec: dict, proc) -> None:
     """The pre-flight on the unshrunk config, in a child process of its own: a finding stops the smoke here.
 
@@ -292,6 +310,7 @@ def _preflight_first(spec: dict, proc) -> None:
             said = json.load(f)[0]
     except (OSError, ValueError, IndexError):
         said = {"error": f"the pre-flight's child wrote no result (exit status {code})"}
+    said.setdefault("checks", []).append(_memory_check(spec))
     said["seconds"] = round(time.monotonic() - started, 3)  # what waiting for the pre-flight added to the smoke (benchmarks/smoke_sweep.py)
     with open(os.path.join(spec["workdir"], "preflight.json"), "w") as f:
         json.dump(said, f, default=str)
@@ -299,7 +318,8 @@ def _preflight_first(spec: dict, proc) -> None:
     if failed:
         first = failed[0]
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-        raise ConfigFault(f"{' '.join(str(first.get('message')).split())} (mindformers' {first['check']}, raised at {first.get('source', '?')}){more}")
+        by = f"mindformers' {first['check']}, raised at {first['source']}" if first.get("source") else f"msnb's {first['check']}"
+        raise ConfigFault(f"{' '.join(str(first.get('message')).split())} ({by}){more}")
 
 
 def main(spec_path: str) -> int:

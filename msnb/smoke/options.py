@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 
 from ..errors import SmokeError
 from ..options import Option, add_arguments, magic_arguments_from
+from .cards import card_names, card_size
 from .device import DEVICES
 from .kept import check_keep, check_place
 
@@ -56,6 +57,9 @@ class SmokeOptions:
     data: str = "auto"
     devices: int | None = None  # the device count the cluster's launch will have: the pre-flight checks the layout against it
     launch: str | None = None  # or the launcher line it is read from (msrun --worker_num=N ...)
+    devices_per_node: int | None = None  # the cards a node, for mindformers' server count (default: --launch's, else mindformers' 8)
+    card_gb: float | str | None = None  # the card's memory in GiB (or a card's name): the pre-flight judges the per-card memory against it
+    card: str | None = None  # or the card by name (msnb.smoke.cards.CARDS)
 
     def validate(self) -> None:
         """Refuse options no run could honour, before anything is started or created.
@@ -85,10 +89,13 @@ class SmokeOptions:
             raise SmokeError("give --devices or --launch, not both")
         if self.devices is not None and (not _whole(self.devices) or self.devices < 1):
             raise SmokeError(f"--devices must be a whole number of 1 or more (got {self.devices!r})")
+        if self.devices_per_node is not None and (not _whole(self.devices_per_node) or self.devices_per_node < 1):
+            raise SmokeError(f"--devices-per-node must be a whole number of 1 or more (got {self.devices_per_node!r})")
         if self.launch:
-            from .preflight import launch_devices  # the launcher line read now: a line with no count is refused before anything starts
+            from .launch_line import read_launch  # the launcher line read now: a line with no count is refused before anything starts
 
-            launch_devices(self.launch)
+            read_launch(self.launch)
+        card_size(self.card_gb, self.card)  # an unknown card or a memory that is no number above 0: refused before anything starts
         check_keep(self.keep)
         if self.summary_dir is not None:
             check_place("--summary-dir", self.summary_dir)  # before the folder is made, and before anything starts
@@ -134,6 +141,81 @@ def _device(text: str) -> str:
     return name
 
 
+def device_count(text: str) -> int:
+    """An argparse type: a count of devices, a whole number of 1 or more written in the digits 0-9 (``int`` also takes '８')."""
+    if not (isinstance(text, str) and text.isascii() and text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device count (a whole number of 1 or more, in the digits 0-9)")
+    return int(text)
+
+
+LAUNCH_OPTIONS: tuple[Option, ...] = (
+    Option(
+        ("--devices",),
+        "the device count the cluster's launch will have: the pre-flight checks the full-size layout against it (default: unknown, not checked)",
+        type=device_count,
+        metavar="N",
+    ),
+    Option(("--launch",), 'or the launcher line it is read from, quoted ("msrun --worker_num=16 --local_worker_num=8 ...")', metavar="CMD"),
+    Option(
+        ("--devices-per-node",),
+        "the cards a node, for mindformers' server count (its DEVICE_NUM_PER_NODE; default: --launch's local worker count, else mindformers' 8)",
+        type=device_count,
+        metavar="N",
+    ),
+)
+"""Where the pre-flight's device count comes from: the same declaration on ``msnb preflight``, ``msnb smoke`` and their magics."""
+
+CARD_OPTIONS: tuple[Option, ...] = (
+    Option(
+        ("--card-gb",),
+        "the card's memory in GiB, a number above 0 (e.g. 64): the largest pipeline stage is judged against it "
+        "(default: the config's context.max_device_memory, else the memory is not judged)",
+        metavar="G",
+    ),
+    Option(("--card",), f"or the card by name: {card_names()} (Huawei's published memory: docs/MEMORY.md)", metavar="NAME"),
+)
+"""The card the per-card memory is judged against: the same declaration on ``msnb preflight``, ``msnb memory``, ``msnb smoke`` and their magics."""
+
+
+def add_card_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Declare ``--card-gb`` and ``--card`` on *parser*; returns it."""
+    return add_arguments(parser, CARD_OPTIONS)
+
+
+card_magic_arguments = magic_arguments_from(CARD_OPTIONS)
+"""``--card-gb`` and ``--card`` as IPython ``magic_arguments`` (a magic with only these options; the others add them through their lists)."""
+
+PREFLIGHT_OPTIONS: tuple[Option, ...] = (
+    Option(("file",), "a mindformers run YAML", metavar="RUN.yaml"),
+    *LAUNCH_OPTIONS,
+    *CARD_OPTIONS,
+    Option(("--json",), 'print {"outcome", "passed", "devices", "checks": [...], "memory"} as one JSON document', action="store_true", where="cli"),
+)
+
+MEMORY_OPTIONS: tuple[Option, ...] = (
+    Option(("config",), "a mindformers run YAML, estimated at its full size under its own parallel layout", metavar="RUN.yaml"),
+    Option(
+        ("--devices",),
+        "the cards the launch has: a launch mindformers would refuse (another count than the layout's) exits 1",
+        type=device_count,
+        metavar="N",
+    ),
+    *CARD_OPTIONS,
+    Option(("--json",), 'print {"fits", "verdict", "stages": [...], "leaves_out", ...} as one JSON document (bytes)', action="store_true"),
+)
+
+EXIT_CODES = {
+    "preflight": "exit codes: 0 passed (every check ran, none failed), 1 a finding, 2 bad usage (an option, a launch line, "
+    "a file that is no mindformers run config), 3 not checked (a rule that did not run, an unknown device count, msnb's own error)",
+    "memory": "exit codes: 0 the largest stage fits the card (or context.max_device_memory), 1 it does not fit or mindformers would "
+    "refuse the layout or the launch, 2 bad usage (an unknown card, a config that cannot be sized), 3 no card and no "
+    "context.max_device_memory: nothing judged",
+    "smoke": "exit codes: 0 passed, 1 a check failed (the full-size pre-flight's findings included), 2 bad usage, "
+    "3 not rehearsed here (msnb's limit, never the config's)",
+}
+"""What each command's --help says of its exit codes."""
+
+
 SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(
         ("config",),
@@ -148,12 +230,8 @@ SMOKE_OPTIONS: tuple[Option, ...] = (
     Option(("--collect-freq",), "SummaryCollector's collect_freq (default: the config's, else 5)", type=int),
     Option(("--device",), "Ascend, GPU or CPU, any case (default: Ascend, else GPU, else CPU)", type=_device, metavar="DEVICE"),
     Option(("--workers",), "data-parallel CPU workers; more than 1 starts them with msrun (default: 1)", type=int, default=1),
-    Option(
-        ("--devices",),
-        "the device count the cluster's launch will have: the pre-flight checks the full-size layout against it (default: unknown, not checked)",
-        type=int,
-    ),
-    Option(("--launch",), 'or the launcher line it is read from, quoted ("msrun --worker_num=16 ...")', metavar="CMD"),
+    *LAUNCH_OPTIONS,
+    *CARD_OPTIONS,
     Option(("--summary-dir",), "write the summaries here, and keep them, instead of in a temporary directory (default: temporary)", metavar="DIR"),
     Option(
         ("--keep",),

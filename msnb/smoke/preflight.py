@@ -23,7 +23,6 @@ import html
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from ..config.mindformers_rules import mindformers_reads_name
 from ..errors import SmokeError
 from ..status import ResultView
+from .launch_line import per_node_words, read_launch, say_cards_a_node
 from .shipped_configs import resolve_shipped
 from .stop_signals import Stopped, StopSignals
 
@@ -44,59 +44,15 @@ PREFLIGHT_TIMEOUT = 180.0  # seconds: importing mindformers is ~3 s; a stuck chi
 _DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_stage"
 
 
-def _int_option(words: list, names: tuple) -> int | None:
-    """The integer value of the first of *names* in *words* (``--name=N`` or ``--name N``)."""
-    for i, word in enumerate(words):
-        for name in names:
-            if word == name and i + 1 < len(words):
-                value = words[i + 1]
-            elif word.startswith(name + "="):
-                value = word.split("=", 1)[1]
-            else:
-                continue
-            try:
-                return int(value)
-            except ValueError:
-                raise SmokeError(f"--launch: {name} {value!r} is not a whole number") from None
-    return None
-
-
 def launch_devices(launch: str) -> tuple[int, int | None, str]:
-    """The device count (and devices per node) a launcher command line starts.
-
-    Understood: MindSpore's ``msrun --worker_num=N [--local_worker_num=M]``; torchrun-style
-    ``--nnodes A --nproc_per_node B``; mindformers' ``scripts/msrun_launcher.sh "CMD" WORKER_NUM [LOCAL_WORKER ...]``.
+    """The device count, the cards a node and where the count came from, as the launcher reads *launch*
+    (:func:`msnb.smoke.launch_line.read_launch`).
 
     Raises:
-        SmokeError: a command line none of these, or one whose count is not a positive whole number.
+        SmokeError: a line no launcher msnb reads, or a count that is not a whole number of 1 or more.
     """
-    try:
-        words = shlex.split(launch)
-    except ValueError as exc:
-        raise SmokeError(f"--launch: {exc}") from None
-    names = [os.path.basename(w) for w in words]
-    if "msrun_launcher.sh" in names:
-        rest = words[names.index("msrun_launcher.sh") + 1 :]
-        counts = [int(w) for w in rest[1:3] if w.isdigit()]  # "the command" WORKER_NUM LOCAL_WORKER ...
-        if counts:
-            total, local = counts[0], (counts[1] if len(counts) > 1 else min(counts[0], 8))
-            return _positive(total), local, f"msrun_launcher.sh worker count {total}"
-    total = _int_option(words, ("--worker_num",))
-    if total is not None:
-        local = _int_option(words, ("--local_worker_num",))
-        return _positive(total), local, f"msrun --worker_num={total}"
-    nodes, per_node = _int_option(words, ("--nnodes",)), _int_option(words, ("--nproc_per_node", "--nproc-per-node"))
-    if per_node is not None:
-        return _positive((nodes or 1) * per_node), per_node, f"--nnodes {nodes or 1} x --nproc_per_node {per_node}"
-    raise SmokeError(
-        f'--launch {launch!r}: no device count found (msrun --worker_num=N, --nnodes A --nproc_per_node B, or msrun_launcher.sh "CMD" N); give --devices N'
-    )
-
-
-def _positive(n: int) -> int:
-    if n < 1:
-        raise SmokeError(f"--launch: a device count of {n} is not a launch")
-    return n
+    read = read_launch(launch)
+    return read.devices, read.per_node, read.devices_from
 
 
 @dataclass
@@ -296,15 +252,33 @@ def checks_from(said: dict, loaded) -> list:
     return out
 
 
-def _devices_of(devices, launch) -> tuple:
-    """(devices, devices per node, where the count came from) from the caller's *devices* or *launch*."""
+def _per_node_of(launch, per_node) -> tuple:
+    """(cards a node, where that came from): *per_node* (``--devices-per-node``), else the launch line's, else None
+    (mindformers' default of 8)."""
+    if per_node is not None:
+        if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
+            raise SmokeError(f"--devices-per-node {per_node!r}: the cards a node are a whole number of 1 or more")
+        return per_node, f"--devices-per-node {per_node}"
+    if launch:
+        read = read_launch(launch)
+        return read.per_node, read.per_node_from
+    return None, ""
+
+
+def _devices_of(devices, launch, per_node=None) -> tuple:
+    """(devices, devices per node, where the count and the cards a node came from) from *devices* or *launch*, and *per_node*."""
     if devices is not None and launch:
         raise SmokeError("give --devices or --launch, not both")
     if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
         raise SmokeError(f"--devices {devices!r}: a device count is a whole number of 1 or more")
+    per, per_from = _per_node_of(launch, per_node)
     if launch:
-        return launch_devices(launch)
-    return devices, None, "--devices" if devices is not None else "unknown: neither --devices nor --launch was given"
+        devices, _, devices_from = launch_devices(launch)
+    elif devices is None:
+        return None, per, "unknown: neither --devices nor --launch was given"
+    else:
+        devices_from = "--devices"
+    return devices, per, f"{devices_from}; {per_node_words(per, per_from)}"
 
 
 def _screen(path: str):
@@ -332,7 +306,7 @@ def _name_refused(path: str, devices, devices_from) -> PreflightResult:
 
 
 def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
-    """Several configs' pre-flights: ``[(path, devices, launch), ...]``, each in a child process of its own.
+    """Several configs' pre-flights: ``[(path, devices, launch[, devices_per_node]), ...]``, each in a child process of its own.
 
     One child per config, as each cluster job is a process of its own: building one full-size network sets
     process-wide state (MindSpore's contexts, CPU affinity, mindformers' parallel groups) that a second build in the
@@ -342,9 +316,9 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
         A :class:`PreflightResult` per item, in order (no memory section: see :func:`run_preflight`).
     """
     prepared, results = [], {}
-    for i, (path, devices, launch) in enumerate(items):
+    for i, (path, devices, launch, *per_node) in enumerate(items):
         path = os.fspath(path)
-        devices, per_node, devices_from = _devices_of(devices, launch)
+        devices, per_node, devices_from = _devices_of(devices, launch, *per_node)
         loaded = _screen(path)
         if not mindformers_reads_name(path):
             results[i] = _name_refused(path, devices, devices_from)
@@ -419,7 +393,15 @@ def _run_child(workdir: str, env: dict, timeout: float) -> str:
 
 
 def run_preflight(
-    config, *, devices: int | None = None, launch: str | None = None, timeout: float = PREFLIGHT_TIMEOUT, memory: bool = True, card_gb=None
+    config,
+    *,
+    devices: int | None = None,
+    launch: str | None = None,
+    timeout: float = PREFLIGHT_TIMEOUT,
+    memory: bool = True,
+    card_gb=None,
+    card: str | None = None,
+    devices_per_node: int | None = None,
 ) -> PreflightResult:
     """mindformers' own startup checks on *config* at full size, in a child process; see the module's docstring.
 
@@ -429,34 +411,37 @@ def run_preflight(
         launch: the launcher command line the cluster will run (msrun, torchrun-style, msrun_launcher.sh).
         timeout: seconds before the child is stopped (then "not checked").
         memory: add the per-card memory estimate (:func:`msnb.smoke.card_memory.estimate_card_memory`).
-        card_gb: the card's memory in GiB or a card's name, for the memory check (None: "not checked").
+        card_gb: the card's memory in GiB (a number above 0) or a card's name, for the memory check (None: the config's
+            ``context.max_device_memory``, else "not checked").
+        card: or the card by name (:data:`msnb.smoke.cards.CARDS`).
+        devices_per_node: the cards a node, for mindformers' server count (None: *launch*'s local worker count, else
+            mindformers' default of 8, said with its warning).
 
     Raises:
-        SmokeError: both devices and launch, a launch line with no count, a file that is not a mindformers run config.
+        SmokeError: both devices and launch, a launch line with no count or a count that is no whole number of 1 or more,
+            a file that is not a mindformers run config.
+        UsageError: an unknown card, both card and card_gb, a card's memory that is no finite number above 0.
         ConfigError: a file that cannot be read.
     """
+    from .cards import card_size  # before anything starts: a card that is no card is one line
+
+    card_size(card_gb, card)
     config, _ = resolve_shipped(config)  # configs/qwen3/... not here: the installed mindformers' own copy (its path is shown)
-    result = run_preflights([(config, devices, launch)], timeout=timeout)[0]
+    result = run_preflights([(config, devices, launch, devices_per_node)], timeout=timeout)[0]
+    say_cards_a_node(result.checks, per_node_words(*_per_node_of(launch, devices_per_node)))
     if memory and mindformers_reads_name(result.config):
-        _add_memory(result, result.config, result.devices, card_gb)
+        _add_memory(result, result.config, result.devices, card_gb, card)
     return result
 
 
-def _add_memory(result: PreflightResult, path: str, devices, card_gb) -> None:
-    """The per-card memory table (:mod:`msnb.smoke.card_memory`) as a section and a check: not fitting the card is a finding."""
-    # deferred: the memory table reads the config (PyYAML) only when asked for
-    from ..errors import MsnbError
-    from .card_memory import estimate_card_memory
+def _add_memory(result: PreflightResult, path: str, devices, card_gb, card=None) -> None:
+    """The per-card memory table (:mod:`msnb.smoke.card_memory`) as a section and a check: not fitting the card (else the
+    config's ``context.max_device_memory``) or a size mindformers would refuse is a finding; no card and no
+    ``max_device_memory`` is "not checked"."""
+    from .card_memory import memory_check  # deferred: the memory table reads the config (PyYAML) only when asked for
 
-    name = "per-card memory (msnb's estimate at full size)"
-    try:
-        result.memory = estimate_card_memory(path, devices=devices, card_gb=card_gb)
-    except MsnbError as exc:  # no sizes to estimate from here (a pretrained_model_dir of the cluster's): said, never passed
-        result.checks.append(PreflightCheck(name, NOT_CHECKED, str(exc)))
-        return
-    fits = result.memory.fits
-    outcome = {True: PASSED, False: FAILED, None: NOT_CHECKED}[fits]
-    result.checks.append(PreflightCheck(name, outcome, result.memory.verdict(), "" if fits is not False else "parallel_config"))
+    result.memory, said = memory_check(path, devices=devices, card_gb=card_gb, card=card)
+    result.checks.append(PreflightCheck(said["check"], said["outcome"], said["message"], said["key"]))
 
 
 __all__ = ["PreflightCheck", "PreflightResult", "launch_devices", "mindformers_reads_name", "run_preflight", "run_preflights", "checks_from"]

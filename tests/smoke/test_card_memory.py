@@ -276,7 +276,7 @@ def test_msnb_memory_command_exit_codes(tmp_path):
 
 
 def test_card_names_in_the_help_are_the_known_cards():
-    from msnb.options import MEMORY_OPTIONS
+    from msnb.smoke.options import MEMORY_OPTIONS
 
     card_help = next(o.help for o in MEMORY_OPTIONS if o.flags == ("--card",))
     assert all(name in card_help for name in CARDS if name != "910")

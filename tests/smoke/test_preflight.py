@@ -30,10 +30,86 @@ needs_mindformers = pytest.mark.skipif(MOE is None or not MOE.is_file(), reason=
 def test_device_count_from_launch_lines():
     assert launch_devices("msrun --worker_num=16 --local_worker_num=8 --master_port=8118 run_mindformer.py --config x.yaml")[:2] == (16, 8)
     assert launch_devices("torchrun --nnodes 2 --nproc_per_node 8 train.py")[:2] == (16, 8)
-    assert launch_devices('bash scripts/msrun_launcher.sh "run_mindformer.py --config c.yaml" 32 8 8118 0 output/msrun_log False 300')[:2] == (32, 8)
-    for bad in ("python train.py", "msrun --worker_num=many x.py", "msrun --worker_num=0 x.py"):
+    # msrun_launcher.sh's four forms: 1 argument (8 on one node), 2 and 6 (WORKER_NUM on one node), 9 (LOCAL_WORKER a node)
+    launcher = 'bash scripts/msrun_launcher.sh "run_mindformer.py --config c.yaml"'
+    assert launch_devices(launcher)[:2] == (8, 8)
+    assert launch_devices(f"{launcher} 4")[:2] == (4, 4)
+    assert launch_devices(f"{launcher} 16 8118 output/msrun_log False 300")[:2] == (16, 16)  # 8118 is the port, not a node's count
+    assert launch_devices(f"{launcher} 32 8 127.0.0.1 8118 0 output/msrun_log False 300")[:2] == (32, 8)
+    for bad in ("python train.py", "msrun --worker_num=many x.py", "msrun --worker_num=0 x.py", f"{launcher} 32 8 8118 0 output/msrun_log False 300"):
         with pytest.raises(SmokeError):
             launch_devices(bad)
+
+
+# each launch line's count, or the one line it is refused with (before anything starts)
+LAUNCH_LINES = [
+    (
+        "torchrun --nnodes -2 --nproc_per_node -8 train.py",
+        "--launch: --nproc_per_node '-8' is not a device count (a whole number of 1 or more, written in the digits 0-9)",
+    ),
+    ("torchrun --nnodes 0 --nproc_per_node 8 train.py", "--launch: --nnodes 0 is not a device count: a launch starts at least 1 device"),
+    (
+        "torchrun --nnodes 2 --nproc_per_node -8 train.py",
+        "--launch: --nproc_per_node '-8' is not a device count (a whole number of 1 or more, written in the digits 0-9)",
+    ),
+    (
+        "torchrun --nnodes=-2 --nproc_per_node=8 train.py",
+        "--launch: --nnodes '-2' is not a device count (a whole number of 1 or more, written in the digits 0-9)",
+    ),
+    ("msrun --worker_num=-16 run.py", "--launch: --worker_num '-16' is not a device count (a whole number of 1 or more, written in the digits 0-9)"),
+    ("msrun --worker_num 0 run.py", "--launch: --worker_num 0 is not a device count: a launch starts at least 1 device"),
+    ("msrun --worker_num=\uff18 run.py", "--launch: --worker_num '\uff18' is not a device count (a whole number of 1 or more, written in the digits 0-9)"),
+    ("msrun --worker_num=\u0663 run.py", "--launch: --worker_num '\u0663' is not a device count (a whole number of 1 or more, written in the digits 0-9)"),
+    (
+        "msrun --worker_num=16 --local_worker_num=\u00b2 run.py",
+        "--launch: --local_worker_num '\u00b2' is not a device count (a whole number of 1 or more, written in the digits 0-9)",
+    ),
+    (
+        'msrun_launcher.sh "run.py" \uff18',
+        "--launch: msrun_launcher.sh's WORKER_NUM '\uff18' is not a device count (a whole number of 1 or more, written in the digits 0-9)",
+    ),
+    (
+        "torchrun --nnodes 1:4 --nproc_per_node 8 train.py",
+        "--launch: --nnodes 1:4: an elastic range starts a count not known before the launch; give --devices N",
+    ),
+    (
+        "torchrun --nnodes 2 --nproc_per_node auto train.py",
+        "--launch: --nproc_per_node auto: the count comes from the machine the launch runs on; give --devices N",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "said"), LAUNCH_LINES)
+def test_a_launch_count_that_is_no_positive_whole_number_is_one_usage_line(line, said):
+    with pytest.raises(SmokeError) as caught:
+        launch_devices(line)
+    assert str(caught.value) == said and caught.value.exit_code == 2
+
+
+def test_a_repeated_launcher_option_means_its_last_value_and_the_scripts_own_options_are_not_the_launchers():
+    """msrun and torchrun parse with argparse: the last value wins; what follows the script is the script's."""
+    assert launch_devices("msrun --worker_num=8 --worker_num=16 --local_worker_num=8 run.py")[:2] == (16, 8)
+    assert launch_devices("msrun --worker_num 16 --local_worker_num 4 --local_worker_num 8 run.py")[:2] == (16, 8)
+    assert launch_devices("msrun --worker_num=16 run_mindformer.py --worker_num 4 --config x.yaml")[:2] == (16, 8)  # msrun's default 8 a node
+    assert launch_devices("torchrun --nproc-per-node 4 --nproc_per_node 8 --nnodes 1 --nnodes 2 train.py --nnodes 9")[:2] == (16, 8)
+    assert launch_devices("python -m torch.distributed.run --standalone --nproc_per_node 8 train.py")[:2] == (8, 8)
+    assert launch_devices("torchrun --nnodes 2:2 --nproc_per_node 8 train.py")[:2] == (16, 8)
+
+
+def test_a_bad_launch_count_is_refused_by_the_command_before_anything_starts(tmp_path, capsys):
+    """msnb preflight, memory's and the smoke's front end: one line on stderr, exit 2, no traceback, no child."""
+    from msnb.cli import main
+
+    config = tmp_path / "run.yaml"
+    config.write_text("run_mode: train\nmodel:\n  model_config:\n    num_layers: 2\n")
+    for command in ("preflight", "smoke"):
+        code = main([command, str(config), "--launch", "torchrun --nnodes -2 --nproc_per_node -8 train.py"])
+        err = capsys.readouterr().err
+        assert (
+            code == 2
+            and err
+            == f"msnb {command}: error: --launch: --nproc_per_node '-8' is not a device count (a whole number of 1 or more, written in the digits 0-9)\n"
+        )
 
 
 @needs_mindformers
@@ -352,7 +428,11 @@ def test_msnbs_own_raise_is_never_a_finding(tmp_path, monkeypatch):
     pkg = tmp_path / "pkg"
     shutil.copytree(Path(preflight_worker.__file__).parents[1], pkg / "msnb")
     build = pkg / "msnb" / "smoke" / "preflight_build.py"
-    build.write_text(build.read_text().replace("def _built_network(trainer, default_args: dict):\n", "def _built_network(trainer, default_args: dict):\n    raise KeyError('msnb bug')\n"))
+    build.write_text(
+        build.read_text().replace(
+            "def _built_network(trainer, default_args: dict):\n", "def _built_network(trainer, default_args: dict):\n    raise KeyError('msnb bug')\n"
+        )
+    )
     monkeypatch.setenv("PYTHONPATH", str(pkg))
     (result,) = run_preflights([(MOE, 16, None)])
     assert not result.findings and result.outcome == NOT_CHECKED and result.exit_code == 3, result.format_text()

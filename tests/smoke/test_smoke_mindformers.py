@@ -72,7 +72,7 @@ LEGACY_LLAMA = textwrap.dedent("""\
     runner_wrapper: {type: MFTrainOneStepCell, scale_sense: 1.0, use_clip_grad: True}
     optimizer: {type: AdamW, betas: [0.9, 0.95], eps: 1.e-8, weight_decay: 0.0}
     lr_schedule: {type: CosineWithWarmUpLR, learning_rate: 3.e-4, lr_end: 1.e-6, warmup_ratio: 0.0, total_steps: -1}
-    context: {mode: 0, device_target: Ascend, max_device_memory: 58GB}
+    context: {mode: 0, device_target: Ascend}  # no max_device_memory: 7B at dp 8 without recompute is ~550 GiB a card, which msnb's pre-flight refuses
     parallel: {parallel_mode: 1, full_batch: True}
     parallel_config: {data_parallel: 8, model_parallel: 1, pipeline_stage: 1, micro_batch_num: 1}
     train_dataset: &train_dataset

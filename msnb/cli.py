@@ -292,7 +292,7 @@ def _cmd_export_parquet(args) -> int:
 
     if not args.out:
         raise UsageError("--format parquet writes a dataset directory: give it with --out DIR")
-    report = export(args.path, args.out, verify=not args.no_verify)
+    report = export(args.path, args.out, verify=not args.no_verify, wait=args.wait, on_wait=lambda line: print(f"msnb export: {line}", file=sys.stderr))
     _say("export", report.problems)
     print(report.format_text())
     skipped = [p for p in report.problems if p.kind in SKIPPED_KINDS]
@@ -506,6 +506,17 @@ def _add_kernel_commands(sub) -> None:
     p.set_defaults(func=_cmd_list_kernels)
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more (argparse's type: a bad one is a usage error, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"seconds must be 0 or more: {text!r}")
+    return value
+
+
 def _add_file_commands(sub) -> None:
     """export, convert and config: what msnb reads, written in other formats or resolved."""
     p = sub.add_parser("export", help="write what a summary/event/log path holds as CSV or JSON Lines to stdout, or as a Parquet dataset")
@@ -514,6 +525,13 @@ def _add_file_commands(sub) -> None:
     p.add_argument("--format", default="csv", choices=["csv", "jsonl", "parquet"], help="parquet: every kind, Hive-partitioned under --out DIR")
     p.add_argument("--out", metavar="DIR", help="the Parquet dataset's directory (--format parquet); exporting again adds only what is new")
     p.add_argument("--strict", action="store_true", help="exit 3 when any damaged or truncated record was skipped")
+    p.add_argument(
+        "--wait",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="--format parquet: how long to wait for another export's lock on --out before stopping with exit 2 (default: 60)",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip CRC checks (faster; damage may go unnoticed)")
     p.set_defaults(func=_cmd_export)
 

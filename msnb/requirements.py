@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata as md
 from dataclasses import dataclass, field
 
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -40,7 +41,11 @@ def parse_requires(lines, environment: dict | None = None) -> dict:
     """``{dependency: specifier}`` from Requires-Dist lines that apply here, as pip reads them (``packaging``).
 
     A line under an extra (``; extra == "dev"``) or whose marker is false for *environment* (``; python_version <
-    "3.8"``, ``; sys_platform == "win32"``) is left out: it is not a requirement of this installation.
+    "3.8"``, ``; sys_platform == "win32"``) is left out: it is not a requirement of this installation.  Markers are
+    evaluated by ``packaging`` (``Marker.evaluate``), this interpreter's values under *environment*'s; a marker it
+    cannot evaluate (``python_version ~= "3"``) leaves its line out, as an unreadable line.  Two lines that both
+    apply to one dependency (``numpy>=1.20`` and ``numpy<2; python_version < "3.13"``) both hold: their specifiers
+    are joined, as pip joins them.
 
     Args:
         lines: Requires-Dist values, e.g. ``["numpy<2.0.0,>=1.20.0", "protobuf>=3.13.0"]``.
@@ -50,16 +55,17 @@ def parse_requires(lines, environment: dict | None = None) -> dict:
         Normalised names to their specifier text (``""`` when unversioned); unreadable lines are skipped.
     """
     env = {**(environment or {}), "extra": ""}
-    out = {}
+    found: dict = {}
     for line in lines or ():
         try:
             req = Requirement(line)
-        except (InvalidRequirement, TypeError):
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+        except (InvalidRequirement, UndefinedComparison, UndefinedEnvironmentName, InvalidMarker, TypeError):
             continue
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
-        out[_norm(req.name)] = str(req.specifier)
-    return out
+        name = _norm(req.name)
+        found[name] = found[name] & req.specifier if name in found else req.specifier
+    return {name: str(spec) for name, spec in found.items()}
 
 
 def satisfies(version: str, specifier: str) -> bool | None:

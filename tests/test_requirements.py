@@ -227,3 +227,40 @@ def test_a_real_summary_collector_writes_the_dataset_graph_exactly_where_it_is_k
     kinds = set(read.lineage.to_pandas()["kind"])
     assert not read.problems and "train" in kinds
     assert ("dataset_graph" in kinds) is (not dataset_graph_breaks(installed_major("protobuf")))
+
+
+MARKERS = [
+    "",
+    "; python_version >= '3'",
+    "; python_version < '3'",
+    "; extra == 'dev'",
+    "; sys_platform == 'linux'",
+    "; sys_platform == 'win32'",
+    "; platform_machine == 'aarch64' or platform_machine == 'x86_64'",
+    "; python_version ~= '3'",  # packaging cannot evaluate it: the line is left out
+    "; os_name == 'posix' and extra == 'test'",
+    "; implementation_name == 'cpython'",
+]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["numpy", "NumPy", "protobuf"]), st.lists(CLAUSES, max_size=2), st.sampled_from(MARKERS)), max_size=5))
+def test_lines_that_apply_are_joined_and_markers_evaluated_as_packaging_does(lines):
+    texts = [f"{name}{','.join(clauses)}{marker}" for name, clauses, marker in lines]
+    expected: dict = {}
+    for text in texts:
+        try:
+            req = packaging_requirements.Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+        except (packaging_requirements.InvalidRequirement, ValueError):
+            continue
+        name = packaging_utils.canonicalize_name(req.name)
+        expected[name] = expected[name] & req.specifier if name in expected else req.specifier
+    got = parse_requires(texts)
+    assert {k: packaging_specifiers.SpecifierSet(v) for k, v in got.items()} == expected
+
+
+def test_two_lines_for_one_dependency_both_hold():
+    lines = ["numpy>=1.20", 'numpy<2; python_version >= "3"', 'numpy<1.0; python_version < "3"', 'protobuf; python_version ~= "3"']
+    assert packaging_specifiers.SpecifierSet(parse_requires(lines)["numpy"]) == packaging_specifiers.SpecifierSet(">=1.20,<2")
+    assert "protobuf" not in parse_requires(lines)  # a marker packaging cannot evaluate: left out, never a crash

@@ -185,7 +185,12 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         raise NothingReadable(f"no scalars under {where}{problems}")
     explicit = tag != "loss"
     names = sorted(distinct(scalars.run))
-    runs = [judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq).said_from(result.origins.get(run)) for run in names]
+    runs = [
+        judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=explicit, collect_freq=collect_freq, origins=result.origins.get(run)).said_from(
+            result.origins.get(run)
+        )
+        for run in names
+    ]
     for verdict in runs:
         said = msprobe_check(result.markers, verdict.run)
         if said is not None:

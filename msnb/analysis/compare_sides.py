@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import NothingReadable, UsageError
 from ..events import read
 from ..events.discovery import WalkBounds
+from ..events.identity import is_table
 from ..events.objects import local
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK
@@ -131,7 +132,10 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
     scalars = result.scalars
     available = set(scalars.tags())
     loss_name, loss_explicit = tags["loss"]
-    loss_tag = _pick_tag(loss_name, available, loss_explicit, label)
+    tables = {t for tags_of in result.origins.values() for t in tags_of if is_table(t, tags_of)}
+    training = available - tables  # a table (an evaluation's eval_results.csv) never stands in for a training log's loss
+    loss_tag = _pick_tag(loss_name, training, False, label) if training != available else None
+    loss_tag = loss_tag or _pick_tag(loss_name, available, loss_explicit, label)
     if loss_tag is None:
         raise NothingReadable(f"{label} has no loss (tags: {listed(sorted(available))}); name it with --tag")
     rows = {loss_tag: np.flatnonzero(scalars.tag == loss_tag)}  # each tag's rows, found once

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..events.identity import judged_from
+from ..events.identity import is_table, judged_from, stands_for
 from ..events.tables import distinct, distinct_integers
 from ..events.tags import ALIASES, meaning, resolve
-from ..words import count
+from ..words import count, listed
 from .divergence import divergence_details
 from .health import first_anomaly_check
 from .nonfinite import find_nonfinite, nonfinite_flags
@@ -147,34 +147,113 @@ def judge_run(
     seen: dict | None = None,
     context=None,
     collect_freq: int | None = None,
+    origins: dict | None = None,
 ) -> RunVerdict:
-    """Judge one run of *scalars*.
+    """Judge one run of *scalars*: every training series of its loss, the worse verdict standing.
+
+    A run may hold its loss more than once: under several spellings (``loss``, ``lm loss``...) or as a writer's copy
+    that differs from the series read (``train/loss``, :mod:`msnb.events.identity`).  Each is judged as the loss, and
+    the worst verdict stands (a ``series`` check names each series, its file and its verdict); a copy equal to the
+    one judged first is not judged again.  A table's series (an evaluation's ``eval_results.csv``) never stands in
+    for a training writer's loss: it is judged as evaluation (``evaluation``: a NaN or Inf is a warning naming the
+    file); only a run that holds no training loss at all is judged from a table's.
 
     Args:
         scalars: a ScalarTable (may hold other runs too).
         run: the run to judge.
-        tag: the loss tag or its meaning (``loss`` finds ``loss/auto``, ``lm-loss``...).
+        tag: the loss tag or its meaning (``loss`` finds ``loss/auto``, ``lm-loss``...; a meaning judges every
+            spelling present, a real tag only that tag and its writers' copies).
         rules: the rules' parameters.
         explicit_tag: the user named the tag (its absence then fails the run instead of warning).
         seen: where given, receives the loss curves judged (``curves``) and the run's loss
-            (``loss``: :func:`run_loss`'s answer), so a view of the run shows them without building them again.
+            (``loss``: :func:`run_loss`'s answer) of the series whose verdict stands, so a view of the run shows
+            them without building them again.
         context: more scalars of the same run written elsewhere (a ScalarTable: the summary beside a training
             log), looked at only for the likely cause of a loss that never fell (a learning rate of 0...) and,
             when the run failed, for where it started (per-parameter data).
         collect_freq: the run's collection frequency where known (its config): a stride equal to it is said to come from it.
+        origins: the run's ``{tag: Origin}`` (``ReadResult.origins[run]``): which tags are tables and which are
+            writers' copies; None judges every series present as the training's.
 
     Returns:
         The run's verdict.
     """
     mine = scalars if distinct(scalars.run) == {run} else scalars.take(scalars.run == run)  # one run: no copy of the table
     ranks = sorted(int(r) for r in distinct_integers(mine.rank) if r >= 0)
-    verdict = RunVerdict(run, ranks)
     present = set(mine.tags())
-    verdict.tag = loss_tag = resolve(tag, present)
-    if loss_tag is None:
+    training, evaluation = loss_series(tag, present, origins)
+    if not training:  # no training writer holds the loss: a table's is all there is
+        training, evaluation = evaluation, []
+    if not training:
+        verdict = RunVerdict(run, ranks)
         verdict.add(_missing_loss_check(tag, present, explicit_tag))
         return verdict
-    watched = [loss_tag] + [t for t in ALIASES["grad_norm"] if t in present]  # non-finite values first, on every record
+    grad_norms = [t for t in sorted(present) if meaning(stands_for(t, origins)) == "grad_norm" and not is_table(t, origins)]
+    judged = []
+    for loss_tag in _distinct_series(mine, training):
+        mine_seen: dict = {}
+        one = _judge_series(mine, run, ranks, loss_tag, grad_norms, rules, mine_seen, context, collect_freq, present)
+        judged.append((one, mine_seen))
+    verdict, kept = max(judged, key=lambda v: _severity(v[0]))  # the first of the worst: the series read, on a tie
+    if len(judged) > 1:
+        verdict.add(_series_check([v for v, _ in judged], verdict, origins))
+    if seen is not None:
+        seen.update(kept)
+    tables = [t for t in sorted(present) if is_table(t, origins) and t not in training]
+    if tables:
+        verdict.add(_evaluation_check(mine, run, ranks, tables, origins))
+    verdict.flags.sort(key=lambda f: (f.step, f.rank))
+    return verdict
+
+
+def loss_series(tag: str, present, origins: dict | None = None) -> tuple[list, list]:
+    """Every tag of *present* that holds the loss *tag*: ``(training, evaluation)``, the series read first.
+
+    *tag* a meaning (``loss``) counts every spelling of it (``lm loss``, ``train/loss``...); a real tag counts itself.
+    A writer's differing copy (``train/loss``, its :class:`~msnb.events.identity.Origin` ``copy_of``) counts as the tag
+    it copies; a table's series is evaluation (*origins* says which).  Training series are ordered as the judge reads
+    them: the tag *tag* resolves to first, then the other spellings, then the writers' copies.
+    """
+    bases = {t: stands_for(t, origins) for t in present}
+    want = tag if meaning(tag) == tag else None  # a meaning: every spelling of it
+    exact = None if want else (tag if tag in bases.values() else resolve(tag, set(bases.values())))
+
+    def holds(t: str) -> bool:
+        return bases[t] == exact if want is None else meaning(bases[t], compared=True) == want
+
+    found = [t for t in present if holds(t)]
+    first = resolve(tag, {t for t in found if bases[t] == t})
+    order = sorted(found, key=lambda t: (t != first, bases[t] != t, t))
+    training = [t for t in order if not is_table(t, origins)]
+    return training, [t for t in order if is_table(t, origins)]
+
+
+def _distinct_series(mine, tags: list) -> list:
+    """*tags* less those whose rows (rank, step, value) equal an earlier one's: one series under two names is judged once."""
+    if len(tags) == 1:
+        return tags
+    kept, rows = [], []
+    for t in tags:
+        m = mine.tag == t
+        key = (mine.rank[m], mine.step[m], mine.value[m])
+        if any(all(np.array_equal(a, b, equal_nan=True) for a, b in zip(key, other)) for other in rows):
+            continue
+        kept.append(t)
+        rows.append(key)
+    return kept
+
+
+def _severity(verdict: RunVerdict) -> tuple:
+    """How bad a verdict is: failed before passed, then more failing checks, then more warnings."""
+    statuses = [c.status for c in verdict.checks]
+    return (not verdict.passed, statuses.count(FAIL), statuses.count(WARN))
+
+
+def _judge_series(mine, run: str, ranks: list, loss_tag: str, grad_norms: list, rules: Rules, seen: dict, context, collect_freq, present: set) -> RunVerdict:
+    """One loss series of a run judged by every rule (:func:`judge_run` judges each and keeps the worst)."""
+    verdict = RunVerdict(run, ranks)
+    verdict.tag = loss_tag
+    watched = [loss_tag] + grad_norms  # non-finite values first, on every record
     verdict.series = list(watched)
     finite = _finite_check(mine, run, ranks, watched)
     verdict.add(*finite)
@@ -182,8 +261,7 @@ def judge_run(
     verdict.add(_steps_check(cs, rules, collect_freq))
     ranked = [c for c in cs if c.rank >= 0]
     steps, values, n_judged = run_loss(cs, rules)
-    if seen is not None:
-        seen.update(curves=cs, loss=(steps, values, n_judged))
+    seen.update(curves=cs, loss=(steps, values, n_judged))
     verdict.checks.extend(_trend_checks(mine, context, steps, values, n_judged, rules))
     verdict.add(*_spikes_check(run, loss_tag, steps, values, rules))
     if len(ranked) > 1:
@@ -194,8 +272,33 @@ def judge_run(
             verdict.add(step_time_stability(c.values, f"[rank {c.rank}]" if len(ranked) > 1 else "", rules))
     if not verdict.passed and (started := _where_it_started(mine, context)) is not None:
         verdict.add(started)
-    verdict.flags.sort(key=lambda f: (f.step, f.rank))
     return verdict
+
+
+def _series_check(verdicts: list, stands: RunVerdict, origins: dict | None) -> Check:
+    """``series``: each loss series judged, its file and its verdict; a warning where their verdicts differ."""
+
+    def said(v: RunVerdict) -> str:
+        where = (origins or {}).get(v.tag)
+        failed = [c.name for c in v.checks if c.status == FAIL]
+        word = f"failed ({', '.join(failed)})" if failed else "passed"
+        return f"{v.tag}" + (f" from {where}" if where else "") + f": {word}"
+
+    differ = len({v.passed for v in verdicts}) > 1
+    detail = f"{count(len(verdicts), 'loss series', 'loss series')} judged: " + "; ".join(said(v) for v in verdicts)
+    detail += f"; the worse verdict stands ({stands.tag})" if differ else ""
+    return Check("series", WARN if differ else PASS, detail)
+
+
+def _evaluation_check(mine, run: str, ranks: list, tables: list, origins: dict | None) -> Check:
+    """``evaluation``: a table's series (an evaluation, metrics) judged as evaluation: a NaN or Inf is a warning naming
+    the file, never the training's failure and never its pass."""
+    found = find_nonfinite(mine, tables)
+    flags = nonfinite_flags(found, {run: ranks})
+    files = listed(sorted({str(origins[t]) for t in tables if origins and t in origins}), 4)
+    if flags:  # said, not flagged: a flag is a training series' failure
+        return Check("evaluation", WARN, f"{files}: " + "; ".join(f.reason for f in flags) + " (a table's series, judged as evaluation)")
+    return Check("evaluation", PASS, f"{files}: no NaN or Inf in {listed(tables, 8)} (a table's series, judged as evaluation)")
 
 
 def _missing_loss_check(tag: str, present: set, explicit_tag: bool) -> Check:

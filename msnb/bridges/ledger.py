@@ -23,7 +23,9 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import stat
+import time
 from pathlib import Path
 
 import numpy as np
@@ -200,16 +202,29 @@ def prepare_destination(src, dst, *, what: str) -> Path:
     return Path(os.path.realpath(dst_path))
 
 
+LOCK_WAIT = 60.0  # seconds an export waits for another one's lock on its folder before it stops (exit 2)
+_LOCK_POLL = 0.1  # seconds between two tries at a held lock
+
+
 @contextlib.contextmanager
-def destination_lock(dst: Path, name: str):
+def destination_lock(dst: Path, name: str, *, wait: float = LOCK_WAIT, on_wait=None):
     """Hold an exclusive lock on the destination *dst* while one export reads and writes its ledger and parts.
 
     Two exports into one folder would each load the same ledger, write the same rows and save over each other's
     ledger; with the lock the second waits until the first has landed, then writes only what is new since.  The lock
     is ``flock`` on *dst*/*name*: the kernel drops it when its holder dies, so a killed export never blocks the next.
+    The holder writes who it is into the file (process id, host, when it took the lock), so a waiter can say whose
+    lock it waits on; it waits at most *wait* seconds.
+
+    Args:
+        dst: the destination folder.
+        name: the lock file's name in it.
+        wait: seconds to wait for a lock another process holds (0: do not wait).
+        on_wait: called once with a line naming the holder, when the lock is held and the wait begins.
 
     Raises:
-        UsageError: *name* in *dst* is a symbolic link, a FIFO or anything other than a regular file.
+        UsageError: *name* in *dst* is a symbolic link, a FIFO or anything other than a regular file, or another
+            process held the lock for longer than *wait* seconds (one line naming the holder).
     """
     path = dst / name
     try:
@@ -219,10 +234,53 @@ def destination_lock(dst: Path, name: str):
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UsageError(f"{path}: is not a regular file, so it cannot be the export's lock file; remove it")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _take_lock(fd, path, wait, on_wait)
+        _say_holder(fd)
         yield
     finally:
         os.close(fd)  # closing the last descriptor releases the lock
+
+
+def _take_lock(fd: int, path: Path, wait: float, on_wait) -> None:
+    """``flock`` *fd* exclusively, waiting at most *wait* seconds for another holder (said once through *on_wait*)."""
+    deadline = time.monotonic() + max(0.0, wait)
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        holder = _holder(fd)
+        if time.monotonic() >= deadline:
+            raise UsageError(
+                f"{path}: held by {holder} for more than {wait:g} s (another export writing into this folder): "
+                "wait for it to finish or stop it, then export again"
+            )
+        if not said and on_wait is not None:
+            on_wait(f"waiting up to {wait:g} s for {path}, held by {holder}")
+            said = True
+        time.sleep(_LOCK_POLL)
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it (``pid 123 on host, since 12:00:01``), else ``another process``."""
+    try:
+        said = json.loads(os.pread(fd, 512, 0).decode("utf-8", "replace") or "{}")
+        pid, host, since = int(said["pid"]), str(said["host"])[:64], float(said["since"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return "another process"
+    return f"pid {pid} on {host}, since {time.strftime('%H:%M:%S', time.localtime(since))}"
+
+
+def _say_holder(fd: int) -> None:
+    """Write this process into the lock file it now holds (read by a waiter's message only)."""
+    note = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, note, 0)
+    except OSError:
+        pass  # a read-only lock file still locks; the waiter then says "another process"
 
 
 def _drop_written(new: ReadResult, seen: dict, done: dict) -> ReadResult:

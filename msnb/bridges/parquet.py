@@ -36,7 +36,7 @@ from ..events.objects import download, is_url, local, upload
 from ..events.runs import run_labeller
 from ..safe_files import inside
 from ..words import count
-from .ledger import Ledger, destination_lock, prepare_destination
+from .ledger import LOCK_WAIT, Ledger, destination_lock, prepare_destination
 
 ROW_GROUP = 256 * 1024  # rows per row group: a reader holds one group of one column at a time
 KIND_DIRS = {
@@ -303,7 +303,7 @@ def open_dataset(out, kind: str = "scalars"):
     return ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out))
 
 
-def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -> ParquetReport:
+def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP, wait: float = LOCK_WAIT, on_wait=None) -> ParquetReport:
     """Export everything under *path* into the dataset at *out*, one source file at a time.
 
     Memory stays bounded by the largest source file, not the tree.  A ledger
@@ -315,6 +315,8 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
         out: the dataset's root directory.
         verify: check record CRCs while reading.
         row_group_size: rows per Parquet row group.
+        wait: seconds to wait for another export's lock on *out* before stopping (:data:`LOCK_WAIT` by default).
+        on_wait: called once with a line naming the lock's holder when the wait begins (the CLI prints it).
 
     Returns:
         A :class:`ParquetReport`.
@@ -322,14 +324,14 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     Each source's new parts and its ledger entry land together (:func:`_land`), so
     an export interrupted anywhere (Ctrl-C, SIGTERM, SIGKILL) and run again holds
     every row once and leaves no temporary part behind.  Exports into one folder
-    take turns (``out/_msnb_export.lock``): a second one waits for the first, then
-    writes only the rows that are new since.
+    take turns (``out/_msnb_export.lock``): a second one waits for the first (at most
+    *wait* seconds, then :class:`UsageError` naming the holder), then writes only the rows that are new since.
 
     Raises:
         NothingReadable: *path* holds nothing msnb can read.
         MissingDependency: pyarrow is not installed.
         UsageError: *out* holds *path*, is not a directory, is on a pseudo-filesystem or cannot be written, or its
-            ``_msnb_export.json`` is not a ledger msnb wrote.
+            ``_msnb_export.json`` is not a ledger msnb wrote, or another export held its lock longer than *wait*.
     """
 
     _pa()
@@ -338,7 +340,7 @@ def export(path, out, *, verify: bool = True, row_group_size: int = ROW_GROUP) -
     if is_url(out):
         return _export_to_bucket(path, str(out), verify=verify, row_group_size=row_group_size)
     out = prepare_destination(path, out, what="--out")
-    with destination_lock(out, LOCK_FILE):
+    with destination_lock(out, LOCK_FILE, wait=wait, on_wait=on_wait):
         return _export_locked(path, out, verify=verify, row_group_size=row_group_size)
 
 

@@ -202,8 +202,9 @@ class BoardData:
                     continue
                 self.runs[key] = data = RunData(key, _renamed(scalars, key), _renamed(histograms, key))
                 if len(data.scalars):
-                    data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss").said_from(
-                        result.origins.get(run)
+                    origins = result.origins.get(run)
+                    data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss", origins=origins).said_from(
+                        origins
                     )  # as msnb check judges it
                 changed.append(key)
         self.problems = problems

@@ -58,7 +58,8 @@ _MF_PATTERNS: dict = {}  # which fields are captured -> the pattern
 _MF_LONGEST = 4096  # characters an MFLossMonitor match can have: 4 counters and 14 numbers, each bounded, and the names
 # what makes the line reader look at a line (logs.LogParser.feed)
 # ("epoch" stands for "epoch:" and "epoch time", looked for when it is there)
-# line breaks str.splitlines() knows besides \n, as bytes of a UTF-8 file: a chunk holding one is read line by line
+# characters str.splitlines() breaks at besides \n, as bytes of a UTF-8 file: a chunk holding one is read line by line
+# (the line reader breaks only at \n, \r\n and \r, as the line iterator does; the bulk patterns stay out of the rest)
 _ASCII_BREAKS = np.array([11, 12, 13, 28, 29, 30], dtype=np.uint8)
 _UNICODE_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 _DIGIT_AT = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18)
@@ -87,7 +88,7 @@ class _Chunk:
         kinds = self.arr[low]
         other = low[kinds != 10]
         if (other.size and np.isin(self.arr[other], _ASCII_BREAKS).any()) or (not body.isascii() and any(b in body for b in _UNICODE_BREAKS)):
-            self.nl = None  # a line break besides \n: lines as str.splitlines() cuts them are the line reader's business
+            self.nl = None  # a \r, or a character str.splitlines() breaks at: such lines are the line reader's business
         else:
             self.nl = low[kinds == 10] if other.size else low
 

@@ -14,10 +14,12 @@ check, plot, report, runs, board, compare and health:
   (its ranks' files together).  Each tag is read from one writer: the one that keeps it most fully (most
   points; a training writer before a table, which never stands in for the training's series).  Another
   writer's copy that agrees with it (its every point equal at the print's precision) is left out and said once;
-  a copy that differs is kept under its writer's name (``eval_results/loss``) and said, never mixed into the
-  series judged.  Where copies differ and one holds a NaN or Inf that the fuller one lacks, that one is read:
-  a failure is never hidden behind a healthy copy.
-- **Where each tag came from** is kept (``ReadResult.origins``), so every verdict says which files it read.
+  a copy that differs is kept under its writer's name (``train/loss``) and said, never mixed into the series read,
+  and the judge judges it too (the worse verdict stands).  Where copies differ and one holds a NaN or Inf that the
+  fuller one lacks, that one is the series read (drawn first).
+- **Where each tag came from** is kept (``ReadResult.origins``, each an :class:`Origin`: the writer's label, whether
+  it is a table, and which tag a differing copy is a copy of), so every verdict says which files it read, judges
+  every training writer's copy, and judges a table's series as evaluation.
 """
 
 from __future__ import annotations
@@ -46,6 +48,41 @@ _PREFERENCE = {LOG: 3, TFEVENTS: 2}  # on equal points: mindformers' own log, th
 _KIND_WORDS = {TFEVENTS: "TensorBoard events", MS_SUMMARY: "MindSpore summaries"}
 _RTOL, _ATOL = 1e-5, 1e-6  # mindformers prints 6 decimals; TensorBoard keeps float32
 _RANK_IN_FILE = re.compile(r"(?<![a-z])(rank|device|worker)([_-]?)\d+", re.IGNORECASE)
+
+
+class Origin(str):
+    """Where a tag of a run was read: its writer's label (``output/log/rank_0/info.log``), which it compares and
+    prints as, and what that writer is.
+
+    Attributes:
+        table: the writer is an evaluation's or a metrics table (:data:`TABLES`): its series are judged as
+            evaluation, never as the training's.
+        copy_of: for a writer's differing copy kept under its writer's name (``train/loss``), the tag it is a copy of
+            (``loss``); None for the series read under its own tag.
+    """
+
+    def __new__(cls, label: str, *, table: bool = False, copy_of: str | None = None):
+        self = super().__new__(cls, label)
+        self.table, self.copy_of = table, copy_of
+        return self
+
+    def __reduce__(self):
+        return (_origin, (str(self), self.table, self.copy_of))
+
+
+def _origin(label: str, table: bool, copy_of: str | None) -> Origin:
+    return Origin(label, table=table, copy_of=copy_of)
+
+
+def stands_for(tag: str, origins: dict | None) -> str:
+    """The tag *tag* holds a series of: the tag a differing copy copies (``train/loss`` -> ``loss``), else *tag* itself."""
+    origin = (origins or {}).get(tag)
+    return getattr(origin, "copy_of", None) or tag
+
+
+def is_table(tag: str, origins: dict | None) -> bool:
+    """Was *tag* read from an evaluation's or a metrics table (its :class:`Origin`)? False where nothing says so."""
+    return bool(getattr((origins or {}).get(tag), "table", False))
 
 
 def is_generic(name: str) -> bool:
@@ -166,6 +203,9 @@ class _Writer:
         self.ranked = any(s.rank >= 0 for s in sources)
         self.tags = set().union(*(distinct(t.tag) for t in tables)) if tables else set()
 
+    def origin(self, copy_of: str | None = None) -> Origin:
+        return Origin(self.label, table=self.kind in TABLES, copy_of=copy_of)
+
 
 def settle(parts: list, root) -> tuple[list, list, dict]:
     """Each run's writers as one run: every tag read from one writer, the others' copies said.
@@ -201,10 +241,10 @@ def settle(parts: list, root) -> tuple[list, list, dict]:
         for tag in sorted(holders):
             keys = holders[tag]
             if len(keys) == 1:
-                mine[tag] = ws[keys[0]].label
+                mine[tag] = ws[keys[0]].origin()
                 continue
             kept, copies = _choose(tag, keys, ws)
-            mine[tag] = ws[kept].label
+            mine[tag] = ws[kept].origin()
             for key, agrees in copies:
                 if agrees:
                     drop.setdefault(key, set()).add(tag)
@@ -212,7 +252,7 @@ def settle(parts: list, root) -> tuple[list, list, dict]:
                 else:
                     new = f"{ws[key].short}/{tag}"
                     rename.setdefault(key, {})[tag] = new
-                    mine[new] = ws[key].label
+                    mine[new] = ws[key].origin(copy_of=tag)
                     other.append((ws[key], ws[kept], tag, new))
         for (copy, kept), tags in same.items():
             problems.append(
@@ -221,13 +261,18 @@ def settle(parts: list, root) -> tuple[list, list, dict]:
                 )
             )
         for w, kept, tag, new in other:
-            why = "an evaluation's or a table's series, never the training's" if w.kind in TABLES else "another series than the one read"
+            if w.kind in TABLES:
+                why = (
+                    f"an evaluation's or a table's series, never the training's ({kept.label} keeps the {tag} read): kept apart as {new}, judged as evaluation"
+                )
+            else:
+                why = f"another series than the one read from {kept.label}: kept apart as {new} and judged too (the worse verdict stands)"
             problems.append(
                 Problem(
                     w.sources[0].path,
                     None,
                     ProblemKind.COPY,
-                    f"{tag}: {why} ({kept.label} keeps the {tag} read): kept apart as {new}",
+                    f"{tag}: {why}",
                     "info" if w.kind in TABLES else "warning",
                 )
             )

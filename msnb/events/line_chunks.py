@@ -113,4 +113,17 @@ def lines_at(body: bytes, cr_ends: bool) -> Iterator[tuple[int, bytes]]:
         start = stop + 1
 
 
-__all__ = ["LineChunks", "lines_at"]
+def split_lines(text: str) -> list[str]:
+    """The lines of *text* as :func:`lines_at` cuts them with CR ends: only at ``\n``, ``\r\n`` and a lone ``\r``.
+
+    ``str.splitlines`` also cuts at a form feed, ``\x1c``-``\x1e``, U+0085, U+2028 and U+2029, which a line of a
+    log may hold; every text reader cuts where the line iterator does, so a line is one line in every reader.
+    A text ending with a line end has no empty line after it.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+__all__ = ["LineChunks", "lines_at", "split_lines"]

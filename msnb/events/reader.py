@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
@@ -27,7 +28,7 @@ from .discovery import HEAD_FOLDER, LOG, MS_LINEAGE, MS_SUMMARY, SNIFF_BYTES, TF
 from .fastscalars import decode_records
 from .fastsummaries import decode_summaries
 from .identity import as_job, root_of, settle
-from .line_chunks import LineChunks
+from .line_chunks import LineChunks, split_lines
 from .logs import LogParser
 from .objects import local
 from .parallel import default_workers, plan, poll_states
@@ -44,6 +45,7 @@ _BULK = {MS_SUMMARY: decode_summaries}  # whole records without a template (hist
 _DECODE_ERRORS = (DecodeError, IndexError, ValueError, OverflowError, RecursionError)
 LOG_CHUNK = 8 << 20  # bytes of a log read at once
 FINGERPRINT = 64  # bytes compared at the start of a file and before the last read position
+RACY_NS = 2_000_000_000  # a file's clock ticks at most this coarsely (FAT: 2 s): a rewrite within the tick keeps its mtime
 _KEY_COLUMNS = ("run", "rank", "tag", "step", "wall_time")  # set by the reader; the record gives the other columns
 
 
@@ -165,7 +167,8 @@ class FileState:
         self.verify = verify
         self.explicit = explicit
         self.wanted = wanted  # real tags to keep (None: all); lineage, which has no tag, is always kept
-        self.reads = 0  # times the file was opened: an unchanged file is never opened
+        self.reads = 0  # times the file was read: an unchanged file is never read
+        self.peeks = 0  # times its first bytes were compared with the last read's (a same-size rewrite within a clock tick)
         self.irregular = False  # the path is no regular file now (said once, until it is one again)
         self.reset()
 
@@ -182,6 +185,7 @@ class FileState:
         self.head = b""  # the file's first bytes as last read
         self.tail = b""  # the bytes just before self.pos as last read
         self.last_key = None  # (size, mtime_ns) when last polled: unchanged means nothing to read, not even a damaged tail
+        self.looked = 0  # time.time_ns() of the last poll's stat: an mtime within RACY_NS of it proves nothing yet
         self.long_line = False  # inside a log line longer than a chunk: skip to its end
         self.noted: set = set()  # (tag, message) of values not read, already reported for this file
 
@@ -200,6 +204,21 @@ class FileState:
             if f.read(len(self.tail)) != self.tail:
                 return True
         return False
+
+    def _racy(self) -> bool:
+        """Was the file's mtime, when last looked at, within a clock tick of that look?  A rewrite at the same size
+        since then may have kept both its size and its mtime (git's "racily clean" entries)."""
+        return self.last_key is not None and self.looked - self.last_key[1] < RACY_NS
+
+    def _head_changed(self, path: str) -> bool:
+        """Do the file's first bytes (and those before the last read position) differ from the last read's?  Read only
+        while :meth:`_racy`; counted in :attr:`peeks`, not :attr:`reads`."""
+        self.peeks += 1
+        try:
+            with open(path, "rb", opener=_open_nonblocking) as f:
+                return stat.S_ISREG(os.fstat(f.fileno()).st_mode) and self._replaced(f)
+        except OSError:
+            return False
 
     def _remember(self, f) -> None:
         if len(self.head) < FINGERPRINT and self.pos:
@@ -233,8 +252,8 @@ class FileState:
             self.reset()
         self.ident = ident
         key = (st.st_size, st.st_mtime_ns)
-        unchanged = key == self.last_key
-        self.last_key = key
+        unchanged = key == self.last_key and not (self._racy() and self._head_changed(path))
+        self.last_key, self.looked = key, time.time_ns()
         if unchanged and not (final and self.pos < st.st_size):
             if replaced:
                 out.problems.append(self._replaced_problem())
@@ -303,6 +322,11 @@ class FileState:
         self.records = len(table)
         self.pos = size
         self.flavor = src.kind
+        try:
+            with open(src.path, "rb", opener=_open_nonblocking) as f:
+                self.head = f.read(min(FINGERPRINT, size))  # a same-size rewrite shows here (:meth:`_head_changed`)
+        except OSError:
+            self.head = b""
 
     def _replaced_problem(self) -> Problem:
         return Problem(
@@ -542,7 +566,7 @@ class FileState:
                 cols.add_columns(*points)
         else:
             before = self.parser.long_lines
-            points = self.parser.feed(body.decode("utf-8", errors="replace").splitlines())
+            points = self.parser.feed(split_lines(body.decode("utf-8", errors="replace")))
             if self.parser.long_lines > before:
                 out.problems.append(
                     Problem(

@@ -167,7 +167,7 @@ def scalars(result, *, dpi: int, first=()) -> str:
     ranks = _most_ranks(shown)
     per_rank = 1 < ranks <= PER_RANK_UP_TO
     for name, tags in groups:
-        report = plot_scalars(shown, tags=tags, ranks=per_rank)
+        report = plot_scalars(shown, tags=tags, ranks=per_rank, origins=result.origins)
         drawn += report.tags
         nonfinite += report.nonfinite
         how = "one line per rank" if per_rank else ("the mean over ranks" if ranks > 1 else "one line per run")

@@ -155,7 +155,8 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     """
     scalars = result.scalars
     seen: dict = {}
-    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen).said_from(result.origins.get(run))
+    origins = result.origins.get(run)
+    verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen, origins=origins).said_from(origins)
     ranks = set(verdict.ranks) | {int(f["rank"]) for f in result.files if int(f["rank"]) >= 0}
     missing, missing_more = _gaps(sorted(ranks))
     last_step = last_loss = smoothed = None

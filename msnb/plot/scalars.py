@@ -410,6 +410,7 @@ def plot_scalars(
     bands: bool | None = None,
     note_missing: bool = True,
     markers=None,
+    origins: dict | None = None,
 ) -> PlotReport:
     """Draw *scalars* into a new (or the given) figure and return what was drawn.
 
@@ -437,6 +438,7 @@ def plot_scalars(
             ``missing`` lists them either way); off where each run is one source of one panel (the smoke's figure).
         markers: the read's :class:`~msnb.events.MarkerTable`: the points msprobe's own rules flagged
             (``anomaly.json``) are drawn on their series (x by step only: msprobe records no time).
+        origins: ``ReadResult.origins``, so the judge reads every writer's copy and table as ``msnb check`` does.
 
     Returns:
         A :class:`PlotReport`.
@@ -449,7 +451,7 @@ def plot_scalars(
     panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
     tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
     rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
-    flags, judged, verdicts = _judged(scalars, runs, divergence_threshold)
+    flags, judged, verdicts = _judged(scalars, runs, divergence_threshold, origins or {})
     drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
     found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
     nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
@@ -505,13 +507,13 @@ def _panel_grid(figure, n: int) -> tuple:
     return fig, axes
 
 
-def _judged(scalars: ScalarTable, runs: list, divergence_threshold) -> tuple:
+def _judged(scalars: ScalarTable, runs: list, divergence_threshold, origins: dict) -> tuple:
     """The judge's flags, run by run (the same as msnb check's): ``(flags, {run: (loss tag, curves)}, verdicts)``."""
     rules = DEFAULT_RULES if divergence_threshold is None else replace(DEFAULT_RULES, divergence_min_gap=math.log1p(divergence_threshold))
     flags, judged, verdicts = [], {}, []
     for run in runs:
         seen: dict = {}
-        verdict = judge_run(scalars, run, rules=rules, seen=seen)
+        verdict = judge_run(scalars, run, rules=rules, seen=seen, origins=origins.get(run))
         verdicts.append(verdict)
         flags += verdict.flags
         judged[run] = (verdict.tag, seen.get("curves"))  # the loss curves it built: the bands reuse them
@@ -945,4 +947,4 @@ def plot_read(result, paths, *, tags: str | None = None, **options) -> PlotRepor
     if not len(result.scalars):
         raise NothingReadable(f"no scalars under {', '.join(map(str, paths))}")
     wanted = [t.strip() for t in tags.split(",")] if tags else None
-    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), markers=result.markers, **options)
+    return plot_scalars(result.scalars, tags=wanted, label_for_run=run_labeller(paths, result.runs), markers=result.markers, origins=result.origins, **options)

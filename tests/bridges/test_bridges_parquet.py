@@ -271,3 +271,29 @@ def test_a_lock_file_that_is_no_regular_file_is_refused_in_one_line(ms_files, tm
     with pytest.raises(UsageError, match=r"_msnb_export.lock: cannot be opened"):
         export(ms_files, out)
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_held_lock_is_waited_on_for_a_bounded_time_naming_its_holder_then_one_line(ms_files, tmp_path, run_msnb):
+    out = tmp_path / "ds"
+    out.mkdir()
+    holder = subprocess.Popen(  # another process holds the folder's lock, as an export in progress does
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from msnb.bridges.ledger import destination_lock\n"
+            f"with destination_lock(Path({str(out)!r}), '_msnb_export.lock'):\n    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = run_msnb("export", ms_files / "ranks", "--format", "parquet", "--out", out, "--wait", "1", check=2)
+        assert f"held by pid {holder.pid} on " in proc.stderr and "msnb export: waiting up to 1 s for" in proc.stderr
+        (error,) = [line for line in proc.stderr.splitlines() if "error" in line]
+        assert error.startswith("msnb export: error: ") and "for more than 1 s" in error
+        assert not list(out.glob("run=*"))  # nothing written while another export held the folder
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_msnb("export", ms_files / "ranks", "--format", "parquet", "--out", out, "--wait", "1", check=0).stdout.startswith("wrote 100 scalars")

@@ -1,0 +1,189 @@
+"""No copy outvotes a failing one: every training series of a job is judged, and a table never stands in for one.
+
+The job is written by the real writers (mindformers' MFLossMonitor and its TensorBoard writer training a small network
+on CPU, its console captured as ``train.log``: tests/writers/mindformers_monitor.py); the failing cases change the
+printed losses of one writer's copy.  The Megatron-style log is the layout Megatron-LM prints (written as
+tests/analysis/test_compare.py writes it), the evaluation table a CSV written by Python's ``csv`` module.  Each case
+is asked of ``msnb check`` (the API and the CLI), ``msnb runs``, ``msnb report``, ``msnb health``, the board and
+``msnb compare``: one judgement, many views.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import msnb
+from msnb.analysis.health import health
+from msnb.dashboard.model import BoardData
+from msnb.events.problems import ProblemKind
+from tests.analysis.test_compare import run_values, write_megatron_log
+from tests.conftest import msnb_command
+
+WRITER = Path(__file__).resolve().parent.parent / "writers" / "mindformers_monitor.py"
+LOSS = re.compile(r"loss:\[ ?[0-9.]+/ ?[0-9.]+\]")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("job")
+    with open(out / "train.log", "wb") as log:
+        proc = subprocess.run([sys.executable, str(WRITER), str(out)], stdout=log, stderr=subprocess.STDOUT, cwd=str(out), timeout=600, check=False)
+    assert proc.returncode == 0, (out / "train.log").read_text(errors="replace")[-3000:]
+    return out
+
+
+def _losses(text: str, values) -> str:
+    """*text* with its printed losses (``loss:[x/avg]``) replaced, one after the other, by *values*."""
+    it = iter(values)
+    out = LOSS.sub(lambda m: f"loss:[{(v := next(it)):.6f}/{v:.6f}]", text)
+    return out
+
+
+def _verdicts(path: Path, tmp_path: Path) -> dict:
+    """Every view's pass of the one run under *path*."""
+    cli = subprocess.run(msnb_command() + ["check", str(path)], capture_output=True, text=True, timeout=300, check=False)
+    board = BoardData([path])
+    board.poll(final=True)
+    (row,) = msnb.runs(path).rows
+    return {
+        "check": msnb.check(path).passed,
+        "cli": cli.returncode == 0,
+        "runs": row.passed,
+        "report": msnb.report(path, out=tmp_path / "r.html").passed,
+        "board": all(d.verdict.passed for d in board.runs.values() if d.verdict is not None),
+    }
+
+
+def test_a_copy_that_rises_fails_the_job_beside_a_healthy_log_and_names_its_file(job, tmp_path):
+    case = tmp_path / "job"
+    shutil.copytree(job, case)
+    log = case / "train.log"
+    n = len(LOSS.findall(log.read_text()))
+    log.write_text(_losses(log.read_text(), 1.0 + 0.5 * np.arange(1, n + 1)))  # the console's copy rises all along
+    alone = msnb.check(log)
+    assert not alone.passed
+
+    result = msnb.check(case)
+
+    assert not result.passed, result.format_text()
+    (run,) = result.runs
+    series = next(c for c in run.checks if c.name == "series")
+    assert series.status == "warn" and "from output/log/rank_0/info.log: passed" in series.detail
+    assert "train/loss from train.log: failed" in series.detail and run.tag == "train/loss"
+    assert run.judged_from.startswith("train.log: train/loss")
+    assert any(p.kind == ProblemKind.COPY and "judged too" in p.message for p in result.problems)
+    assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), False)
+    compared = msnb.compare(case / "output" / "log" / "rank_0" / "info.log", case)
+    assert compared.passed  # compare aligns the series read (info.log's) and says where it read it
+    assert "loss read from output/log/rank_0/info.log" in compared.format_text()
+
+
+def test_equal_copies_stay_one_and_the_job_passes(job, tmp_path):
+    result = msnb.check(job)
+    assert result.passed, result.format_text()
+    assert not any(c.name == "series" for c in result.runs[0].checks)  # train.log and TensorBoard copy info.log: one series
+    assert _verdicts(job, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), True)
+
+
+def _eval_table(path: Path, steps, nan_from: int | None = None) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "loss", "accuracy"])
+        for s in steps:
+            w.writerow([s, "nan" if nan_from is not None and s >= nan_from else 3.0 - s / 1000, 0.5])
+
+
+def test_a_table_s_finite_loss_never_stands_in_for_a_megatron_log_whose_lm_loss_turns_nan(tmp_path):
+    run = run_values(200)
+    run["loss"][149:] = np.nan  # lm loss NaN from step 150
+    case = tmp_path / "megatron"
+    case.mkdir()
+    write_megatron_log(case / "train.log", run)
+    _eval_table(case / "eval_results.csv", range(10, 201, 10))
+
+    result = msnb.check(case)
+
+    assert not result.passed, result.format_text()
+    (verdict,) = result.runs
+    assert verdict.tag == "lm loss" and verdict.judged_from.startswith("train.log: lm loss")
+    finite = next(c for c in verdict.checks if c.name == "finite")
+    assert finite.status == "fail" and "lm loss is nan" in finite.detail and "51 of 200 records" in finite.detail
+    evaluation = next(c for c in verdict.checks if c.name == "evaluation")
+    assert evaluation.status == "pass" and evaluation.detail.startswith("eval_results.csv")
+    assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), False)
+    said = health(case)
+    assert said.first is not None and said.first.tag == "lm loss" and said.first.step == 150 and said.first_from() == "train.log"
+    healthy = tmp_path / "healthy.log"
+    write_megatron_log(healthy, run_values(200))
+    compared = msnb.compare(healthy, case)
+    assert not compared.passed and "lm loss" in compared.format_text()
+
+
+def test_an_evaluation_table_turning_nan_beside_a_healthy_log_is_a_warning_naming_the_file(tmp_path):
+    case = tmp_path / "megatron"
+    case.mkdir()
+    write_megatron_log(case / "train.log", run_values(200))
+    _eval_table(case / "eval_results.csv", range(10, 201, 10), nan_from=150)
+
+    result = msnb.check(case)
+
+    assert result.passed, result.format_text()  # the training is healthy: an evaluation's NaN does not fail it ...
+    evaluation = next(c for c in result.runs[0].checks if c.name == "evaluation")
+    assert evaluation.status == "warn" and evaluation.detail.startswith("eval_results.csv: ")  # ... and is never silent
+    assert "loss is nan" in evaluation.detail and "from step 150" in evaluation.detail
+    assert "WARN  evaluation: eval_results.csv" in result.format_text()
+    assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), True)
+    said = health(case)
+    assert said.first is not None and said.first_from() == "eval_results.csv"
+
+
+# ---- the differential: a job's verdict is never better than its worst copy's alone --------------------------------
+
+
+def _rank(result) -> int:
+    """0 passed without warnings, 1 passed with warnings, 2 failed: the order "never better" is read in."""
+    if not result.passed:
+        return 2
+    return 1 if any(c.status == "warn" for r in result.runs for c in r.checks) else 0
+
+
+@pytest.fixture(scope="module")
+def lines(job) -> list:
+    return [line for line in (job / "output" / "log" / "rank_0" / "info.log").read_text().splitlines(keepends=True) if "loss:[" in line]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    split=st.lists(st.integers(0, 1), min_size=20, max_size=20),
+    shape=st.sampled_from(["as trained", "rising", "nan", "spike"]),
+    data=st.data(),
+)
+def test_for_any_split_of_a_job_s_lines_the_verdict_is_never_better_than_the_worst_copy_s(lines, tmp_path_factory, split, shape, data):
+    n = len(lines)
+    text = "".join(lines)
+    if shape == "rising":
+        text = _losses(text, 1.0 + 0.5 * np.arange(1, n + 1))
+    elif shape in ("nan", "spike"):
+        at = data.draw(st.integers(1, n - 1), label="at")
+        values = [float(m.group(0)[6:].split("/")[0]) for m in LOSS.finditer(text)]
+        values[at:] = [float("nan") if shape == "nan" else 50.0 * v for v in values[at:]]
+        text = _losses(text, values)
+    mine = text.splitlines(keepends=True)
+    base = tmp_path_factory.mktemp("split")
+    (base / "output" / "log" / "rank_0").mkdir(parents=True)
+    copies = [base / "output" / "log" / "rank_0" / "info.log", base / "train.log"]
+    for i, path in enumerate(copies):
+        path.write_text("".join(line for line, side in zip(mine, split[:n]) if side == i))
+    alone = [msnb.check(p) for p in copies if "loss:[" in p.read_text()]
+    job_verdict = msnb.check(base)
+    assert _rank(job_verdict) >= max(_rank(r) for r in alone), job_verdict.format_text()

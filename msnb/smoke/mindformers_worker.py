@@ -346,19 +346,19 @@ def main(spec_path: str) -> int:
         if spec["device"] == "CPU":
             stage = "replacing Ascend-only kernels (CPU rehearsal)"
             made = apply(legacy=bool(spec.get("legacy")), family=spec.get("mindformers_model") or "", pynative=spec.get("mode") == "pynative")
+        stage = "loading the config (MindFormerConfig)"
+        config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
+        stage = "checking the model type"  # the registry's names, before the pre-flight builds the full-size model from them
+        check_model_type(config, bool(spec.get("legacy")))
         if spec.get("preflight") is not None:
             stage = "the pre-flight at full size (mindformers' own startup checks)"
             _preflight_first(spec, preflight)
-        stage = "loading the config (MindFormerConfig)"
-        config = MindFormerConfig(spec["config"])  # the user's own file, read as mindformers reads it
         stage = "applying the smoke's changes to mindformers' config"
         differences = apply_overrides(config, spec["overrides"])
         # every replacement made, until the network is built: then those it used (below)
         said = {"mindformers": getattr(mindformers, "__version__", "?"), "replaced": [guarded] * bool(guarded) + [line for _, line in made]}
         said["differences"] = differences
         _write_rehearsal(workdir, said)
-        stage = "checking the model type"
-        check_model_type(config, bool(spec.get("legacy")))
         stage = "building the context (build_context)"
         build_context(config)  # with use_parallel, this initialises the communication msrun set up
         rank, world = current_rank()

@@ -66,6 +66,7 @@ class PreflightCheck:
     where: str = ""  # FILE:LINE of the key in the user's YAML
     source: str = ""  # mindformers/...py:LINE that raised or logged it
     kind: str = "model"  # "model": a rule on the model or the layout; "data": on the dataset (not run: listed apart)
+    suggestions: list = field(default_factory=list)  # edits of the config proved to pass the same checks ("key value, ...")
 
     def line(self) -> str:
         said = f"{self.check}: {self.outcome}"
@@ -75,6 +76,8 @@ class PreflightCheck:
             said += f" [{self.key}" + (f" at {self.where}" if self.where else "") + "]"
         if self.source:
             said += f" (raised at {self.source})"
+        if self.suggestions:
+            said += f"; change to (proved: the pre-flight passes with it): {' or '.join(self.suggestions)}"
         return said
 
 
@@ -92,6 +95,9 @@ class PreflightResult(ResultView):
     memory: object = None  # the per-card memory estimate (msnb.smoke.card_memory.CardMemory), when one was made
     stood_in: list = field(default_factory=list)  # what the child stood in for to build the full-size run on CPU (communication...)
     traceback: str = ""  # msnb's own failure's traceback, kept for a report (never blamed on the config)
+    layout: dict = field(default_factory=dict)  # the parallel layout mindformers built (dp, mp, cp, pp, ep, micro-batches)
+    dims: dict = field(default_factory=dict)  # heads, kv heads, layers, experts as the file gives them
+    scheduler: str = "1f1b"  # the pipeline scheduler the run asks MindSpore for
 
     @property
     def findings(self) -> list:
@@ -305,12 +311,15 @@ def _name_refused(path: str, devices, devices_from) -> PreflightResult:
     return PreflightResult(path, devices, devices_from, [check])
 
 
-def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
+def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT, suggest: bool = True) -> list:
     """Several configs' pre-flights: ``[(path, devices, launch[, devices_per_node]), ...]``, each in a child process of its own.
 
     One child per config, as each cluster job is a process of its own: building one full-size network sets
     process-wide state (MindSpore's contexts, CPU affinity, mindformers' parallel groups) that a second build in the
     same process would trip over, and that refusal would be msnb's doing blamed on the second config.
+
+    With *suggest*, each finding with a numeric fix gets the edits proved to pass (the pre-flight run again on the
+    config with each edit: :func:`_prove_suggestions`).
 
     Returns:
         A :class:`PreflightResult` per item, in order (no memory section: see :func:`run_preflight`).
@@ -329,6 +338,8 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT) -> list:
         for i, path, loaded, devices, per_node, devices_from in prepared:
             run = {"workdir": workdir, "config": os.path.abspath(path), "devices": devices, "per_node": per_node}
             results[i] = _one_child(workdir, run, path, loaded, devices_from, timeout)
+            if suggest and results[i].findings:
+                _prove_suggestions(workdir, run, path, loaded, devices_from, timeout, results[i])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return [results[i] for i in range(len(items))]
@@ -365,7 +376,27 @@ def _one_child(workdir: str, run: dict, path: str, loaded, devices_from: str, ti
         stood_in=said.get("stood_in") or [],
     )  # fmt: skip
     result.traceback = said.get("traceback") or next((c.get("traceback", "") for c in said.get("checks", []) if c.get("traceback")), "")
+    result.layout, result.dims, result.scheduler = said.get("layout") or {}, said.get("dims") or {}, said.get("scheduler") or "1f1b"
     return result
+
+
+MAX_PROOFS = 4  # pre-flights run to prove suggestions, for one config (each builds the full-size network again)
+
+
+def _prove_suggestions(workdir: str, run: dict, path: str, loaded, devices_from: str, timeout: float, result: PreflightResult) -> None:
+    """For each finding with a numeric fix, the nearest edits (:mod:`msnb.smoke.preflight_suggest`), each proved by the
+    whole pre-flight on the config with that edit in a child of its own; only those that pass are kept on the finding."""
+    from .preflight_suggest import MAX_PER_FINDING, candidates  # deferred: only after a finding
+
+    proofs = 0
+    for finding in result.findings:
+        for edit in candidates(finding.key, finding.message, result.layout, result.dims, result.devices, result.scheduler):
+            if proofs >= MAX_PROOFS or len(finding.suggestions) >= MAX_PER_FINDING:
+                break
+            proofs += 1
+            proof = _one_child(workdir, dict(run, overrides=edit.as_overrides()), path, loaded, devices_from, timeout)
+            if proof.outcome != FAILED and not proof.msnb_errors and not proof.error:
+                finding.suggestions.append(edit.words())
 
 
 def _run_child(workdir: str, env: dict, timeout: float) -> str:

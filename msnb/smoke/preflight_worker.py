@@ -261,19 +261,42 @@ def _preflight(spec: dict, handler, out: dict) -> None:
     world = devices or _layout_product(config) or 1
     os.environ["RANK_ID"] = "0"
     os.environ["RANK_SIZE"] = str(world)
-    with _cluster(use_parallel, world, out):
+    with _cluster(use_parallel, world, out) as cluster:
         if not _context(checks, config, out):
             return
         layout = _parallel_layout(checks, config, out, use_parallel)
         if layout is None:
             return
-        _check_rules(checks, config, devices, layout)
+        _check_rules(checks, config, devices, layout, cluster)
         network = _model_checks(checks, config, out)
         trainer = build.trainer_parts(checks, config, network, out) if network is not None else None
         build.callbacks(checks, config, trainer, out)
+    out["dims"] = _dims(config)
+    out["scheduler"] = compiler_rules.scheduler_of(config)
     compiler_rules.run(checks, config, layout)
     checks.not_checked("dataset and runner rules (check_runner_config)", "they need the dataset itself, which the pre-flight does not open", kind=DATA)
     checks.not_checked("TrainingArguments rules", "a YAML run reaches the Trainer as MindFormerConfig, not TrainingArguments", kind=DATA)
+
+
+# a model's dimension as the configs of either architecture name it (new architecture, Hugging Face, legacy)
+_DIM_NAMES = {
+    "heads": ("num_attention_heads", "num_heads", "n_head"),
+    "kv_heads": ("num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num"),
+    "layers": ("num_layers", "num_hidden_layers", "n_layer"),
+    "experts": ("num_moe_experts", "num_experts", "n_routed_experts"),
+}
+
+
+def _dims(config) -> dict:
+    """Heads, kv heads, layers and experts of the model as the file gives them (for suggestions; 0 where not given)."""
+    model = config.model.model_config
+    out = {}
+    for dim, names in _DIM_NAMES.items():
+        value = next((model.get(n) for n in names if isinstance(model.get(n), int) and not isinstance(model.get(n), bool)), None)
+        out[dim] = value or 0
+    if not out["experts"] and isinstance((config.get("moe_config") or {}).get("expert_num"), int):
+        out["experts"] = config.moe_config.expert_num  # the legacy architecture's MoE block
+    return out
 
 
 def _set_dotted(config, key: str, value) -> None:
@@ -302,11 +325,11 @@ def _layout_product(config) -> int | None:
 def _cluster(use_parallel: bool, world: int, out: dict):
     """The communication stand-in (:mod:`msnb.smoke.comm_standin`) when the run is parallel; declared in *out*."""
     if not use_parallel:
-        yield
+        yield None
         return
     out["stood_in"].append(f"{STOOD_IN} ({world} devices)")
-    with cluster_standin(world):
-        yield
+    with cluster_standin(world) as cluster:
+        yield cluster
 
 
 def _context(checks, config, out: dict) -> bool:
@@ -363,7 +386,7 @@ class _TrainerView:
         self.config = config
 
 
-def _check_rules(checks, config, devices, layout: dict) -> None:
+def _check_rules(checks, config, devices, layout: dict, cluster) -> None:
     """``check_rules``' parts as ``base_trainer`` calls them, at the launch's device count (or the layout's own, said)."""
     from mindformers.tools import check_rules as rules  # deferred: mindformers (the child only)
 
@@ -376,10 +399,16 @@ def _check_rules(checks, config, devices, layout: dict) -> None:
         )
     if not devices or (checks.results[-1]["outcome"] == FAILED and "device_num" in checks.results[-1].get("message", "")):
         # the rest of _check_parallel (context parallel, MoE, pipeline scheduler) at the layout's own count
+        # (the count read from RANK_SIZE, or from the communication stand-in where the run is parallel)
         os.environ["RANK_SIZE"] = str(layout["product"])
+        world = cluster.world if cluster is not None else None
+        if cluster is not None:
+            cluster.world = layout["product"]
         # at a count nobody gave, its warnings (server count, divisibility by the device count) would be guesses: not said
         checks.run(f"check_rules._check_parallel, the rest (at the layout's {layout['product']} devices)", lambda: rules._check_parallel(config))
         os.environ["RANK_SIZE"] = str(devices or layout["product"])
+        if cluster is not None:
+            cluster.world = world
     checks.run("check_rules._check_recompute", lambda: rules._check_recompute(config))
     checks.run("check_rules._check_config_campacity", lambda: rules._check_config_campacity(config))
     checks.run("check_rules._check_swap", lambda: rules._check_swap(config))

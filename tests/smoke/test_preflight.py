@@ -383,6 +383,27 @@ def test_the_full_size_build_finds_what_the_cluster_refuses(tmp_path):
     for control in results[len(network_cases) :]:
         assert control.outcome == PASSED and control.exit_code == 0, control.format_text()
         assert {c.check: c.outcome for c in control.checks}[NETWORK] == PASSED
+    # what to change, proved: the nearest tensor-parallel degrees that divide 64 heads and 8 kv heads, at 64 devices
+    assert results[0].findings[0].suggestions == [
+        "parallel_config.model_parallel 8, parallel_config.data_parallel 2",
+        "parallel_config.model_parallel 4, parallel_config.data_parallel 4",
+    ]
+
+
+@needs_mindformers
+def test_a_suggestion_is_shown_only_when_the_pre_flight_passes_with_it():
+    """The shipped Qwen3 32B (dp1 mp4 pp4, offset [-1,-1,1,1]) moved to 32 devices: three edits keep the count, and
+    pipeline_stage 8 is refused by the four-stage offset list when proved, so only the other two are shown."""
+    from msnb.smoke.preflight_suggest import candidates
+
+    dense = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
+    (result,) = run_preflights([(dense, 32, None)])
+    first = result.findings[0]
+    assert first.key == "parallel_config.data_parallel" and "device_num(32)" in first.message
+    proposed = [e.words() for e in candidates(first.key, first.message, result.layout, result.dims, 32)]
+    assert proposed == ["parallel_config.data_parallel 2", "parallel_config.pipeline_stage 8", "parallel_config.model_parallel 8"]
+    assert first.suggestions == ["parallel_config.data_parallel 2", "parallel_config.model_parallel 8"]
+    assert "change to (proved: the pre-flight passes with it)" in first.line()
 
 
 @needs_mindformers
@@ -440,3 +461,24 @@ def test_msnbs_own_raise_is_never_a_finding(tmp_path, monkeypatch):
     assert ours.check == NETWORK and "KeyError" in ours.message and "msnb bug" in result.traceback
     assert "not the config's fault" in result.headline()
     assert {c.check: c.outcome for c in result.checks}["check_rules._check_recompute"] == PASSED  # what ran before is kept
+
+
+def test_suggestion_arithmetic():
+    """The pure part: edits that keep the device count, divisors that meet mindformers' rules, an even offset."""
+    from msnb.smoke.preflight_suggest import candidates
+
+    def words(key, message, layout, dims, devices=None, scheduler="1f1b"):
+        return [e.words() for e in candidates(key, message, layout, dims, devices, scheduler)]
+
+    layout = {"data_parallel": 4, "model_parallel": 8, "context_parallel": 1, "pipeline_stage": 8, "expert_parallel": 48}
+    moe = {"heads": 128, "kv_heads": 128, "layers": 61, "experts": 256}
+    assert words("parallel_config.expert_parallel", "", layout, moe)[:2] == ["parallel_config.expert_parallel 32", "parallel_config.expert_parallel 16"]
+    assert words("parallel_config.micro_batch_num", "", layout, moe, scheduler="zero_bubble_v") == ["parallel_config.micro_batch_num 16"]
+    assert words("parallel_config.micro_batch_num", "", layout, moe) == ["parallel_config.micro_batch_num 8"]
+    assert words("model.model_config.offset", "", layout, moe) == ["model.model_config.offset [0, 0, 0, 1, 1, 1, 1, 1]"]
+    assert words("parallel_config.data_parallel", "device_num(200)", layout, moe, 200) == []  # no single degree makes 200
+    assert words("parallel_config.model_parallel", "", {"data_parallel": 1, "model_parallel": 3}, {"heads": 32, "kv_heads": 4}) == [
+        "parallel_config.model_parallel 1, parallel_config.data_parallel 3"
+    ]
+    assert words("parallel_config.use_seq_parallel", "", layout, moe) == ["parallel_config.use_seq_parallel True"]
+    assert words("recompute_config.recompute", "", layout, moe) == [] and words("parallel_config.model_parallel", "", {}, moe) == []

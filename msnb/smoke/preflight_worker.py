@@ -294,8 +294,9 @@ def _dims(config) -> dict:
     for dim, names in _DIM_NAMES.items():
         value = next((model.get(n) for n in names if isinstance(model.get(n), int) and not isinstance(model.get(n), bool)), None)
         out[dim] = value or 0
-    if not out["experts"] and isinstance((config.get("moe_config") or {}).get("expert_num"), int):
-        out["experts"] = config.moe_config.expert_num  # the legacy architecture's MoE block
+    experts = getattr(config.get("moe_config"), "expert_num", None)  # the legacy architecture's MoE block (a MoEConfig once built)
+    if not out["experts"] and isinstance(experts, int) and not isinstance(experts, bool):
+        out["experts"] = experts
     return out
 
 

@@ -220,7 +220,15 @@ def _cmd_memory(args) -> int:
     from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
     est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
+    if args.against:
+        from .smoke.memory_against import against  # deferred: the readers
+
+        est = against(est, args.against)
     print(json.dumps(est.as_dict(), indent=2) if args.json else est.format_text())
+    if args.out:
+        from .smoke.memory_figure import save_memory_figure  # deferred: matplotlib
+
+        print(f"msnb memory: wrote {save_memory_figure(est, args.out)}", file=sys.stderr if args.json else sys.stdout)
     return est.exit_code
 
 

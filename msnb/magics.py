@@ -123,15 +123,27 @@ class MsnbMagics(Magics):
         """Per-card memory of a mindformers config at full size under its parallel layout: a row per pipeline stage
         (weights, gradients, optimizer state, activations), the largest first, judged against ``--card-gb`` / ``--card``.
 
-        Prints the table and returns the ``msnb.smoke.card_memory.CardMemory`` (a dict with ``--json``).
+        Prints the table, draws the stages inline (``--out FILE.png`` writes the picture too; ``--against DIR`` adds each
+        stage's measured peak) and returns the ``CardMemory`` (with ``--against`` a ``MemoryAgainst``; a dict with ``--json``).
         """
         from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_memory, line)
         est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
+        if args.against:
+            from .smoke.memory_against import against  # deferred: the readers
+
+            est = against(est, args.against)
+        if args.out:
+            from .smoke.memory_figure import save_memory_figure  # deferred: matplotlib
+
+            save_memory_figure(est, args.out)
         if args.json:
             return est.as_dict()
         print(est.format_text())
+        from .smoke.memory_figure import show_memory_figure  # deferred: matplotlib and IPython's display
+
+        show_memory_figure(est)
         return est
 
     @magic_arguments_from(PREFLIGHT_OPTIONS)

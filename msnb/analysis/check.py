@@ -20,6 +20,7 @@ from ..events.tables import distinct
 from ..status import COLORS, ResultView, status_color, status_word, verdict_word
 from ..words import count, listed
 from .judge import RunVerdict, judge_run
+from .memory import run_memory
 from .rules import DEFAULT_RULES, FAIL, PASS, SKIP, WARN, Check, Rules
 from .same_run import same_series
 
@@ -58,8 +59,9 @@ def flag_note(run: RunVerdict, flag) -> str:
 class CheckResult(ResultView):
     """Verdicts of every run: ``passed`` (no run failed), ``runs`` (:class:`RunVerdict`), ``flags`` (all runs')."""
 
-    def __init__(self, runs: list[RunVerdict], problems=None, same_series: dict | None = None):
+    def __init__(self, runs: list[RunVerdict], problems=None, same_series: dict | None = None, memory: dict | None = None):
         self.runs = runs
+        self.memory = dict(memory or {})  # run -> RunMemory (msnb.analysis.memory): the runs whose logs hold a memory report
         self.problems = list(problems or [])
         self.same_series = dict(same_series or {})  # run -> an earlier run with the same loss series (both judged)
 
@@ -78,6 +80,7 @@ class CheckResult(ResultView):
             "runs": [r.as_dict() for r in self.runs],
             "flags": [f.as_dict() for f in self.flags],
             "same_series": dict(self.same_series),
+            "memory": {run: mem.as_dict() for run, mem in self.memory.items()},
         }
 
     def format_text(self) -> str:
@@ -90,6 +93,8 @@ class CheckResult(ResultView):
                 lines.append(f"  judged from {r.judged_from}")
             for c in r.checks:
                 lines.append(f"  {status_word(c.status)}  {c.name}: {c.detail}")
+            if r.run in self.memory:
+                lines.append(f"  memory by rank (peak, what it leaves of MindSpore's limit): {self.memory[r.run].per_rank()}")
             for f in r.flags:
                 where = f" rank {f.rank}" if f.rank >= 0 else ""
                 lines.append(f"  FLAG{where} {f.tag} from step {f.step}: {flag_note(r, f)}")
@@ -191,14 +196,19 @@ def check(source, *, tag: str = "loss", rules: Rules = DEFAULT_RULES, verify: bo
         )
         for run in names
     ]
+    memory = {}
     for verdict in runs:
         said = msprobe_check(result.markers, verdict.run)
         if said is not None:
             verdict.checks.append(said)
+        mem = run_memory(result, verdict.run)
+        if mem is not None:
+            memory[verdict.run] = mem
+            verdict.checks.extend(mem.checks(rules))
     judged = [r for r in runs if r.tag is not None]
     if not judged:
         raise NothingReadable(f"no {tag!r} tag in any run under {where} (tags: {listed(scalars.tags())})")
     if not explicit:
         runs = judged  # runs without a loss (a metrics-only run beside the training) are not what was asked about
     problems = [p for p in result.problems if getattr(p, "severity", "") != "info" or p.kind == ProblemKind.COPY]  # a writer's copies, said
-    return CheckResult(runs, problems, same_series(scalars, runs))
+    return CheckResult(runs, problems, same_series(scalars, runs), {r.run: memory[r.run] for r in runs if r.run in memory})

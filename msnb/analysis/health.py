@@ -36,6 +36,7 @@ from ..events.tags import is_schedule, meaning
 from ..events.training_state import find_global_norm_records
 from ..status import ResultView
 from ..words import count, plural
+from .memory import memory_of
 from .rules import WARN, Check
 
 # reason codes of the vectorised core
@@ -285,6 +286,7 @@ class HealthReport(ResultView):
     scanned_tags: list = field(default_factory=list)
     read_from: dict = field(default_factory=dict)  # run -> {writer: tags scanned read from it} (one job's writers: msnb.events.identity)
     origins: dict = field(default_factory=dict, repr=False)  # run -> {tag: writer}, ReadResult.origins with head folders folded
+    memory: dict = field(default_factory=dict)  # run -> RunMemory: MindSpore's memory report in the ranks' logs (msnb.analysis.memory)
 
     @property
     def anomalous(self) -> bool:
@@ -302,6 +304,7 @@ class HealthReport(ResultView):
             "ranks": [None if r == NO_RANK else int(r) for r in self.ranks],
             "tags_scanned": int(self.tags_scanned),
             "read_from": {run: dict(writers) for run, writers in self.read_from.items()},
+            "memory": {run: mem.as_dict() | {"checks": [c.as_dict() for c in mem.checks()]} for run, mem in self.memory.items()},
         }
 
     def read_from_text(self) -> str:
@@ -393,9 +396,19 @@ class HealthReport(ResultView):
         for _path, record in self.global_norm_records:
             steps = ", ".join(f"{k:,}" for k in sorted(record)[:8])
             lines.append(f"abnormal_global_norm.json: global norm over mindformers' spike threshold at {plural(len(record), 'step')} {steps}")
+        lines += self.memory_lines()
         for p in self.problems:
             lines.append(f"{p.severity}: {p}")
         return "\n".join(lines)
+
+    def memory_lines(self) -> list[str]:
+        """The memory findings of each run whose logs report it (a warning, or its ranks' peaks)."""
+        out = []
+        for run, mem in self.memory.items():
+            who = f" of {run}" if len(self.memory) > 1 else ""
+            for c in mem.checks():
+                out.append(f"memory{who}: {'warning: ' if c.status == WARN else ''}{c.detail}")
+        return out
 
     def __str__(self) -> str:
         return self.format_text()
@@ -408,6 +421,7 @@ class HealthReport(ResultView):
         e = html.escape
         if self.first is None:
             return f"<div><b>msnb health</b>: {e(self.format_text())}</div>"
+        memory = "".join(f"<p>{e(line)}</p>" for line in self.memory_lines())
         read_from = f"<p>{e(self.read_from_text())}</p>" if self.read_from else ""
         rows = [("first", self.first)] + [("then", a) for a in self.cascade[:20]]
         body = "".join(
@@ -420,7 +434,7 @@ class HealthReport(ResultView):
             "<div><b>msnb health</b>: first anomaly at "
             f"<b>{e(self.first.where(run=self.several_runs))}</b>{source}"
             "<table><thead><tr><th></th><th>step</th><th>rank</th><th>tag</th><th>reason</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}</div>"
+            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}{memory}</div>"
         )
 
 
@@ -641,6 +655,7 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
     report.global_norm_records = records
     report.problems = [p for p in result.problems if p.severity != "info"] + problems
     report.said_from(result.origins)
+    report.memory = memory_of(result)
     if records and not tag_prefix:
         found = ([report.first] if report.first else []) + list(report.cascade) + _spike_anomalies(records)
         total = report.cascade_total + (1 if report.first else 0) + len(_spike_anomalies(records))

@@ -94,6 +94,10 @@ class Rules:
     together lost at least ``step_time_stall_share`` of the run's time; or a trend, the last third of the
     steps ``step_time_trend_ratio`` times slower than the first third (medians, ``step_time_trend_ms`` apart
     at least) with step time rising with the step (Spearman's rho over ``step_time_trend_rho``).
+
+    Memory (``memory``, where the logs hold MindSpore's memory report, :mod:`msnb.analysis.memory`): a rank whose peak
+    leaves less than ``memory_headroom`` of MindSpore's limit, and ranks whose peaks differ by more than
+    ``memory_imbalance`` (the highest over the lowest), are warnings naming the ranks.
     """
 
     smooth: float = 0.6
@@ -123,6 +127,8 @@ class Rules:
     step_time_trend_ratio: float = 1.5
     step_time_trend_ms: float = 5.0
     step_time_trend_rho: float = 0.5
+    memory_headroom: float = 0.05
+    memory_imbalance: float = 0.20
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.judge import RunVerdict, judge_run
+from ..analysis.memory import run_memory
 from ..analysis.rules import FAIL, PASS, WARN
 from ..analysis.series import resolve_restarts
 from ..errors import UsageError
@@ -71,6 +72,8 @@ class RunData:
         self.scalars = scalars
         self.histograms = histograms
         self.verdict: RunVerdict | None = None
+        self.memory = None  # the ranks' memory report (msnb.analysis.memory.RunMemory), judged into the verdict's checks
+        self.memory_seen: tuple = ()  # which reports it was judged from (a report that comes after the last step judges again)
         names, codes = _codes(scalars.tag)
         self.tags: list[str] = sorted(names)
         self._rows: dict = {}
@@ -198,14 +201,19 @@ class BoardData:
             for run, scalars, histograms in _split(result.scalars, result.histograms):
                 key = self._run_key(path, run)
                 old = self.runs.get(key)
-                if old is not None and len(old.scalars) == len(scalars) and len(old.histograms) == len(histograms):
+                seen = tuple((r["path"], r["job"], r["line"]) for r in result.memory if r["run"] == run)
+                if old is not None and len(old.scalars) == len(scalars) and len(old.histograms) == len(histograms) and old.memory_seen == seen:
                     continue
                 self.runs[key] = data = RunData(key, _renamed(scalars, key), _renamed(histograms, key))
+                data.memory_seen = seen
                 if len(data.scalars):
                     origins = result.origins.get(run)
                     data.verdict = judge_run(data.scalars, key, tag=self.tag, explicit_tag=self.tag != "loss", origins=origins).said_from(
                         origins
                     )  # as msnb check judges it
+                    data.memory = run_memory(result, run)
+                    if data.memory is not None:
+                        data.verdict.checks.extend(data.memory.checks())
                 changed.append(key)
         self.problems = problems
         for key in sorted(changed):

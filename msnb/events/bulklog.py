@@ -223,6 +223,8 @@ def _inert(line: str, max_line: int) -> bool:
     probe.last_global = seen = (0, 0.0)
     if probe.feed([line]) or probe.matched or probe.declined or probe.not_last_stage or probe.fieldless[0]:
         return False
+    if probe.memory.jobs or probe.memory.refused:  # a memory report's line: no point, but the file's memory rows
+        return False
     return probe.epoch is None and not probe.epoch_steps and probe.last_global is seen and probe.generation is None
 
 

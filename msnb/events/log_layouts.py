@@ -75,6 +75,9 @@ LAYOUTS: list[LogLayout] = [
     LogLayout("MindSpore LossMonitor", b"epoch:", sniff=rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is", handler="_loss_monitor"),
     LogLayout("MindSpore TimeMonitor", b"epoch time", handler="_time_monitor"),
     LogLayout("mindformers 1.x progress", b"samples/s/p", handler="_progress"),  # read with the loss line before it
+    # MindSpore's memory report (msnb.events.memory_lines): no step, kept as the file's memory rows, never as points
+    LogLayout("MindSpore memory report (sizes)", b" memory size:", sniff=rb"(?:Device (?:MOC|HBM)|MindSpore Used) memory size: {0,16}\d", handler="_memory"),
+    LogLayout("MindSpore memory report (peaks)", b"peak memory usage (", sniff=rb"(?:Used|Actual) peak memory usage \(with", handler="_memory"),
 ]
 PROGRESS_MARKER = b"samples/s/p"  # the one layout whose lines belong to the loss line before them
 

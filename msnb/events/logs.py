@@ -52,6 +52,7 @@ import time
 
 from ..words import count
 from . import log_layouts, training_state
+from .memory_lines import MemoryLines
 
 # one way to match any number: digits, then an optional fraction, then an optional exponent; or NaN/Inf in any case
 _NUM = log_layouts.NUM  # a number as the logs print it (one definition, the layout table's)
@@ -260,6 +261,8 @@ class LogParser:
         self.bulk_misses = 0  # chunks msnb.events.bulklog split whole before finding a line outside the layout
         self.bulk_wait = 0  # chunks it reads the careful way before splitting one whole again (2**misses - 1 after a miss)
         self._readers = None  # (the layouts, their line readers), made at the first feed
+        self.memory = MemoryLines()  # MindSpore's memory report, job by job (no points: msnb.events.memory_lines)
+        self.prev = ""  # the line before the one being read (a memory report's glog prefix may stand on it)
 
     def bulk_state(self) -> tuple:
         """What a bulk reading (:mod:`msnb.events.bulklog`) changes, kept so a chunk it gives up is read from the same state."""
@@ -412,7 +415,12 @@ class LogParser:
             for marker, read in readers:
                 if marker in line and read(line, points):
                     break
+            self.prev = line
         return points
+
+    def _memory(self, line: str, points: list) -> bool:
+        """A line of MindSpore's memory report: a figure of the file's memory rows, no point (:mod:`msnb.events.memory_lines`)."""
+        return self.memory.line(line, self.lines, self.prev, self.matched)
 
     def _line_readers(self) -> tuple:
         """``(marker, reader)`` of every layout in table order: a built-in one's method, a table one's pattern reader."""

@@ -59,6 +59,9 @@ class ReadResult:
         files: one dict per file read (path, kind, run, rank, version, records, bytes_read).
         origins: ``run -> {tag: writer}``, the file or folder each tag was read from (a read by job,
             :mod:`msnb.events.identity`); empty for a read of the runs as discovered.
+        memory: MindSpore's memory reports in the logs (:mod:`msnb.events.memory_lines`), one dict a job of a log
+            (run, rank, path, job, pid, line and the figures in MiB, None where not printed); a later row of the same
+            run, path and job (a followed log's) replaces an earlier one: :func:`memory_rows` keeps the last.
     """
 
     scalars: ScalarTable = field(default_factory=ScalarTable)
@@ -71,6 +74,9 @@ class ReadResult:
     problems: list = field(default_factory=list)
     files: list = field(default_factory=list)
     origins: dict = field(default_factory=dict)  # run -> {tag: the writer it was read from} (jobs=True reads)
+    memory: list = field(
+        default_factory=list
+    )  # MindSpore's memory reports: a dict a job of a log (msnb.events.memory_lines), later rows of a job replace earlier ones
 
     TABLES = tuple(TABLE_KINDS)
 
@@ -106,6 +112,7 @@ class ReadResult:
             out.files.extend(r.files)
             for run, tags in r.origins.items():
                 out.origins.setdefault(run, {}).update(tags)
+            out.memory.extend(r.memory)
         return out
 
 
@@ -345,7 +352,7 @@ class FileState:
         if self.source.kind in msprobe.KINDS:
             return  # its reader says what it found (an empty file, a foreign header) as it reads
         if self.source.kind == LOG:
-            if self.parser.matched == 0 and self.explicit:
+            if self.parser.matched == 0 and not self.parser.memory.jobs and self.explicit:
                 what = "empty file" if size == 0 else "no LossMonitor, TimeMonitor or MFLossMonitor lines found"
                 out.problems.append(Problem(path, None, ProblemKind.EMPTY if size == 0 else ProblemKind.FOREIGN, what))
             return
@@ -542,9 +549,18 @@ class FileState:
             out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
         for message in self.parser.take_units():
             out.problems.append(Problem(self.source.path, None, ProblemKind.UNIT, message, "warning"))
+        self._memory_rows(out)
         table = cols.table(self.source, self.wanted)
         if len(table):
             _add(out, "scalars", table)
+
+    def _memory_rows(self, out: ReadResult) -> None:
+        """The memory reports this read changed, under the file's run and rank, and the figures refused (said)."""
+        src = self.source
+        for row in self.parser.memory.take_rows():
+            out.memory.append({"run": src.run, "rank": src.rank, "path": src.path} | row)
+        for message in self.parser.memory.take_problems():
+            out.problems.append(Problem(src.path, None, ProblemKind.NOT_READ, message, "warning"))
 
     def _read_log_chunks(self, f, size: int, final: bool, out: ReadResult, cols) -> None:
         """Whole lines from :attr:`pos` (:mod:`line_chunks`; CR-only line ends are line ends too); a line longer than a
@@ -818,6 +834,16 @@ def _pending(states: list) -> list[tuple[int, int]]:
         if unread:
             out.append((i, unread))
     return out
+
+
+def memory_rows(result: ReadResult, run: str | None = None) -> list[dict]:
+    """*result*'s memory reports (of *run* alone when given), the last row of each run, file and job: a followed
+    log's later rows replace its earlier ones, as a later report of a job replaces its earlier one."""
+    last: dict = {}
+    for row in result.memory:
+        if run is None or row["run"] == run:
+            last[(row["run"], row["path"], row["job"])] = row
+    return list(last.values())
 
 
 def read(

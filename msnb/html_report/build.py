@@ -183,6 +183,7 @@ def report(source, *, out, config=None, title: str | None = None, tag: str = "lo
         ("verdict", "Verdict per run", sections.verdict(checked, why_not)),
         ("scalars", "Scalars", sections.scalars(result, dpi=dpi, first=failed)),
         ("step-time", "Step time", sections.step_time(result, dpi=dpi, first=failed)),
+        ("memory", "Memory per rank (MindSpore's report)", sections.memory(checked)),
         ("histograms", "Histograms", sections.histograms(result, dpi=dpi, first=failed)),
         ("config", "Monitoring config", sections.config(checked_config)),
         ("lineage", "Lineage and hyper-parameters", sections.lineage(result, first=failed)),

@@ -356,6 +356,48 @@ def problems(result) -> str:
     return table(("severity", "kind", "file", "byte", "what"), rows, numeric=(3,), paths=(2,))
 
 
+def memory(checked) -> str:
+    """Each rank's memory as MindSpore reported it in the logs: the card, MindSpore's limit, both peaks, the headroom.
+
+    Args:
+        checked: the :class:`~msnb.analysis.check.CheckResult` (its ``memory``), or None when nothing was judged.
+
+    Returns:
+        The section's HTML.
+    """
+    found = getattr(checked, "memory", None) or {}
+    if not found:
+        return note(
+            "No rank's log holds MindSpore's memory report (printed at the end of an Ascend job or a DryRun with GLOG_v=1 or "
+            "MS_MEMORY_STATISTIC=1): nothing measured here, and nothing judged of memory."
+        )
+
+    def mib(x) -> str:
+        return "-" if x is None else f"{x:,.0f}"
+
+    parts = []
+    for run, mem in found.items():
+        rows = [
+            (
+                r.rank,
+                mib(r.device_mb),
+                mib(r.limit_mb),
+                mib(r.used_peak_mb),
+                mib(r.actual_peak_mb),
+                mib(r.headroom_mb),
+                "-" if r.headroom is None else f"{r.headroom:.1%}",
+                r.path,
+            )
+            for r in sorted(mem.ranks, key=lambda r: r.rank)
+        ]
+        parts.append(f'<h3 class="run">run <code>{esc(run)}</code></h3>')
+        header = ("rank", "card MiB", "MindSpore's limit MiB", "used peak MiB", "actual peak MiB", "headroom MiB", "headroom", "log")
+        parts.append(table(header, rows, numeric=(0, 1, 2, 3, 4, 5, 6), paths=(7,)))
+        if mem.missing:
+            parts.append(note(f"No memory report in the log of rank(s) {', '.join(map(str, mem.missing))}: their headroom is unknown, not 0."))
+    return "".join(parts)
+
+
 def files(result) -> str:
     """The files read, each with its kind, rank and size (the path says which run).
 

@@ -64,7 +64,16 @@ def flag_summary(row: RunRow) -> str:
     return f"{who} {f.tag} @{f.step}{more}"
 
 
-COLUMNS = ("run", "status", "ranks", "missing", "last step", "loss", "smoothed", "trend", "verdict", "flags", "size", "age")
+def memory_cell(row: RunRow) -> str:
+    """The highest peak a rank's log reports and what it leaves of MindSpore's limit (``56.1 GiB, 1.3% left``); ``-`` for none."""
+    top = None if row.memory is None else row.memory.highest
+    if top is None:
+        return "-" if row.memory is None else "no peak"
+    left = "" if top.headroom is None else f", {top.headroom:.1%} left"
+    return f"{top.peak_mb / 1024:.1f} GiB{left}"
+
+
+COLUMNS = ("run", "status", "ranks", "missing", "last step", "loss", "smoothed", "trend", "verdict", "flags", "peak memory", "size", "age")
 
 
 def text_cells(row: RunRow, now: float) -> list[str]:
@@ -80,6 +89,7 @@ def text_cells(row: RunRow, now: float) -> list[str]:
         row.trend,
         verdict_word(row),
         flag_summary(row),
+        memory_cell(row),
         human_bytes(row.bytes),
         human_age(row.age(now)),
     ]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..analysis.judge import RunVerdict, judge_run
+from ..analysis.memory import RunMemory, run_memory
 from ..analysis.overview import Envelope
 from ..analysis.rules import DEFAULT_RULES, FAIL, PASS, WARN, Rules
 from ..analysis.smoothing import ema
@@ -50,6 +51,7 @@ class RunRow:
         last_write: when a file of the run was last written (seconds since the epoch), or None.
         active: a file was written within the ``active_within`` window of the last refresh.
         missing_more: missing ranks beyond those listed in ``missing_ranks``.
+        memory: what the ranks' logs report of their memory (:class:`~msnb.analysis.memory.RunMemory`), or None.
     """
 
     run: str
@@ -67,6 +69,7 @@ class RunRow:
     last_write: float | None = None
     active: bool = False
     missing_more: int = 0
+    memory: RunMemory | None = None
 
     @property
     def passed(self) -> bool:
@@ -113,6 +116,7 @@ class RunRow:
             "bytes": self.bytes,
             "last_write": self.last_write,
             "judged_from": self.verdict.judged_from,
+            "memory": None if self.memory is None else self.memory.as_dict(),
         }
 
 
@@ -157,6 +161,9 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     seen: dict = {}
     origins = result.origins.get(run)
     verdict = judge_run(scalars, run, tag=tag, rules=rules, explicit_tag=tag != "loss", seen=seen, origins=origins).said_from(origins)
+    memory = run_memory(result, run)
+    if memory is not None:
+        verdict.checks.extend(memory.checks(rules))
     ranks = set(verdict.ranks) | {int(f["rank"]) for f in result.files if int(f["rank"]) >= 0}
     missing, missing_more = _gaps(sorted(ranks))
     last_step = last_loss = smoothed = None
@@ -178,6 +185,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     files = [f["path"] for f in result.files]
     row = RunRow(run, sorted(ranks), missing, last_step, last_loss, smoothed, _trend(verdict), verdict, problems, curve, files)
     row.missing_more = missing_more
+    row.memory = memory
     return row
 
 

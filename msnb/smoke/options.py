@@ -201,7 +201,13 @@ MEMORY_OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     *CARD_OPTIONS,
-    Option(("--json",), 'print {"fits", "verdict", "stages": [...], "leaves_out", ...} as one JSON document (bytes)', action="store_true"),
+    Option(
+        ("--against",),
+        "a job's (or a DryRun's) folder: each stage's estimate beside the peak its ranks' logs report (MindSpore's memory report), and the error",
+        metavar="DIR",
+    ),
+    Option(("--out",), "draw the stages (weights, gradients, optimizer state, activations; measured peaks with --against) into FILE.png", metavar="FILE.png"),
+    Option(("--json",), 'print {"fits", "verdict", "stages": [...], "leaves_out", "against", ...} as one JSON document (bytes)', action="store_true"),
 )
 
 EXIT_CODES = {

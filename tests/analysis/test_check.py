@@ -15,7 +15,7 @@ def corpus(tmp_path_factory):
 
 
 def _shape(doc):
-    assert set(doc) == {"passed", "runs", "flags", "same_series"} and isinstance(doc["passed"], bool)
+    assert set(doc) == {"passed", "runs", "flags", "same_series", "memory"} and isinstance(doc["passed"], bool)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc["same_series"].items())
     for run in doc["runs"]:
         assert set(run) == {"run", "ranks", "passed", "checks", "flags", "judged_from"}

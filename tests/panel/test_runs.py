@@ -24,7 +24,7 @@ from msnb.panel import RunsBoard, watch_runs
 from msnb.panel.rows import MISSING_LISTED
 from tests.conftest import REPO, WRITERS, kernel_from_spec
 
-ROW_KEYS = {"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write", "judged_from"}
+ROW_KEYS = {"run", "status", "ranks", "missing_ranks", "last_step", "last_loss", "passed", "flags", "bytes", "last_write", "judged_from", "memory"}
 
 
 def write(out, which):

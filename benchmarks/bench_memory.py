@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from msnb.smoke.card_memory import GIB, estimate_card_memory, read_layout  # noqa: E402
-from msnb.smoke.shipped_configs import shipped_configs_dir  # noqa: E402
+from msnb.config.shipped import shipped_configs_dir  # noqa: E402
+from msnb.fullsize.memory import GIB, estimate_card_memory, read_layout  # noqa: E402
 
 # published totals (model cards: Qwen/Qwen3-32B "32.8B", Qwen/Qwen3-30B-A3B "30.5B", deepseek-ai/DeepSeek-V3
 # "685B" = 671B main model + 14B multi-token-prediction module)

@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from msnb.smoke.card_memory import GIB, estimate_card_memory  # noqa: E402
-from msnb.smoke.shipped_configs import shipped_configs_dir  # noqa: E402
+from msnb.config.shipped import shipped_configs_dir  # noqa: E402
+from msnb.fullsize.memory import GIB, estimate_card_memory  # noqa: E402
 
 MIB = 1 << 20
 BASE = "qwen3/pretrain_qwen3_32b_4k.yaml"

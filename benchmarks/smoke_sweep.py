@@ -335,7 +335,7 @@ def shipped_devices(path: Path, data: dict) -> tuple[int, str]:
 
 def preflight_rows(root: Path, configs: list) -> list:
     """``msnb preflight`` on every shipped config at its shipped device count, all in one child (mindformers imported once)."""
-    from msnb.smoke.preflight import run_preflights
+    from msnb.fullsize.preflight import run_preflights
 
     items, counts = [], []
     for path in configs:

@@ -134,7 +134,7 @@ def _cmd_config(args) -> int:
 
 
 def _cmd_preflight(args) -> int:
-    from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child)
+    from .fullsize.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child)
 
     result = run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)
     print(result.to_json() if args.json else result.format_text())
@@ -217,16 +217,16 @@ def _cmd_smoke(args) -> int:
 
 
 def _cmd_memory(args) -> int:
-    from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
+    from .fullsize.memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
     est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
     if args.against:
-        from .smoke.memory_against import against  # deferred: the readers
+        from .fullsize.against import against  # deferred: the readers
 
         est = against(est, args.against)
     print(json.dumps(est.as_dict(), indent=2) if args.json else est.format_text())
     if args.out:
-        from .smoke.memory_figure import save_memory_figure  # deferred: matplotlib
+        from .fullsize.figure import save_memory_figure  # deferred: matplotlib
 
         print(f"msnb memory: wrote {save_memory_figure(est, args.out)}", file=sys.stderr if args.json else sys.stdout)
     return est.exit_code

@@ -126,22 +126,22 @@ class MsnbMagics(Magics):
         Prints the table, draws the stages inline (``--out FILE.png`` writes the picture too; ``--against DIR`` adds each
         stage's measured peak) and returns the ``CardMemory`` (with ``--against`` a ``MemoryAgainst``; a dict with ``--json``).
         """
-        from .smoke.card_memory import estimate_card_memory  # deferred: PyYAML and the config reader
+        from .fullsize.memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_memory, line)
         est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
         if args.against:
-            from .smoke.memory_against import against  # deferred: the readers
+            from .fullsize.against import against  # deferred: the readers
 
             est = against(est, args.against)
         if args.out:
-            from .smoke.memory_figure import save_memory_figure  # deferred: matplotlib
+            from .fullsize.figure import save_memory_figure  # deferred: matplotlib
 
             save_memory_figure(est, args.out)
         if args.json:
             return est.as_dict()
         print(est.format_text())
-        from .smoke.memory_figure import show_memory_figure  # deferred: matplotlib and IPython's display
+        from .fullsize.figure import show_memory_figure  # deferred: matplotlib and IPython's display
 
         show_memory_figure(est)
         return est
@@ -153,9 +153,9 @@ class MsnbMagics(Magics):
         """mindformers' own startup checks on a run YAML at full size (parallel layout against the device count,
         TransformerConfig, check_rules), in a child process: the kernel stays clean.
 
-        Returns a ``msnb.smoke.preflight.PreflightResult`` (passed / failed / not checked, each check's line).
+        Returns a ``msnb.fullsize.preflight.PreflightResult`` (passed / failed / not checked, each check's line).
         """
-        from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader
+        from .fullsize.preflight import run_preflight  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_preflight, line)
         return run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)

@@ -322,7 +322,7 @@ def shipped_config(name: str) -> Path:
 @pytest.mark.parametrize("name", ["qwen3/pretrain_qwen3_32b_4k.yaml", "deepseek3/pretrain_deepseek3_671b.yaml"])
 def test_a_model_that_cannot_fit_is_refused_before_it_starts(tmp_path, name):
     """``msnb smoke pretrain_qwen3_32b_4k.yaml --shrink never`` grew past 6.9 GB on a 24 GB machine before an outside cap stopped it."""
-    from msnb.smoke.memory_estimate import available_bytes
+    from msnb.fullsize.sizes import available_bytes
 
     config = shipped_config(name)
     proc, peak_mb = measured("smoke", config, "--shrink", "never", "--no-live", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, timeout=200)
@@ -338,7 +338,7 @@ def test_the_parameter_count_matches_the_published_sizes():
     multi-token-prediction module, which the shipped config trains): the estimate's count, from the shipped configs."""
     import yaml
 
-    from msnb.smoke.memory_estimate import parameter_count
+    from msnb.fullsize.sizes import parameter_count
 
     qwen = yaml.safe_load(shipped_config("qwen3/pretrain_qwen3_32b_4k.yaml").read_text())["model"]["model_config"]
     deepseek = yaml.safe_load(shipped_config("deepseek3/pretrain_deepseek3_671b.yaml").read_text())["model"]["model_config"]

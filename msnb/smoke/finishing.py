@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..events import read
+from ..fullsize.launch import say_cards_a_node
+from ..fullsize.preflight import checks_from
 from ..outputs import figure_out
 from ..outputs import save_figure as write_figure
 from ..plot.render import plain_text
@@ -20,7 +22,6 @@ from ..words import count
 from .figures import smoke_figures
 from .judge_skeleton import steps_trained
 from .judging import judge_smoke
-from .launch_line import say_cards_a_node
 from .launching import Launched
 from .mindformers_judging import judge_mindformers_smoke, not_rehearsed_reason
 from .mindformers_plan import (
@@ -30,7 +31,6 @@ from .mindformers_plan import (
     summary_root,
 )
 from .options import DEFAULT_OUT
-from .preflight import checks_from
 from .result import SmokeResult
 from .verdict import FAIL, PASS, WARN, Check, ProcessOutcome
 from .watching import Watched
@@ -155,7 +155,7 @@ class MindformersRun:
     failures: list  # each failing rank's failure.json: stage, line, cause (config, kernel, msnb), kernel, rank
     launch_changes: list  # the changes made at launch (outputs isolated in the scratch folder)
     busy: str | None = None  # why the step times may be other programs' doing (msnb.smoke.machine_load)
-    preflight: dict | None = None  # the pre-flight's preflight.json, its checks given their YAML keys and lines (msnb.smoke.preflight)
+    preflight: dict | None = None  # the pre-flight's preflight.json, its checks given their YAML keys and lines (msnb.fullsize.preflight)
 
 
 def _preflight(workdir: Path, loaded, told: dict | None = None) -> dict | None:

@@ -16,7 +16,6 @@ guard's last sweep (:mod:`msnb.process_sweep`) kills whatever still carries it.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import shutil
@@ -26,37 +25,23 @@ import sys
 import time
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1
 GRACE_S = 5.0
-
-
-def set_parent_death_signal(sig: int) -> bool:
-    """Ask Linux to send *sig* to this process when its parent dies; False where that is not available.
-
-    Args:
-        sig: the signal number.
-
-    Returns:
-        Whether the kernel accepted it.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 MARKER_VAR = "MSNB_SMOKE_ID"
 """Set in the environment of every process of a smoke run (msrun's workers start new sessions: the group misses them)."""
 
 
-def _process_sweep():
-    """msnb/process_sweep.py, loaded from its file: the guard runs as a plain script, without importing msnb."""
-    spec = importlib.util.spec_from_file_location("_msnb_process_sweep", Path(__file__).resolve().parents[1] / "process_sweep.py")
+def _msnb_module(name: str):
+    """msnb/NAME.py, loaded from its file: the guard runs as a plain script, without importing msnb (both are stdlib only)."""
+    spec = importlib.util.spec_from_file_location(f"_msnb_{name}", Path(__file__).resolve().parents[1] / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _process_sweep():
+    return _msnb_module("process_sweep")
 
 
 def main(argv: list[str]) -> int:
@@ -66,6 +51,7 @@ def main(argv: list[str]) -> int:
     stopped = []
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stopped.append(signum))
+    set_parent_death_signal = _msnb_module("processes").set_parent_death_signal  # loaded once: the child's preexec_fn uses it
     set_parent_death_signal(signal.SIGTERM)
 
     def orphaned() -> bool:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
+from ..fullsize.launch import per_node_words, read_launch
 from .guard import MARKER_VAR
 from .kept import scratch_directory
-from .launch_line import per_node_words, read_launch
 from .mindformers_plan import (
     child_config,
 )
@@ -135,7 +135,7 @@ def _mindformers_spec(prepared: Prepared, workdir: Path, summary: Path) -> dict:
         "seq_after": plan.after.get("seq"),
         "distributed": o.workers > 1,
         "seed": 0,
-        "preflight": _preflight_devices(o),  # mindformers' own startup checks on the unshrunk config first (msnb.smoke.preflight)
+        "preflight": _preflight_devices(o),  # mindformers' own startup checks on the unshrunk config first (msnb.fullsize.preflight)
     }
 
 

@@ -1,6 +1,6 @@
 """The smoke run's memory, watched while it trains: a run that grows past this machine's memory is msnb's limit, not the config's fault.
 
-The floor (:mod:`msnb.smoke.memory_estimate`) refuses what cannot fit before anything starts, but it is a floor:
+The floor (:mod:`msnb.fullsize.sizes`) refuses what cannot fit before anything starts, but it is a floor:
 MindSpore's graph compiler, its memory pools and mindformers' dataset workers come on top.  A run that grows until
 the machine has almost nothing left would otherwise be killed by the kernel's OOM killer and judged ``failed`` (an
 exit code and no steps), blaming a config that is fine on its cluster.  This watch stops it first, and the verdict
@@ -13,9 +13,9 @@ import os
 import signal
 import time
 
+from ..fullsize.sizes import available_bytes
 from ..process_sweep import marked
 from .guard import MARKER_VAR
-from .memory_estimate import available_bytes
 
 GIB = 1 << 30
 

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from ..errors import SmokeError
-from .memory_estimate import MCORE_DEFAULT_SEQ, estimate, model_sizes, read_hf_config
+from ..fullsize.sizes import MCORE_DEFAULT_SEQ, estimate, model_sizes, read_hf_config
 from .mindformers_changes import SHRINK, _Edits
 from .mindformers_family import MC, MCORE_MODEL_TYPES, _first, registered_model_type
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .guard import set_parent_death_signal
-from .import_guards import guard_deepseek_v4_import
+from ..fullsize.import_guards import guard_deepseek_v4_import
+from ..processes import set_parent_death_signal
 
 
 def synthetic_dataset(columns: list, seq: int, vocab: int, batch: int, samples: int, seed: int = 0, model_shifts: bool = False):
@@ -268,14 +268,14 @@ def _start_preflight(spec: dict):
         json.dump({"workdir": workdir, "runs": [run]}, f)
     with open(os.path.join(workdir, "preflight.log"), "wb") as log:  # the child holds its own copy of the file
         return subprocess.Popen(
-            [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")], cwd=workdir, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "msnb.fullsize.child", os.path.join(workdir, "spec.json")], cwd=workdir, stdout=log, stderr=subprocess.STDOUT
         )
 
 
 def _memory_check(spec: dict) -> dict:
     """The smoke's pre-flight judges the per-card memory too: against the card named, else the config's
-    context.max_device_memory, else "not checked" (:func:`msnb.smoke.card_memory.memory_check`)."""
-    from .card_memory import memory_check  # deferred: the memory table, only where a pre-flight runs
+    context.max_device_memory, else "not checked" (:func:`msnb.fullsize.memory.memory_check`)."""
+    from ..fullsize.memory import memory_check  # deferred: the memory table, only where a pre-flight runs
 
     told = spec["preflight"]
     try:
@@ -300,7 +300,7 @@ def _preflight_first(spec: dict, proc) -> None:
     written as such and never blamed on the config: the smoke goes on.
     """
     # deferred: the pre-flight's words, only for a mindformers smoke
-    from .preflight_worker import FAILED
+    from ..fullsize.child import FAILED
 
     workdir = os.path.join(spec["workdir"], "preflight")
     started = time.monotonic()

@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, fields
 
 from ..errors import SmokeError
+from ..fullsize.cards import card_names, card_size
 from ..options import Option, add_arguments, magic_arguments_from
-from .cards import card_names, card_size
 from .device import DEVICES
 from .kept import check_keep, check_place
 
@@ -59,7 +59,7 @@ class SmokeOptions:
     launch: str | None = None  # or the launcher line it is read from (msrun --worker_num=N ...)
     devices_per_node: int | None = None  # the cards a node, for mindformers' server count (default: --launch's, else mindformers' 8)
     card_gb: float | str | None = None  # the card's memory in GiB (or a card's name): the pre-flight judges the per-card memory against it
-    card: str | None = None  # or the card by name (msnb.smoke.cards.CARDS)
+    card: str | None = None  # or the card by name (msnb.fullsize.cards.CARDS)
 
     def validate(self) -> None:
         """Refuse options no run could honour, before anything is started or created.
@@ -92,7 +92,7 @@ class SmokeOptions:
         if self.devices_per_node is not None and (not _whole(self.devices_per_node) or self.devices_per_node < 1):
             raise SmokeError(f"--devices-per-node must be a whole number of 1 or more (got {self.devices_per_node!r})")
         if self.launch:
-            from .launch_line import read_launch  # the launcher line read now: a line with no count is refused before anything starts
+            from ..fullsize.launch import read_launch  # the launcher line read now: a line with no count is refused before anything starts
 
             read_launch(self.launch)
         card_size(self.card_gb, self.card)  # an unknown card or a memory that is no number above 0: refused before anything starts

@@ -13,13 +13,14 @@ from pathlib import Path
 from ..config import load_config, monitor_settings
 from ..config.lint import lint
 from ..config.run_types import check_run_types
+from ..config.shipped import with_shipped_config
 from ..environment import installed_major
 from ..errors import SmokeError, UsageError
 from ..events.discovery import walk
+from ..fullsize.sizes import model_sizes, refuse_unless_it_fits
 from ..outputs import figure_out
 from .device import device_status
 from .kept import check_place
-from .memory_estimate import model_sizes, refuse_unless_it_fits
 from .mindformers_plan import (
     PINNED_MINDFORMERS,
     ModelPlan,
@@ -28,7 +29,6 @@ from .mindformers_plan import (
     plan_mindformers,
 )
 from .options import BUILTIN_STEPS, DEFAULT_OUT, MINDFORMERS_STEPS, SmokeOptions
-from .shipped_configs import with_shipped_config
 from .tested_stack import check_tested_stack, screen_config
 
 DEFAULT_COLLECT_FREQ = 5

@@ -13,6 +13,7 @@ import numpy as np
 from ..events import Follower
 from ..plot.live import one_loss_source
 from ..process_sweep import marked, sweep
+from ..processes import STOP_SIGNALS, Stopped, StopSignals  # noqa: F401  (re-exported: the runner imports them from here)
 from ..words import count
 from .guard import MARKER_VAR
 from .launching import Launched
@@ -20,7 +21,6 @@ from .machine_load import MachineLoad
 from .memory_watch import MemoryWatch
 from .mindformers_judging import log_scalars
 from .preparing import Prepared
-from .stop_signals import STOP_SIGNALS, Stopped, StopSignals  # noqa: F401  (re-exported: the runner imports them from here)
 from .verdict import FAIL, Check
 
 COMPILING_EVERY_S = 5.0

@@ -19,7 +19,7 @@ import runpy
 import signal
 import sys
 
-from .guard import set_parent_death_signal
+from ..processes import set_parent_death_signal
 
 
 def _user_model(spec: dict):

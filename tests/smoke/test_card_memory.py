@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from msnb.errors import NotRehearsed, UsageError
-from msnb.smoke.card_memory import CARDS, estimate_card_memory, layers_per_stage
-from msnb.smoke.memory_estimate import model_sizes
+from msnb.fullsize.memory import CARDS, estimate_card_memory, layers_per_stage
+from msnb.fullsize.sizes import model_sizes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -284,7 +284,7 @@ def test_card_names_in_the_help_are_the_known_cards():
 
 def test_a_run_that_leaves_the_machine_without_memory_is_not_rehearsed_naming_it(tmp_path, monkeypatch):
     """A real smoke run (msnb's built-in model) on a machine with less free than the watch keeps free: stopped, not rehearsed, never failed."""
-    from msnb.smoke.memory_estimate import available_bytes
+    from msnb.fullsize.sizes import available_bytes
     from msnb.smoke.memory_watch import MemoryWatch
     from msnb.smoke.options import SmokeOptions
     from msnb.smoke.runner import judge, launch, prepare, watch

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from msnb.config.shipped import shipped_configs_dir
 from msnb.errors import NothingReadable
-from msnb.smoke.card_memory import estimate_card_memory
-from msnb.smoke.memory_against import against, stage_of
-from msnb.smoke.shipped_configs import shipped_configs_dir
+from msnb.fullsize.against import against, stage_of
+from msnb.fullsize.memory import estimate_card_memory
 
 pytestmark = pytest.mark.skipif(shipped_configs_dir() is None, reason="mindformers' shipped configs are not installed")
 CONFIG = "configs/qwen3/pretrain_qwen3_32b_4k.yaml"  # tp 4, pp 4: 16 cards, 4 a stage

@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from msnb.cli import build_parser, main
+from msnb.config.shipped import shipped_configs_dir
 from msnb.errors import SizeRefused
-from msnb.smoke.card_memory import ONE_F_ONE_B, estimate_card_memory, memory_check
-from msnb.smoke.cards import card_names
-from msnb.smoke.shipped_configs import shipped_configs_dir
+from msnb.fullsize.cards import card_names
+from msnb.fullsize.memory import ONE_F_ONE_B, estimate_card_memory, memory_check
 
 SHIPPED = shipped_configs_dir()
 DENSE = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml" if SHIPPED else None
@@ -249,7 +249,7 @@ def test_a_symlinked_yamls_base_config_is_joined_to_the_links_folder_as_mindform
 @needs_mindformers
 def test_the_server_count_warning_says_the_cards_a_node_it_assumed(tmp_path):
     """Qwen3-32B's 4 stages on 16 cards: 2 servers of 8 (2 % 4 != 0, mindformers warns); 4 servers of 4 do not warn."""
-    from msnb.smoke.preflight import run_preflight
+    from msnb.fullsize.preflight import run_preflight
 
     said = {}
     for name, kwargs in {

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from msnb.config import check_config
+from msnb.config.shipped import shipped_configs_dir
 from msnb.errors import SmokeError
-from msnb.smoke.preflight import FAILED, NOT_CHECKED, PASSED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
-from msnb.smoke.preflight_build import NETWORK
-from msnb.smoke.shipped_configs import shipped_configs_dir
+from msnb.fullsize.build import NETWORK
+from msnb.fullsize.preflight import FAILED, NOT_CHECKED, PASSED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
 
 SHIPPED = shipped_configs_dir()
 MOE = SHIPPED / "qwen3_moe" / "pretrain_qwen3_30b_a3b_4k.yaml" if SHIPPED else None
@@ -266,7 +266,7 @@ def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_fold
     while not list(tmp_path.glob("msnb-preflight-*/preflight.log")) and time.monotonic() < deadline:
         time.sleep(0.05)
     (log,) = tmp_path.glob("msnb-preflight-*/preflight.log")  # the child is started
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "msnb.smoke.preflight_worker" in " ".join(p.cmdline())]
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "msnb.fullsize.child" in " ".join(p.cmdline())]
     assert workers, "the pre-flight's child was not found"
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(30) == -getattr(signal, sig)  # it ends as the signal's default action ends it
@@ -394,7 +394,7 @@ def test_the_full_size_build_finds_what_the_cluster_refuses(tmp_path):
 def test_a_suggestion_is_shown_only_when_the_pre_flight_passes_with_it():
     """The shipped Qwen3 32B (dp1 mp4 pp4, offset [-1,-1,1,1]) moved to 32 devices: three edits keep the count, and
     pipeline_stage 8 is refused by the four-stage offset list when proved, so only the other two are shown."""
-    from msnb.smoke.preflight_suggest import candidates
+    from msnb.fullsize.suggest import candidates
 
     dense = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
     (result,) = run_preflights([(dense, 32, None)])
@@ -439,16 +439,16 @@ def test_rules_of_the_pipeline_scheduler_and_the_callbacks(tmp_path):
 @needs_mindformers
 def test_msnbs_own_raise_is_never_a_finding(tmp_path, monkeypatch):
     """A step that raises in msnb's own code: "not checked" (exit 3) naming msnb's error, with its traceback; never failed."""
-    from msnb.smoke import preflight_worker
+    from msnb.fullsize import build as preflight_build
 
-    src = Path(preflight_worker.__file__).parent / "preflight_build.py"
+    src = Path(preflight_build.__file__)
     assert "def _built_network(trainer, default_args: dict):\n" in src.read_text()
     # the child imports msnb from the path given: a copy of msnb whose parameter count raises, as a bug of msnb's would
     import shutil
 
     pkg = tmp_path / "pkg"
-    shutil.copytree(Path(preflight_worker.__file__).parents[1], pkg / "msnb")
-    build = pkg / "msnb" / "smoke" / "preflight_build.py"
+    shutil.copytree(src.parents[1], pkg / "msnb", ignore=shutil.ignore_patterns("__pycache__"))
+    build = pkg / "msnb" / "fullsize" / "build.py"
     build.write_text(
         build.read_text().replace(
             "def _built_network(trainer, default_args: dict):\n", "def _built_network(trainer, default_args: dict):\n    raise KeyError('msnb bug')\n"
@@ -465,7 +465,7 @@ def test_msnbs_own_raise_is_never_a_finding(tmp_path, monkeypatch):
 
 def test_suggestion_arithmetic():
     """The pure part: edits that keep the device count, divisors that meet mindformers' rules, an even offset."""
-    from msnb.smoke.preflight_suggest import candidates
+    from msnb.fullsize.suggest import candidates
 
     def words(key, message, layout, dims, devices=None, scheduler="1f1b"):
         return [e.words() for e in candidates(key, message, layout, dims, devices, scheduler)]

@@ -352,7 +352,7 @@ def test_the_configs_own_megatron_dataset_is_trained_on_when_it_is_here(tmp_path
     writer = textwrap.dedent(f"""\
         import os, numpy as np
         os.chdir({str(tmp_path)!r})
-        from msnb.smoke.import_guards import guard_deepseek_v4_import
+        from msnb.fullsize.import_guards import guard_deepseek_v4_import
         guard_deepseek_v4_import()  # mindformers 2.0 without hyper_parallel: as the smoke's child does
         from mindformers.dataset.blended_datasets.indexed_dataset import IndexedDatasetBuilder
         builder = IndexedDatasetBuilder({str(prefix) + ".bin"!r}, dtype=np.int32)

@@ -20,8 +20,8 @@ from msnb.config import load_config
 from msnb.config.run_config import is_dynamic_graph_run, is_mindformers_run, looks_like_training_config
 from msnb.environment import version_tuple
 from msnb.errors import NotRehearsed
+from msnb.fullsize.import_guards import imports_v4_unguarded
 from msnb.smoke import run_smoke
-from msnb.smoke.import_guards import imports_v4_unguarded
 from msnb.smoke.tested_stack import TESTED, check_tested_stack, screen_config
 
 
@@ -272,7 +272,7 @@ def test_the_import_guard_does_only_what_the_installed_mindformers_needs(tmp_pat
     elsewhere (1.9 has no DeepSeek-V4, 2.1 guards it) the guard does nothing."""
     code = textwrap.dedent("""\
         import json, sys
-        from msnb.smoke.import_guards import guard_deepseek_v4_import
+        from msnb.fullsize.import_guards import guard_deepseek_v4_import
         line = guard_deepseek_v4_import() if sys.argv[1] == "guard" else None
         try:
             import mindformers

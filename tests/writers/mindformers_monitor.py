@@ -18,7 +18,7 @@ out = os.path.abspath(sys.argv[1])
 os.makedirs(out, exist_ok=True)
 os.chdir(out)
 
-from msnb.smoke.import_guards import guard_deepseek_v4_import  # noqa: E402
+from msnb.fullsize.import_guards import guard_deepseek_v4_import  # noqa: E402
 
 guard_deepseek_v4_import()  # mindformers 2.0 without hyper_parallel: imported as the smoke's child imports it
 

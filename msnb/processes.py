@@ -1,13 +1,18 @@
-"""SIGTERM and SIGHUP while msnb waits on a child process: held, or raised where the wait can stop the child and clean up.
+"""The life of msnb's child processes: they die with their parent, and SIGTERM or SIGHUP while msnb waits on one is held,
+or raised where the wait can stop the child and clean up.
 
-Their default action ends the process at once, which would leave a child's scratch folder behind (and, without the
-child's parent-death signal, the child).  The smoke's watch and the pre-flight's wait share this one mechanism.
+A stop signal's default action ends the process at once, which would leave a child's scratch folder behind (and,
+without the child's parent-death signal, the child).  The smoke's watch, its children and the pre-flight share this.
 """
 
 from __future__ import annotations
 
+import ctypes
 import signal
+import sys
 import threading
+
+PR_SET_PDEATHSIG = 1
 
 STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
@@ -62,3 +67,20 @@ class StopSignals:
             signal.signal(sig, handler)
         for sig in dict.fromkeys(self.held):  # delivered now, to whoever handled them before
             signal.raise_signal(sig)
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Ask Linux to send *sig* to this process when its parent dies; False where that is not available.
+
+    Args:
+        sig: the signal number.
+
+    Returns:
+        Whether the kernel accepted it.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -4,7 +4,7 @@ A finding that only says what is wrong leaves the user to guess a layout, and a 
 For the findings whose fix is a number (the device count against dp*mp*cp*pp, heads or kv heads against
 ``model_parallel``, experts against ``expert_parallel``, ``expert_parallel`` against dp*mp, sequence parallelism under
 MoE with tensor parallelism, micro-batches against pipeline stages, a layer ``offset``), this module proposes the
-nearest edits, keeping the device count.  :func:`msnb.smoke.preflight.run_preflight` runs the whole pre-flight again
+nearest edits, keeping the device count.  :func:`msnb.fullsize.preflight.run_preflight` runs the whole pre-flight again
 on the config with each edit (a child of its own) and prints only those that pass: a suggestion that fails its own
 check is never shown.  The arithmetic here is pure, over the layout and the model's dimensions the child reported.
 """

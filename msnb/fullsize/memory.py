@@ -7,7 +7,7 @@ gradients and optimizer state a card holds after tensor (``model_parallel``), pi
 ``parallel.enable_parallel_optimizer`` and ``parallel.parallel_optimizer_config``) have split them, and the
 activations kept for the backward pass per micro-batch under the config's ``recompute_config``, times the
 micro-batches a 1F1B pipeline keeps in flight on that stage.  The sizes come from
-:func:`msnb.smoke.memory_estimate.model_sizes`: the same sources the real run builds its model from.
+:func:`msnb.fullsize.sizes.model_sizes`: the same sources the real run builds its model from.
 
 It is an estimate of what is *counted* (listed in :attr:`CardMemory.leaves_out`), not a measurement: MindSpore's
 memory planner, communication buffers and fragmentation come on top.
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from ..config import load_config
 from ..config.run_config import is_mindformers_run
+from ..config.shipped import resolve_shipped
 from ..errors import SizeRefused, UsageError
 from .cards import CARDS, card_names, card_size
-from .memory_estimate import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
-from .shipped_configs import resolve_shipped
+from .sizes import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
 
 GIB = 1 << 30
 MAX_STAGES = 4096  # more pipeline stages than any cluster runs: a hostile file's, refused before a row is made for each

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..analysis.memory import RunMemory, memory_of, ranks_words
 from ..errors import NothingReadable
 from ..events import read
-from .card_memory import GIB, CardMemory
+from .memory import GIB, CardMemory
 
 MIB = 1 << 20
 
@@ -52,7 +52,7 @@ class StageMeasured:
 
 @dataclass
 class MemoryAgainst:
-    """The estimate (:class:`~msnb.smoke.card_memory.CardMemory`) and the measured peaks of each stage."""
+    """The estimate (:class:`~msnb.fullsize.memory.CardMemory`) and the measured peaks of each stage."""
 
     estimate: CardMemory
     source: str

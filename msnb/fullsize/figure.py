@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..outputs import figure_out, write_file
 from ..plot.render import figure_png, in_notebook, show_figure
-from .card_memory import GIB
+from .memory import GIB
 
 PARTS = (
     ("weights", "weights", "#4C72B0"),
@@ -52,7 +52,7 @@ def _measured_markers(ax, measured) -> None:
 
 
 def memory_figure(est):
-    """A matplotlib Figure of *est* (a :class:`~msnb.smoke.card_memory.CardMemory`, or a ``MemoryAgainst`` with measured peaks)."""
+    """A matplotlib Figure of *est* (a :class:`~msnb.fullsize.memory.CardMemory`, or a ``MemoryAgainst`` with measured peaks)."""
     from matplotlib.figure import Figure  # deferred: matplotlib, until a figure is drawn
 
     card, measured = _estimate_and_measured(est)

@@ -6,7 +6,7 @@ against ``dp*mp*cp*pp``, heads and query groups against tensor parallelism,
 experts against expert parallelism, the recompute list against the pipeline,
 context parallelism without flash attention...) would otherwise pass the smoke
 and fail on the cluster.  Here mindformers' own functions run on the unshrunk
-config in a child process (:mod:`msnb.smoke.preflight_worker`; importing
+config in a child process (:mod:`msnb.fullsize.child`; importing
 mindformers writes ``./output/log`` in the current directory, and the kernel
 must stay alive), building no weights, with the device count the launch will
 have: from ``devices``, from the launcher's command line (``launch``), or
@@ -32,11 +32,11 @@ import time
 from dataclasses import dataclass, field
 
 from ..config.mindformers_rules import mindformers_reads_name
+from ..config.shipped import resolve_shipped
 from ..errors import SmokeError
+from ..processes import Stopped, StopSignals
 from ..status import ResultView
-from .launch_line import per_node_words, read_launch, say_cards_a_node
-from .shipped_configs import resolve_shipped
-from .stop_signals import Stopped, StopSignals
+from .launch import per_node_words, read_launch, say_cards_a_node
 
 PASSED, FAILED, NOT_CHECKED, MSNB_ERROR = "passed", "failed", "not checked", "msnb error"
 DATA = "data"  # a rule about the dataset, not run because the dataset is not opened: listed apart, never "not checked"
@@ -46,7 +46,7 @@ _DEVICE_RULE = "data_parallel * model_parallel * context_parallel * pipeline_sta
 
 def launch_devices(launch: str) -> tuple[int, int | None, str]:
     """The device count, the cards a node and where the count came from, as the launcher reads *launch*
-    (:func:`msnb.smoke.launch_line.read_launch`).
+    (:func:`msnb.fullsize.launch.read_launch`).
 
     Raises:
         SmokeError: a line no launcher msnb reads, or a count that is not a whole number of 1 or more.
@@ -92,7 +92,7 @@ class PreflightResult(ResultView):
     mindformers: str = ""
     error: str = ""  # msnb could not run the checks at all
     seconds: float = 0.0
-    memory: object = None  # the per-card memory estimate (msnb.smoke.card_memory.CardMemory), when one was made
+    memory: object = None  # the per-card memory estimate (msnb.fullsize.memory.CardMemory), when one was made
     stood_in: list = field(default_factory=list)  # what the child stood in for to build the full-size run on CPU (communication...)
     traceback: str = ""  # msnb's own failure's traceback, kept for a report (never blamed on the config)
     layout: dict = field(default_factory=dict)  # the parallel layout mindformers built (dp, mp, cp, pp, ep, micro-batches)
@@ -384,9 +384,9 @@ MAX_PROOFS = 4  # pre-flights run to prove suggestions, for one config (each bui
 
 
 def _prove_suggestions(workdir: str, run: dict, path: str, loaded, devices_from: str, timeout: float, result: PreflightResult) -> None:
-    """For each finding with a numeric fix, the nearest edits (:mod:`msnb.smoke.preflight_suggest`), each proved by the
+    """For each finding with a numeric fix, the nearest edits (:mod:`msnb.fullsize.suggest`), each proved by the
     whole pre-flight on the config with that edit in a child of its own; only those that pass are kept on the finding."""
-    from .preflight_suggest import MAX_PER_FINDING, candidates  # deferred: only after a finding
+    from .suggest import MAX_PER_FINDING, candidates  # deferred: only after a finding
 
     proofs = 0
     for finding in result.findings:
@@ -406,7 +406,7 @@ def _run_child(workdir: str, env: dict, timeout: float) -> str:
     """
     with StopSignals() as signals, open(os.path.join(workdir, "preflight.log"), "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "msnb.smoke.preflight_worker", os.path.join(workdir, "spec.json")],
+            [sys.executable, "-m", "msnb.fullsize.child", os.path.join(workdir, "spec.json")],
             cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
@@ -441,10 +441,10 @@ def run_preflight(
         devices: the device count the launch will have (None: from *launch*, else unknown).
         launch: the launcher command line the cluster will run (msrun, torchrun-style, msrun_launcher.sh).
         timeout: seconds before the child is stopped (then "not checked").
-        memory: add the per-card memory estimate (:func:`msnb.smoke.card_memory.estimate_card_memory`).
+        memory: add the per-card memory estimate (:func:`msnb.fullsize.memory.estimate_card_memory`).
         card_gb: the card's memory in GiB (a number above 0) or a card's name, for the memory check (None: the config's
             ``context.max_device_memory``, else "not checked").
-        card: or the card by name (:data:`msnb.smoke.cards.CARDS`).
+        card: or the card by name (:data:`msnb.fullsize.cards.CARDS`).
         devices_per_node: the cards a node, for mindformers' server count (None: *launch*'s local worker count, else
             mindformers' default of 8, said with its warning).
 
@@ -466,10 +466,10 @@ def run_preflight(
 
 
 def _add_memory(result: PreflightResult, path: str, devices, card_gb, card=None) -> None:
-    """The per-card memory table (:mod:`msnb.smoke.card_memory`) as a section and a check: not fitting the card (else the
+    """The per-card memory table (:mod:`msnb.fullsize.memory`) as a section and a check: not fitting the card (else the
     config's ``context.max_device_memory``) or a size mindformers would refuse is a finding; no card and no
     ``max_device_memory`` is "not checked"."""
-    from .card_memory import memory_check  # deferred: the memory table reads the config (PyYAML) only when asked for
+    from .memory import memory_check  # deferred: the memory table reads the config (PyYAML) only when asked for
 
     result.memory, said = memory_check(path, devices=devices, card_gb=card_gb, card=card)
     result.checks.append(PreflightCheck(said["check"], said["outcome"], said["message"], said["key"]))

@@ -1,6 +1,6 @@
 """The pre-flight's child: mindformers' own startup checks on a run YAML at full size, on CPU, building no weights.
 
-    python -m msnb.smoke.preflight_worker SPEC.json
+    python -m msnb.fullsize.child SPEC.json
 
 Runs in a scratch directory (importing mindformers writes ``./output/log`` in
 the current directory), never in the user's kernel.  Every check is
@@ -24,11 +24,10 @@ import signal
 import sys
 import traceback
 
-from . import compiler_rules
-from . import preflight_build as build
-from .comm_standin import STOOD_IN, cluster_standin
-from .guard import set_parent_death_signal
+from ..processes import set_parent_death_signal
+from . import build, compiler_rules
 from .import_guards import guard_deepseek_v4_import
+from .standin import STOOD_IN, cluster_standin
 
 PASSED, FAILED, WARNED, NOT_CHECKED, MSNB_ERROR = "passed", "failed", "warned", "not checked", "msnb error"
 MODEL, DATA = "model", "data"  # a rule on the model or the layout (not run: "not checked") / on the dataset (listed apart)
@@ -324,7 +323,7 @@ def _layout_product(config) -> int | None:
 
 @contextlib.contextmanager
 def _cluster(use_parallel: bool, world: int, out: dict):
-    """The communication stand-in (:mod:`msnb.smoke.comm_standin`) when the run is parallel; declared in *out*."""
+    """The communication stand-in (:mod:`msnb.fullsize.standin`) when the run is parallel; declared in *out*."""
     if not use_parallel:
         yield None
         return

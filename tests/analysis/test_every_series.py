@@ -11,6 +11,7 @@ is asked of ``msnb check`` (the API and the CLI), ``msnb runs``, ``msnb report``
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -83,9 +84,22 @@ def test_a_copy_that_rises_fails_the_job_beside_a_healthy_log_and_names_its_file
     assert run.judged_from.startswith("train.log: train/loss")
     assert any(p.kind == ProblemKind.COPY and "judged too" in p.message for p in result.problems)
     assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), False)
-    compared = msnb.compare(case / "output" / "log" / "rank_0" / "info.log", case)
-    assert compared.passed  # compare aligns the series read (info.log's) and says where it read it
-    assert "loss read from output/log/rank_0/info.log" in compared.format_text()
+    _the_rising_copy_is_compared_too(case)
+
+
+def _the_rising_copy_is_compared_too(case: Path) -> None:
+    """``msnb compare`` against the healthy info.log: each differing copy compared, the worse result standing, named."""
+    baseline = case / "output" / "log" / "rank_0" / "info.log"
+    compared = msnb.compare(baseline, case)
+    assert not compared.passed, compared.format_text()
+    series = compared.check("series")
+    assert series.status == "warn" and "candidate 'loss' from output/log/rank_0/info.log: aligned" in series.detail
+    assert "candidate 'train/loss' from train.log: not aligned (first_loss, mean_error)" in series.detail
+    assert compared.tags["loss"]["candidate"] == "train/loss" and "train/loss read from train.log" in compared.format_text()
+    cli = subprocess.run(msnb_command() + ["compare", str(baseline), str(case), "--json"], capture_output=True, text=True, timeout=300, check=False)
+    assert cli.returncode == 1 and json.loads(cli.stdout)["passed"] is False, cli.stdout + cli.stderr
+    backwards = msnb.compare(case, baseline)  # the job as the baseline: its rising copy is compared as well
+    assert not backwards.passed and "baseline 'train/loss' from train.log: not aligned" in backwards.check("series").detail
 
 
 def test_equal_copies_stay_one_and_the_job_passes(job, tmp_path):
@@ -93,6 +107,9 @@ def test_equal_copies_stay_one_and_the_job_passes(job, tmp_path):
     assert result.passed, result.format_text()
     assert not any(c.name == "series" for c in result.runs[0].checks)  # train.log and TensorBoard copy info.log: one series
     assert _verdicts(job, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), True)
+    compared = msnb.compare(job / "output" / "log" / "rank_0" / "info.log", job)
+    assert compared.passed and compared.check("series") is None, compared.format_text()  # one series, compared once
+    assert "loss read from output/log/rank_0/info.log" in compared.format_text()
 
 
 def _eval_table(path: Path, steps, nan_from: int | None = None) -> None:

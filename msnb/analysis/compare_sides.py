@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import NothingReadable, UsageError
 from ..events import read
 from ..events.discovery import WalkBounds
-from ..events.identity import is_table
+from ..events.identity import is_table, stands_for
 from ..events.objects import local
 from ..events.reader import ReadResult
 from ..events.tables import NO_RANK, distinct
@@ -50,6 +50,7 @@ class Series:
     nonfinite: tuple | None = None  # (step, value) of the first NaN/Inf record of the ranks used
     origin: str = ""  # the file or folder of the job it was read from, where the read says (ReadResult.origins)
     how: str = ""  # how its ranks were combined (``rank 0``, ``median of 8 ranks``), where it differs from its side's
+    companions: dict = field(default_factory=dict)  # a copy's writer's own differing lr, grad norm...: meaning -> Series
 
     def same_as(self, other: Series) -> bool:
         """The same curve (steps, values, first NaN/Inf): one series under two names, compared once."""
@@ -80,7 +81,7 @@ class Side:
         """This side once per training series of its loss (:attr:`losses`), each with that series as its loss."""
         if len(self.losses) <= 1:
             return [self]
-        return [replace(self, series={**self.series, "loss": s}, how=s.how or self.how) for s in self.losses]
+        return [replace(self, series={**self.series, **s.companions, "loss": s}, how=s.how or self.how) for s in self.losses]
 
 
 def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, str]:
@@ -228,7 +229,8 @@ def _other_losses(scalars, origins: dict, run: str, loss_tag: str, asked: str, r
 
     One writer gives one series, its first in the judge's order: a writer's other spellings are other quantities
     (Hugging Face's ``train_loss`` is the whole run's mean, logged once), not copies of its curve.  A copy's ranks are
-    its own: the rank asked for where it holds it, else all of them (a console's copy has no rank).
+    its own: the rank asked for where it holds it, else all of them (a console's copy has no rank).  A copy is compared
+    with its own writer's learning rate and grad norm where those differ from the ones read too (``train/lr``).
     """
     present = set(distinct(scalars.tag[scalars.run == run]))
     training, evaluation = loss_series(asked, present, origins)
@@ -248,8 +250,25 @@ def _other_losses(scalars, origins: dict, run: str, loss_tag: str, asked: str, r
             continue
         s = _reduce(scalars, cs, rows, run, None if chosen == ranks else chosen, offset, str(origins.get(tag, "")))
         s.how = _how(chosen)
+        s.companions = _companions(scalars, origins, run, present, writer, chosen, offset)
         if not any(s.same_as(o) for o in (first, *out)):
             out.append(s)
+    return out
+
+
+def _companions(scalars, origins: dict, run: str, present: set, writer: str, chosen: list, offset: int) -> dict:
+    """A writer's own differing copies of the other meanings (``train/lr``, ``train/global_norm``), reduced on *chosen* ranks."""
+    out = {}
+    for name in MEANINGS[1:]:
+        for tag in sorted(present):
+            base = stands_for(tag, origins)
+            if base == tag or str(origins.get(tag, "")) != writer or resolve(name, {base}, compared=True) is None:
+                continue
+            rows = np.flatnonzero(scalars.tag == tag)
+            cs = [c for c in curves(scalars, tag, run=run, rows=rows) if c.rank in chosen]
+            if cs:
+                out[name] = _reduce(scalars, cs, rows, run, chosen, offset, writer)
+                break
     return out
 
 

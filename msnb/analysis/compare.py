@@ -329,11 +329,56 @@ def compare(
     base_tag, cand_tag = parse_tag(tag)
     rank, offset, reruns = _checked_options(rank, offset, rules, reruns)
     base, cand, rerun_sides = _read_sides(baseline, candidate, reruns, base_tag, cand_tag, rank, offset, verify)
+    spread_sides = [s for s in rerun_sides if len(s.losses) <= 1]  # a rerun whose own writers disagree measures no spread
+    results, unmatched = [], []
+    for b in base.variants():
+        for c in cand.variants():
+            try:
+                results.append((b, c, _compare_pair(b, c, rerun_sides, spread_sides, lo, hi, offset, steps, rules)))
+            except NothingReadable as e:  # this pair shares no step; another may
+                unmatched.append((b, c, e))
+    if not results:
+        raise unmatched[0][2]
+    b, c, result = max(results, key=lambda r: _severity(r[2]))  # the worst stands; on a tie the series read
+    if len(results) + len(unmatched) > 1:
+        result.checks.append(_series_check(results, unmatched, (b, c), several_baselines=len(base.losses) > 1))
+    return result
+
+
+def _severity(result: CompareResult) -> tuple:
+    """How bad a comparison is: not aligned before aligned, then more failing checks, then more warnings."""
+    statuses = [c.status for c in result.checks]
+    return (not result.passed, statuses.count(FAIL), statuses.count(WARN))
+
+
+def _series_check(results: list, unmatched: list, stands: tuple, *, several_baselines: bool) -> CompareCheck:
+    """``series``: each training series of the loss compared (a side may hold several: another spelling, a writer's
+    differing copy), its file and its result; a warning where the results differ or a series shares no step."""
+
+    def who(b: Series, c: Series) -> str:
+        return f"candidate {c.named()}" + (f" against baseline {b.named()}" if several_baselines else "")
+
+    parts = []
+    for b, c, r in results:
+        failed = [k.name for k in r.checks if k.status == FAIL]
+        parts.append(f"{who(b.get('loss'), c.get('loss'))}: " + (f"not aligned ({', '.join(failed)})" if failed else "aligned"))
+    parts += [f"{who(b.get('loss'), c.get('loss'))}: not compared ({e})" for b, c, e in unmatched]
+    differ = len({r.passed for _b, _c, r in results}) > 1 or bool(unmatched)
+    n = len(results) + len(unmatched)
+    detail = f"{n} pairs of loss series compared: " if several_baselines else f"{count(n, 'loss series', 'loss series')} of the candidate compared: "
+    detail += "; ".join(parts)
+    if differ:
+        detail += f"; the worse result stands ({who(stands[0].get('loss'), stands[1].get('loss'))})"
+    return CompareCheck("series", WARN if differ else PASS, detail, n, None)
+
+
+def _compare_pair(base: Side, cand: Side, rerun_sides: list, spread_sides: list, lo: int, hi: int, offset: int, steps, rules: CompareRules) -> CompareResult:
+    """One baseline loss series against one candidate loss series, every check of the standard."""
     bl, cl = base.get("loss"), cand.get("loss")
     common, b, o = _common_loss(bl, cl, lo, hi, offset, steps)
     n = int(common.size)
     tail = max(rules.tail_min_points, math.ceil(rules.tail_fraction * n))
-    spread = _Reruns(base, rerun_sides, lo, hi, rules, tail)
+    spread = _Reruns(base, spread_sides, lo, hi, rules, tail)
     relaxed = spread.count > 0 and spread.curves
 
     lr_check, lr_mismatch = _lr_check(base, cand, lo, hi, rules)
@@ -561,8 +606,17 @@ def _first_divergence(events: list, nonfinite, lr_mismatch, base, cand) -> Diver
 
 
 def _notes(base, cand, rerun_sides, relaxed: bool) -> list:
-    """What the reader should know beside the checks: restarts, reading problems, reruns that shared no step."""
+    """What the reader should know beside the checks: the loss's file, restarts, reading problems, reruns that shared no
+    step or hold differing copies of their loss."""
     notes = list(base.notes) + list(cand.notes)
+    for side in (base, cand):
+        s = side.get("loss")
+        if s is not None and s.origin and side.files > 1:
+            notes.append(f"{side.path}: {s.tag} read from {s.origin}")
+    for i, side in enumerate(rerun_sides):
+        if len(side.losses) > 1:
+            copies = ", ".join(s.named() for s in side.losses)
+            notes.append(f"rerun {i + 1} holds {len(side.losses)} differing loss series ({copies}): its spread does not relax the tolerance")
     for label, side in (("baseline", base), ("candidate", cand), *((f"rerun {i + 1}", s) for i, s in enumerate(rerun_sides))):
         s = side.get("loss")
         if s is not None and s.restarts:
@@ -571,7 +625,7 @@ def _notes(base, cand, rerun_sides, relaxed: bool) -> list:
             )
         if side.problems:
             notes.append(f"{label}: {count(len(side.problems), 'problem')} while reading, first: {side.problems[0]}")
-    if rerun_sides and not relaxed:
+    if any(len(side.losses) <= 1 for side in rerun_sides) and not relaxed:
         notes.append("no baseline rerun shares a step with the baseline: the standard's tolerance is used as it is")
     return notes
 

@@ -6,13 +6,19 @@ Megatron-LM log, a ``trainer_state.json`` or a table as well), found by the one 
 check`` resolves them (:func:`msnb.analysis.series.resolve_restarts`: the later
 records win), several ranks become rank N's curve or their median per step, and
 NaN/Inf are looked for in every record of the ranks used, before any of that.
+
+A side may hold its loss more than once: under several spellings, or as a job's writer's copy that differs from the
+series read (``train/loss``: :mod:`msnb.events.identity`).  Every such training series is kept (:attr:`Side.losses`,
+the one read first; equal ones once), so :func:`msnb.analysis.compare.compare` compares each and the worse result
+stands, as the judge judges each (:func:`msnb.analysis.judge.loss_series`).  A table's series (an evaluation's
+``eval_results.csv``) never stands in for a training log's loss.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +26,13 @@ import numpy as np
 from ..errors import NothingReadable, UsageError
 from ..events import read
 from ..events.discovery import WalkBounds
-from ..events.identity import is_table
+from ..events.identity import is_table, stands_for
 from ..events.objects import local
 from ..events.reader import ReadResult
-from ..events.tables import NO_RANK
+from ..events.tables import NO_RANK, distinct
 from ..events.tags import resolve, spellings
 from ..words import listed
+from .judge import loss_series
 from .medians import nan_median
 from .series import align, curves
 
@@ -41,6 +48,17 @@ class Series:
     values: np.ndarray
     restarts: list = field(default_factory=list)
     nonfinite: tuple | None = None  # (step, value) of the first NaN/Inf record of the ranks used
+    origin: str = ""  # the file or folder of the job it was read from, where the read says (ReadResult.origins)
+    how: str = ""  # how its ranks were combined (``rank 0``, ``median of 8 ranks``), where it differs from its side's
+    companions: dict = field(default_factory=dict)  # a copy's writer's own differing lr, grad norm...: meaning -> Series
+
+    def same_as(self, other: Series) -> bool:
+        """The same curve (steps, values, first NaN/Inf): one series under two names, compared once."""
+        return self.nonfinite == other.nonfinite and np.array_equal(self.steps, other.steps) and np.array_equal(self.values, other.values, equal_nan=True)
+
+    def named(self) -> str:
+        """``'train/loss' from train.log``: the tag, and the file where known."""
+        return f"{self.tag!r}" + (f" from {self.origin}" if self.origin else "")
 
 
 @dataclass
@@ -53,9 +71,17 @@ class Side:
     run: str
     problems: list
     notes: list = field(default_factory=list)
+    losses: list = field(default_factory=list)  # every differing training series of the loss, the one read first
+    files: int = 1  # files read: the loss's file is said where there were several
 
     def get(self, name: str) -> Series | None:
         return self.series.get(name)
+
+    def variants(self) -> list:
+        """This side once per training series of its loss (:attr:`losses`), each with that series as its loss."""
+        if len(self.losses) <= 1:
+            return [self]
+        return [replace(self, series={**self.series, **s.companions, "loss": s}, how=s.how or self.how) for s in self.losses]
 
 
 def read_side(source, *, verify: bool = True, tags=None) -> tuple[ReadResult, str]:
@@ -113,7 +139,7 @@ def _first_nonfinite(scalars, rows: np.ndarray, run: str, ranks) -> tuple | None
 
 
 def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", offset: int = 0) -> Side:
-    """Reduce a read to one :class:`Series` per meaning.
+    """Reduce a read to one :class:`Series` per meaning, and every differing training series of the loss.
 
     Args:
         result: what was read.
@@ -123,7 +149,8 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
         offset: added to every step (the candidate's numbering onto the baseline's).
 
     Returns:
-        The :class:`Side`.
+        The :class:`Side`: ``series["loss"]`` the series read, ``losses`` it and every other training series of the
+        loss that differs from it (another spelling, a writer's differing copy), each named with its file.
 
     Raises:
         UsageError: a tag asked for by name is missing, or the rank asked for is not there.
@@ -147,19 +174,9 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
     notes = []
     if len(by_run) > 1:
         notes.append(f"{label}: {len(by_run)} runs hold {loss_tag!r}; compared the longest, {run!r}")
-    origin = result.origins.get(run, {}).get(loss_tag)
-    if origin and len(result.files) > 1:
-        notes.append(f"{label}: {loss_tag} read from {origin}")
+    origins = result.origins.get(run) or {}
     ranks_here = sorted({c.rank for c in by_run[run]})
-    if rank != "median":
-        if rank not in ranks_here:
-            shown = ", ".join("unknown" if r == NO_RANK else str(r) for r in ranks_here)
-            raise UsageError(f"{label} has no rank {rank} (ranks: {shown})")
-        chosen = [rank]
-        how = f"rank {rank}"
-    else:
-        chosen = ranks_here
-        how = "one series" if len(chosen) == 1 and chosen[0] == NO_RANK else (f"rank {chosen[0]}" if len(chosen) == 1 else f"median of {len(chosen)} ranks")
+    chosen, how = _chosen_ranks(rank, ranks_here, label)
     series = {}
     for meaning in MEANINGS:
         name, explicit = tags[meaning]
@@ -169,20 +186,90 @@ def build_side(result: ReadResult, label: str, *, tags: dict, rank="median", off
         if real not in rows:
             rows[real] = np.flatnonzero(scalars.tag == real)
         cs = [c for c in (loss_curves if meaning == "loss" else curves(scalars, real, run=run, rows=rows[real])) if c.run == run and c.rank in chosen]
+        if cs:
+            series[meaning] = _reduce(scalars, cs, rows[real], run, None if chosen == ranks_here else chosen, offset, str(origins.get(real, "")))
+    losses = [series["loss"], *_other_losses(scalars, origins, run, loss_tag, loss_name if loss_explicit else "loss", rank, offset, series["loss"])]
+    problems = [p for p in result.problems if str(getattr(p, "severity", "")) != "info"]
+    return Side(label, series, how, run, problems, notes, losses, len(result.files))
+
+
+def _chosen_ranks(rank, ranks_here: list, label: str) -> tuple[list, str]:
+    """The ranks a side's curves are taken from, and how they are combined, in words."""
+    if rank != "median" and rank not in ranks_here:
+        shown = ", ".join("unknown" if r == NO_RANK else str(r) for r in ranks_here)
+        raise UsageError(f"{label} has no rank {rank} (ranks: {shown})")
+    chosen = [rank] if rank != "median" else ranks_here
+    return chosen, _how(chosen)
+
+
+def _how(chosen: list) -> str:
+    if len(chosen) == 1:
+        return "one series" if chosen[0] == NO_RANK else f"rank {chosen[0]}"
+    return f"median of {len(chosen)} ranks"
+
+
+def _reduce(scalars, cs: list, rows: np.ndarray, run: str, ranks, offset: int, origin: str) -> Series:
+    """One curve from a tag's curves *cs* (the median per step of several ranks), its first NaN/Inf among *ranks* (None: all)."""
+    if len(cs) == 1:
+        steps, values = cs[0].steps, cs[0].values
+    else:
+        steps, matrix = align(cs)
+        values = nan_median(np.ascontiguousarray(matrix.T), axis=1) if steps.size else np.zeros(0)
+    restarts = sorted({s for c in cs for s in c.restarts})
+    bad = _first_nonfinite(scalars, rows, run, ranks)
+    if bad is not None:
+        bad = (bad[0] + offset, bad[1])
+    return Series(cs[0].tag, steps + offset, np.asarray(values, dtype=np.float64), restarts, bad, origin)
+
+
+def _other_losses(scalars, origins: dict, run: str, loss_tag: str, asked: str, rank, offset: int, first: Series) -> list:
+    """The loss of each other training writer of the run (:func:`~msnb.analysis.judge.loss_series`: a writer's
+    differing copy, ``train/loss``, or its own spelling), each reduced as the loss read was, less those equal to one
+    already kept.
+
+    One writer gives one series, its first in the judge's order: a writer's other spellings are other quantities
+    (Hugging Face's ``train_loss`` is the whole run's mean, logged once), not copies of its curve.  A copy's ranks are
+    its own: the rank asked for where it holds it, else all of them (a console's copy has no rank).  A copy is compared
+    with its own writer's learning rate and grad norm where those differ from the ones read too (``train/lr``).
+    """
+    present = set(distinct(scalars.tag[scalars.run == run]))
+    training, evaluation = loss_series(asked, present, origins)
+    out: list = []
+    writers = {str(origins.get(loss_tag, ""))}
+    for tag in training if not is_table(loss_tag, origins) else evaluation:
+        writer = str(origins.get(tag, ""))
+        if tag == loss_tag or writer in writers:
+            continue
+        writers.add(writer)
+        rows = np.flatnonzero(scalars.tag == tag)
+        cs = curves(scalars, tag, run=run, rows=rows)
+        ranks = sorted({c.rank for c in cs})
+        chosen = [rank] if rank != "median" and rank in ranks else ranks
+        cs = [c for c in cs if c.rank in chosen]
         if not cs:
             continue
-        if len(cs) == 1:
-            steps, values = cs[0].steps, cs[0].values
-        else:
-            steps, matrix = align(cs)
-            values = nan_median(np.ascontiguousarray(matrix.T), axis=1) if steps.size else np.zeros(0)
-        restarts = sorted({s for c in cs for s in c.restarts})
-        bad = _first_nonfinite(scalars, rows[real], run, None if chosen == ranks_here else chosen)
-        if bad is not None:
-            bad = (bad[0] + offset, bad[1])
-        series[meaning] = Series(real, steps + offset, np.asarray(values, dtype=np.float64), restarts, bad)
-    problems = [p for p in result.problems if str(getattr(p, "severity", "")) != "info"]
-    return Side(label, series, how, run, problems, notes)
+        s = _reduce(scalars, cs, rows, run, None if chosen == ranks else chosen, offset, str(origins.get(tag, "")))
+        s.how = _how(chosen)
+        s.companions = _companions(scalars, origins, run, present, writer, chosen, offset)
+        if not any(s.same_as(o) for o in (first, *out)):
+            out.append(s)
+    return out
+
+
+def _companions(scalars, origins: dict, run: str, present: set, writer: str, chosen: list, offset: int) -> dict:
+    """A writer's own differing copies of the other meanings (``train/lr``, ``train/global_norm``), reduced on *chosen* ranks."""
+    out = {}
+    for name in MEANINGS[1:]:
+        for tag in sorted(present):
+            base = stands_for(tag, origins)
+            if base == tag or str(origins.get(tag, "")) != writer or resolve(name, {base}, compared=True) is None:
+                continue
+            rows = np.flatnonzero(scalars.tag == tag)
+            cs = [c for c in curves(scalars, tag, run=run, rows=rows) if c.rank in chosen]
+            if cs:
+                out[name] = _reduce(scalars, cs, rows, run, chosen, offset, writer)
+                break
+    return out
 
 
 def describe_steps(steps: np.ndarray) -> str:

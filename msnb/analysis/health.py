@@ -287,15 +287,23 @@ class HealthReport(ResultView):
     read_from: dict = field(default_factory=dict)  # run -> {writer: tags scanned read from it} (one job's writers: msnb.events.identity)
     origins: dict = field(default_factory=dict, repr=False)  # run -> {tag: writer}, ReadResult.origins with head folders folded
     memory: dict = field(default_factory=dict)  # run -> RunMemory: MindSpore's memory report in the ranks' logs (msnb.analysis.memory)
+    evaluation: list = field(default_factory=list)  # first anomalies of tables' series beside a training log: warnings
+    judged: object = None  # the judge's answer on the job (msnb.analysis.health_judged.Judged), None where not asked
 
     @property
     def anomalous(self) -> bool:
         return self.first is not None
 
     @property
+    def failed_runs(self) -> list:
+        """The runs the judge (``msnb check``) fails, each a :class:`~msnb.analysis.judge.RunVerdict`."""
+        return list(self.judged.failed) if self.judged is not None else []
+
+    @property
     def passed(self) -> bool:
-        """No anomaly (``msnb health`` exits 0)."""
-        return not self.anomalous
+        """No anomaly in a training series and no run the judge fails (``msnb health`` exits 0); an evaluation
+        table's anomaly is a warning, as in ``msnb check``."""
+        return not self.anomalous and not self.failed_runs
 
     def as_dict(self) -> dict:
         return {
@@ -305,6 +313,8 @@ class HealthReport(ResultView):
             "tags_scanned": int(self.tags_scanned),
             "read_from": {run: dict(writers) for run, writers in self.read_from.items()},
             "memory": {run: mem.as_dict() | {"checks": [c.as_dict() for c in mem.checks()]} for run, mem in self.memory.items()},
+            "judged_failed": [self.judged.as_dict(v) for v in self.failed_runs],
+            "evaluation": [{**a.as_dict(), "from": self.tag_from(a) or None} for a in self.evaluation],
         }
 
     def read_from_text(self) -> str:
@@ -319,9 +329,20 @@ class HealthReport(ResultView):
 
     def first_from(self) -> str:
         """The writer the first anomaly's series was read from, or ``""``."""
-        if self.first is None:
+        return self.tag_from(self.first)
+
+    def tag_from(self, anomaly: Anomaly | None) -> str:
+        """The writer an anomaly's series was read from, or ``""``."""
+        if anomaly is None:
             return ""
-        return self.origins.get(self.first.run, {}).get(self.first.tag, "")
+        return self.origins.get(anomaly.run, {}).get(anomaly.tag, "")
+
+    def judged_lines(self) -> list:
+        """The judge's failed runs and the evaluation tables' anomalies, one line each, as the text says them."""
+        lines = [f"judged: {self.judged.named(v)} (msnb check)" for v in self.failed_runs]
+        for a in self.evaluation:
+            lines.append(f"warning: {self.tag_from(a) or 'a table'}: {a.describe(run=self.several_runs)} (a table's series, judged as evaluation)")
+        return lines
 
     def said_from(self, origins: dict) -> HealthReport:
         """Name the writer each scanned tag was read from (``origins``: run -> {tag: writer}); returns the report."""
@@ -374,7 +395,14 @@ class HealthReport(ResultView):
 
     def format_text(self, *, max_lines: int = 12) -> str:
         s = self.settings
-        if self.first is None:
+        if self.first is None and self.failed_runs:
+            lines = [f"no anomaly left its own history, but the judge fails {count(len(self.failed_runs), 'run')}:", *self.judged_lines()]
+            lines.append(f"scanned {self._scope()}")
+        elif self.first is None and self.evaluation:
+            n = len(self.evaluation)
+            lines = [f"no anomaly in a training series; {count(n, 'table series', 'table series')} beside them went bad (a warning, as in msnb check):"]
+            lines += [*self.judged_lines(), f"scanned {self._scope()}"]
+        elif self.first is None:
             lines = [
                 f"no anomaly: {self._scope()} stayed finite and within robust z {s.threshold:g} of their trailing {s.window}-point history"
                 + (" (a series under 96 points: judged from a third of its points on, with the bar raised as much)" if s.min_history is None else ""),
@@ -391,6 +419,8 @@ class HealthReport(ResultView):
                 if len(groups) > max_lines:
                     lines.append(f"  ... {count(len(groups) - max_lines, 'more group')}")
             lines.append(f"scanned {self._scope()}")
+        if self.first is not None:
+            lines += self.judged_lines()
         if self.read_from:
             lines.append(self.read_from_text())
         for _path, record in self.global_norm_records:
@@ -420,7 +450,7 @@ class HealthReport(ResultView):
     def _repr_html_(self) -> str:
         e = html.escape
         if self.first is None:
-            return f"<div><b>msnb health</b>: {e(self.format_text())}</div>"
+            return f"<div><b>msnb health</b>: {'<br>'.join(e(line) for line in self.format_text().splitlines())}</div>"
         memory = "".join(f"<p>{e(line)}</p>" for line in self.memory_lines())
         read_from = f"<p>{e(self.read_from_text())}</p>" if self.read_from else ""
         rows = [("first", self.first)] + [("then", a) for a in self.cascade[:20]]
@@ -434,7 +464,10 @@ class HealthReport(ResultView):
             "<div><b>msnb health</b>: first anomaly at "
             f"<b>{e(self.first.where(run=self.several_runs))}</b>{source}"
             "<table><thead><tr><th></th><th>step</th><th>rank</th><th>tag</th><th>reason</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}{memory}</div>"
+            f"<tbody>{body}</tbody></table>{more}<p>scanned {e(self._scope())}</p>{read_from}"
+            + "".join(f"<p>{e(line)}</p>" for line in self.judged_lines())
+            + memory
+            + "</div>"
         )
 
 
@@ -508,7 +541,7 @@ def _series(scalars):
         yield keys, st, block
 
 
-def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, max_cascade: int = 200) -> HealthReport:
+def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, max_cascade: int = 200, evaluation=frozenset()) -> HealthReport:
     """Judge every series of a scalar table: the first anomaly and its cascade.
 
     Args:
@@ -516,6 +549,8 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
         tag_prefix: only tags starting with this (a string or several); default: all but schedules and timing.
         settings: the detector's :class:`Settings`.
         max_cascade: at most this many series listed in the cascade (``cascade_total`` counts them all).
+        evaluation: ``(run, tag)`` of series judged as evaluation (a table's beside a training log): their first
+            anomalies are the report's ``evaluation`` warnings, never its first anomaly or cascade.
 
     Returns:
         A :class:`HealthReport`.
@@ -546,7 +581,8 @@ def scan_scalars(scalars, *, tag_prefix=None, settings: Settings | None = None, 
     ranks = sorted(set(table.rank.tolist()))
     lo_hi = (int(table.step.min()), int(table.step.max())) if len(table) else (None, None)
     report = HealthReport(None, [], ranks, len(wanted), n_series, lo_hi, settings, scanned_tags=wanted)
-    _order(report, found, max_cascade)
+    report.evaluation = sorted((a for a in found if (a.run, a.tag) in evaluation), key=lambda a: (a.step, a.run, a.tag, a.rank))
+    _order(report, [a for a in found if (a.run, a.tag) not in evaluation], max_cascade)
     return report
 
 
@@ -651,7 +687,14 @@ def health(source, *, tag_prefix=None, settings: Settings | None = None, max_cas
         where = str(source)
     if not len(result.scalars) and not records:
         raise NothingReadable(f"no scalars in {where}")
-    report = scan_scalars(result.scalars, tag_prefix=tag_prefix, settings=settings, max_cascade=max_cascade)
+    said = None
+    if not tag_prefix and len(result.scalars):  # the whole job: what the judge says of it stands here too
+        from .health_judged import judged  # deferred: the judge imports this module
+
+        said = judged(result)
+    evaluation = said.evaluation if said is not None else frozenset()
+    report = scan_scalars(result.scalars, tag_prefix=tag_prefix, settings=settings, max_cascade=max_cascade, evaluation=evaluation)
+    report.judged = said
     report.global_norm_records = records
     report.problems = [p for p in result.problems if p.severity != "info"] + problems
     report.said_from(result.origins)

@@ -11,6 +11,7 @@ is asked of ``msnb check`` (the API and the CLI), ``msnb runs``, ``msnb report``
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -83,9 +84,41 @@ def test_a_copy_that_rises_fails_the_job_beside_a_healthy_log_and_names_its_file
     assert run.judged_from.startswith("train.log: train/loss")
     assert any(p.kind == ProblemKind.COPY and "judged too" in p.message for p in result.problems)
     assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), False)
-    compared = msnb.compare(case / "output" / "log" / "rank_0" / "info.log", case)
-    assert compared.passed  # compare aligns the series read (info.log's) and says where it read it
-    assert "loss read from output/log/rank_0/info.log" in compared.format_text()
+    _the_rising_copy_is_compared_too(case)
+    _health_names_the_failing_copy(case)
+
+
+def _health(path: Path) -> tuple:
+    """``msnb health`` of *path*: the Python call's report, and the CLI's exit status and JSON."""
+    cli = subprocess.run(msnb_command() + ["health", str(path), "--json"], capture_output=True, text=True, timeout=300, check=False)
+    return health(path), cli.returncode, json.loads(cli.stdout)
+
+
+def _health_names_the_failing_copy(case: Path) -> None:
+    """The rising copy leaves no history of its own (it rises from its first point): health still fails the job as
+    the judge does, and names the copy and its file."""
+    said, rc, doc = _health(case)
+    assert not said.passed and rc == 1, said.format_text()
+    text = said.format_text()
+    assert text.startswith("no anomaly left its own history, but the judge fails 1 run:")
+    assert "'train/loss' from train.log failed (loss_falling, loss_spikes)" in text
+    (failed,) = doc["judged_failed"]
+    assert failed["tag"] == "train/loss" and failed["from"] == "train.log" and "loss_falling" in [c["name"] for c in failed["failed"]]
+
+
+def _the_rising_copy_is_compared_too(case: Path) -> None:
+    """``msnb compare`` against the healthy info.log: each differing copy compared, the worse result standing, named."""
+    baseline = case / "output" / "log" / "rank_0" / "info.log"
+    compared = msnb.compare(baseline, case)
+    assert not compared.passed, compared.format_text()
+    series = compared.check("series")
+    assert series.status == "warn" and "candidate 'loss' from output/log/rank_0/info.log: aligned" in series.detail
+    assert "candidate 'train/loss' from train.log: not aligned (first_loss, mean_error)" in series.detail
+    assert compared.tags["loss"]["candidate"] == "train/loss" and "train/loss read from train.log" in compared.format_text()
+    cli = subprocess.run(msnb_command() + ["compare", str(baseline), str(case), "--json"], capture_output=True, text=True, timeout=300, check=False)
+    assert cli.returncode == 1 and json.loads(cli.stdout)["passed"] is False, cli.stdout + cli.stderr
+    backwards = msnb.compare(case, baseline)  # the job as the baseline: its rising copy is compared as well
+    assert not backwards.passed and "baseline 'train/loss' from train.log: not aligned" in backwards.check("series").detail
 
 
 def test_equal_copies_stay_one_and_the_job_passes(job, tmp_path):
@@ -93,6 +126,11 @@ def test_equal_copies_stay_one_and_the_job_passes(job, tmp_path):
     assert result.passed, result.format_text()
     assert not any(c.name == "series" for c in result.runs[0].checks)  # train.log and TensorBoard copy info.log: one series
     assert _verdicts(job, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), True)
+    said, rc, doc = _health(job)
+    assert said.passed and rc == 0 and doc["judged_failed"] == [] and doc["evaluation"] == [], said.format_text()
+    compared = msnb.compare(job / "output" / "log" / "rank_0" / "info.log", job)
+    assert compared.passed and compared.check("series") is None, compared.format_text()  # one series, compared once
+    assert "loss read from output/log/rank_0/info.log" in compared.format_text()
 
 
 def _eval_table(path: Path, steps, nan_from: int | None = None) -> None:
@@ -121,8 +159,10 @@ def test_a_table_s_finite_loss_never_stands_in_for_a_megatron_log_whose_lm_loss_
     evaluation = next(c for c in verdict.checks if c.name == "evaluation")
     assert evaluation.status == "pass" and evaluation.detail.startswith("eval_results.csv")
     assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), False)
-    said = health(case)
+    said, rc, doc = _health(case)
     assert said.first is not None and said.first.tag == "lm loss" and said.first.step == 150 and said.first_from() == "train.log"
+    assert rc == 1 and [f["tag"] for f in doc["judged_failed"]] == ["lm loss"] and doc["first"]["tag"] == "lm loss"
+    assert "judged: run megatron: 'lm loss' from train.log failed (finite) (msnb check)" in said.format_text()
     healthy = tmp_path / "healthy.log"
     write_megatron_log(healthy, run_values(200))
     compared = msnb.compare(healthy, case)
@@ -143,18 +183,30 @@ def test_an_evaluation_table_turning_nan_beside_a_healthy_log_is_a_warning_namin
     assert "loss is nan" in evaluation.detail and "from step 150" in evaluation.detail
     assert "WARN  evaluation: eval_results.csv" in result.format_text()
     assert _verdicts(case, tmp_path) == dict.fromkeys(("check", "cli", "runs", "report", "board"), True)
-    said = health(case)
-    assert said.first is not None and said.first_from() == "eval_results.csv"
+    said, rc, doc = _health(case)  # health agrees: the evaluation's NaN is a warning naming the file, exit 0
+    assert said.passed and said.first is None and rc == 0, said.format_text()
+    text = said.format_text()
+    assert text.startswith("no anomaly in a training series; 1 table series beside them went bad (a warning, as in msnb check):")
+    assert "warning: eval_results.csv: step 150, rank ?, loss = nan: non-finite (nan) (a table's series, judged as evaluation)" in text
+    assert doc["first"] is None and [(a["tag"], a["step"], a["from"]) for a in doc["evaluation"]] == [("loss", 150, "eval_results.csv")]
+    healthy = tmp_path / "healthy.log"
+    write_megatron_log(healthy, run_values(200))
+    compared = msnb.compare(healthy, case)  # the table's loss is no copy of the training's: not compared
+    assert compared.passed and compared.tags["loss"]["candidate"] == "lm loss" and compared.check("series") is None, compared.format_text()
 
 
 # ---- the differential: a job's verdict is never better than its worst copy's alone --------------------------------
 
 
 def _rank(result) -> int:
-    """0 passed without warnings, 1 passed with warnings, 2 failed: the order "never better" is read in."""
+    """0 passed without warnings, 1 passed with warnings, 2 failed: the order "never better" is read in (a check's,
+    a comparison's or a health report's)."""
     if not result.passed:
         return 2
-    return 1 if any(c.status == "warn" for r in result.runs for c in r.checks) else 0
+    if hasattr(result, "evaluation"):  # a health report: an evaluation table's anomaly is its warning
+        return 1 if result.evaluation else 0
+    checks = result.checks if hasattr(result, "first_divergence") else [c for r in result.runs for c in r.checks]
+    return 1 if any(c.status == "warn" for c in checks) else 0
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +220,9 @@ def lines(job) -> list:
     shape=st.sampled_from(["as trained", "rising", "nan", "spike"]),
     data=st.data(),
 )
-def test_for_any_split_of_a_job_s_lines_the_verdict_is_never_better_than_the_worst_copy_s(lines, tmp_path_factory, split, shape, data):
+def test_for_any_split_of_a_job_s_lines_no_view_is_better_than_the_worst_copy_s(lines, tmp_path_factory, split, shape, data):
+    """The job's check, its comparison against the healthy run and its health report, each against the same view of
+    every copy alone."""
     n = len(lines)
     text = "".join(lines)
     if shape == "rising":
@@ -184,6 +238,14 @@ def test_for_any_split_of_a_job_s_lines_the_verdict_is_never_better_than_the_wor
     copies = [base / "output" / "log" / "rank_0" / "info.log", base / "train.log"]
     for i, path in enumerate(copies):
         path.write_text("".join(line for line, side in zip(mine, split[:n]) if side == i))
-    alone = [msnb.check(p) for p in copies if "loss:[" in p.read_text()]
-    job_verdict = msnb.check(base)
-    assert _rank(job_verdict) >= max(_rank(r) for r in alone), job_verdict.format_text()
+    baseline = base.parent / f"{base.name}_as_trained.log"
+    baseline.write_text("".join(lines))
+    views = {
+        "check": msnb.check,
+        "compare": lambda path: msnb.compare(baseline, path),
+        "health": health,
+    }
+    for name, view in views.items():
+        alone = [view(p) for p in copies if "loss:[" in p.read_text()]
+        job_said = view(base)
+        assert _rank(job_said) >= max(_rank(r) for r in alone), (name, job_said.format_text(), [r.format_text() for r in alone])

@@ -234,7 +234,9 @@ def test_the_injected_fault_is_found_where_it_started(ts_runs, fault_report):
 
 def test_the_report_as_json_text_and_html(fault_report):
     d = fault_report.as_dict()
-    assert set(d) == {"first", "cascade", "ranks", "tags_scanned", "read_from", "memory"} and d["memory"] == {}
+    assert set(d) == {"first", "cascade", "ranks", "tags_scanned", "read_from", "judged_failed", "evaluation", "memory"} and d["memory"] == {}
+    (failed,) = d["judged_failed"]  # the judge fails the run too (msnb check's verdict), naming the series and its file
+    assert failed["run"] == "fault" and "finite" in [c["name"] for c in failed["failed"]] and d["evaluation"] == []
     assert d["read_from"] == {"fault": {"tensorboard/rank_*": fault_report.tags_scanned}}  # (the run as msnb check names it)
     assert set(d["first"]) == {"run", "step", "rank", "tag", "value", "reason"}
     assert all(set(c) == {"run", "step", "rank", "tag", "reason"} for c in d["cascade"])

@@ -299,20 +299,27 @@ def smoke(config: Path, steps: int, timeout: float) -> dict:
 PREFLIGHT_BEGIN, PREFLIGHT_END = "<!-- preflight table: benchmarks/smoke_sweep.py -->", "<!-- end of the preflight table -->"
 
 
-PREFLIGHT_READING = """- Every shipped training config passes its own pre-flight at its shipped count except two. `general/run_general_task.yaml`,
-  the edit-by-hand template: its `model.model_config` names no model type, and mindformers' own registry
-  (`MindFormerRegister.get_instance_from_cfg`, tools/register/register.py) raises the KeyError quoted, the same that
-  stops the smoke from starting on it. `telechat3_moe/pretrain_telechat3_105b_a4b_4k.yaml`: 45 layers over 8 pipeline
-  stages with `offset: 0`, which mindformers' `LayerSetting` refuses (the offsets must add up to 45 % 8 = 5) when its
-  `TransformerBlock` is built, on mindformers 1.9 and 2.0 alike; the smoke, which trains the config shrunk to one
-  stage, never meets that rule, so the pre-flight inside it fails the smoke before training.
+PREFLIGHT_READING = """- Each pre-flight builds what the cluster builds: the run's context (`build_context`, the communication start stood in
+  for), `check_rules`, the model config, its `TransformerConfig` and layer split, then the full-size network through the
+  Trainer's own `create_network_without_param_init` (parameters without data), the training wrapper, the optimizer and
+  its learning-rate schedule, the run's wrapper and every callback, and MindSpore's graph-compiler pipeline rules.
+  "checks run" counts the steps that ran; "full-size network" says whether the network was built.
+- What stood in, for every config that builds in parallel: "communication" (this process answers as rank 0 of the
+  launch's devices: `init`, `get_rank`, `get_group_size`, `create_group`; nothing is sent), "device_target CPU" (for
+  Ascend), "parameters without data" (MindSpore's `no_init_parameters`) and "dataset size" (1,000,000 steps where the
+  learning-rate schedule asks it: a refusal there is a rule about the data, never a finding).
+- Rules not run, on every config, listed apart because they are about the data: the dataset and runner rules
+  (`check_runner_config`, which needs the dataset) and `TrainingArguments` (a YAML run never reaches them). They do not
+  change the outcome.
+- "not checked" (exit 3): the finetune configs and the general templates take their sizes from a `pretrained_model_dir`
+  (`/path/to/...`) that is not on this machine, so neither the model config nor the network can be built here; the
+  pre-flight says so rather than pass them. Give the folder (or a copy of its config.json) and they are built.
+- Findings, each proved: `general/run_general_task.yaml`, the edit-by-hand template, names no model type, and
+  mindformers' own registry raises the KeyError quoted (the same that stops the smoke); `telechat3_moe`: 45 layers over 8
+  pipeline stages with `offset: 0`, which mindformers' `LayerSetting` refuses (the offsets must add up to 45 % 8 = 5) when
+  its `TransformerBlock` is built, on mindformers 1.9 and 2.0 alike; the proved suggestion is the even offset list.
 - The `server_num % pipeline_stage` warnings are mindformers' own (`check_rules._check_parallel` logs them): at 16 cards
-  and mindformers' default of 8 devices a node (`DEVICE_NUM_PER_NODE`), 2 servers do not divide 4 or 16 pipeline stages.
-- "not checked" lists what the pre-flight could not check here: the model config, its `TransformerConfig` and the layer
-  split where the sizes come from a `pretrained_model_dir` (`/path/to/...`) that is not on this machine; the layer split
-  of the legacy architecture (each legacy model class splits its layers itself as it builds); `num_moe_experts` divisible by
-  `expert_parallel` (checked by mindformers only while it builds the MoE layer, with weights); the dataset and runner
-  rules; `TrainingArguments`; the layout of a config with `use_parallel: False`."""
+  and mindformers' default of 8 devices a node (`DEVICE_NUM_PER_NODE`), 2 servers do not divide 4 or 16 pipeline stages."""
 
 
 def shipped_devices(path: Path, data: dict) -> tuple[int, str]:

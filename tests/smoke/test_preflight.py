@@ -151,6 +151,8 @@ def _changed(tmp_path, name: str, change, source: Path | None = None) -> Path:
 PROOF = r"""
 import copy, json, os, sys
 import mindspore as ms
+from msnb.fullsize.import_guards import guard_deepseek_v4_import
+guard_deepseek_v4_import()  # mindformers 2.0 imports DeepSeek-V4, which needs hyper_parallel (absent): the smoke's own guard
 from mindformers import MindFormerConfig
 from mindformers.core.parallel_config import build_parallel_config
 from mindformers.parallel_core.transformer_config import TransformerConfig
@@ -293,6 +295,8 @@ def test_pipeline_config_not_a_mapping_is_mindspores_own_refusal(tmp_path):
 BUILD_PROOF = r"""
 import copy, json, os, sys
 import mindspore as ms
+from msnb.fullsize.import_guards import guard_deepseek_v4_import
+guard_deepseek_v4_import()  # mindformers 2.0 imports DeepSeek-V4, which needs hyper_parallel (absent): the smoke's own guard
 import mindspore.communication._comm_helper as helper
 import mindspore.communication.management as management
 from mindspore.nn.utils import no_init_parameters

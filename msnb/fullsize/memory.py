@@ -623,8 +623,13 @@ def _end_parameters(sz: _StageSizing, i: int) -> tuple[int, int]:
     if i == lay.pp - 1:
         dense += parts.head // tp + parts.final_norm
         if parts.mtp_layers:
+            # each MTP layer as mindformers builds it: a decoder layer (its norms and, MoE, its router whole, as in the
+            # decoder's layers) and its own eh_proj (split) with enorm, hnorm and final_layernorm (whole)
             mtp_moe = parts.moe and parts.layers >= parts.dense_layers
-            dense += parts.mtp_layers * ((parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra) // tp)
+            own_norms = 3 * parts.hidden
+            split = parts.attention + (parts.shared_experts if mtp_moe else parts.dense_mlp) + parts.mtp_extra - own_norms
+            whole = parts.norms + own_norms + (parts.router if mtp_moe else 0)
+            dense += parts.mtp_layers * (split // tp + whole)
             expert += parts.mtp_layers * (parts.experts // ep if mtp_moe else 0)
     if i == 0 and lay.pp == 1 and parts.tied:
         dense -= parts.head // tp

@@ -71,6 +71,11 @@ _CLASS_DEFAULTS = {
 }
 
 
+# model types whose training class builds q/k norms whatever the config says (qk_layernorm=True in the layer spec:
+# mindformers/models/qwen3/modeling_qwen3_train.py:47, models/qwen3_moe/modeling_qwen3_moe_train.py:56)
+_QK_NORMS_ALWAYS = ("qwen3", "qwen3_moe")
+
+
 # mindformers 1.9's TransformerConfig.seq_length: what a model trains at when neither the YAML nor config.json gives one
 MCORE_DEFAULT_SEQ = 4096
 _HF_CONFIG_LIMIT = 4 << 20  # a Hugging Face config.json is a few kB; anything larger is not one
@@ -286,7 +291,8 @@ def model_parts(mc: dict) -> ModelParts:
     kv_heads = _int(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
     ffn = _int(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
     vocab = _int(mc, "vocab_size", "padded_vocab_size")
-    norms = 2 * hidden + (2 * head_dim if mc.get("qk_layernorm") else 0)
+    qk_norms = mc.get("qk_layernorm") or str(mc.get("model_type")) in _QK_NORMS_ALWAYS
+    norms = 2 * hidden + (2 * head_dim if qk_norms else 0)
     if mc.get("multi_latent_attention") and _int(mc, "kv_lora_rank"):
         q_rank, kv_rank = _int(mc, "q_lora_rank"), _int(mc, "kv_lora_rank")
         rope, nope, v_dim = _int(mc, "qk_rope_head_dim", default=64), _int(mc, "qk_nope_head_dim", default=128), _int(mc, "v_head_dim", default=128)

@@ -7,6 +7,7 @@ backward pass (Korthikanti et al.'s count), written out for a config small enoug
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -65,14 +66,15 @@ def _with(cfg: dict, **parallel) -> dict:
 
 
 # parameters, by hand: attention q 64x(4*16), k and v 64x(2*16) each, o (4*16)x64; MLP gate, up, down 64x128 each;
-# two norms of 64 a layer; tensor parallelism (2) splits the matrices, not the norms
+# two norms of 64 a layer and the q and k norms of 16 (mindformers' Qwen3 training class builds them whatever
+# qk_layernorm says); tensor parallelism (2) splits the matrices, not the norms
 ATTENTION = 64 * 64 + 2 * 64 * 32 + 64 * 64  # 12,288
 MLP = 3 * 64 * 128  # 24,576
-LAYER_ON_A_CARD = (ATTENTION + MLP) // 2 + 2 * 64  # 18,560
+LAYER_ON_A_CARD = (ATTENTION + MLP) // 2 + 2 * 64 + 2 * 16  # 18,592
 EMBEDDING_ON_A_CARD = 1000 * 64 // 2  # vocab-parallel: 32,000 (the head the same, on the last stage)
 # offset [1, -1]: 4 // 2 = 2 layers a stage, plus the offset: 3 on the first stage, 1 on the last
-STAGE0 = 3 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD  # 87,680
-STAGE1 = 1 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD + 64  # and the final norm: 50,624
+STAGE0 = 3 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD  # 87,776
+STAGE1 = 1 * LAYER_ON_A_CARD + EMBEDDING_ON_A_CARD + 64  # and the final norm: 50,656
 
 
 def _layer_activations(recomputed: bool) -> int:
@@ -144,7 +146,7 @@ def test_routed_experts_are_split_by_expert_parallel_alone(tmp_path):
     mc.update(model_type="qwen3_moe", num_experts=4, moe_intermediate_size=32, num_experts_per_tok=2, first_k_dense_replace=0)
     est = estimate_card_memory(_write(tmp_path, cfg))
     experts_on_a_card = 4 * 3 * 64 * 32 // 2  # gate, up, down of 64 x 32 for each of 4 experts, over ep 2
-    layer = ATTENTION // 2 + 2 * 64 + 64 * 4 + experts_on_a_card  # attention over tp, norms and the router whole
+    layer = ATTENTION // 2 + 2 * 64 + 2 * 16 + 64 * 4 + experts_on_a_card  # attention over tp, norms (q/k too) and the router whole
     assert min(est.stages, key=lambda s: s.stage).parameters == 3 * layer + EMBEDDING_ON_A_CARD
 
 
@@ -187,7 +189,7 @@ def test_sizes_come_from_config_json_and_from_the_class_defaults(tmp_path):
     only_type = model_sizes({"use_legacy": False, "model": {"model_config": {"model_type": "qwen3"}}})
     assert only_type.sources["num_hidden_layers"] == "Qwen3Config's default"
     est = estimate_card_memory(_write(tmp_path, {**SMALL, "model": {"model_config": {"model_type": "qwen3"}}}, "defaults.yaml"))
-    by_hand = 32 * (4096 * 128 * (2 * 32 + 2 * 32) + 3 * 4096 * 22016 + 2 * 4096) + 2 * 151936 * 4096 + 4096
+    by_hand = 32 * (4096 * 128 * (2 * 32 + 2 * 32) + 3 * 4096 * 22016 + 2 * 4096 + 2 * 128) + 2 * 151936 * 4096 + 4096  # q/k norms of 128
     assert est.parameters == by_hand and "Qwen3Config's default" in est.sizes_from
 
 
@@ -345,3 +347,110 @@ def test_a_yaml_with_no_model_to_size_is_refused_in_one_line(tmp_path):
 
     with pytest.raises(UsageError, match=r"'/path/to/Qwen3-32B' has no config.json here.*num_hidden_layers"):
         estimate_card_memory(shipped_config("qwen3/finetune_qwen3.yaml"), card="910B2")
+
+
+# The full-size network and its optimizer built with mindformers' own code, apart from msnb (its own stand-in for the
+# communication, written here), parameters without data: per pipeline stage (the stage mindformers gives each cell),
+# the trainable parameters, their dtypes, and the optimizer's state per parameter.
+BUILT_PARAMETERS = r"""
+import copy, json, os, sys
+import mindspore as ms
+import mindspore.communication._comm_helper as helper
+import mindspore.communication.management as management
+from mindspore.nn.utils import no_init_parameters
+from mindformers import MindFormerConfig
+from mindformers.core.context.build_context import Context
+from mindformers.core.parallel_config import build_parallel_config
+from mindformers.parallel_core.inference import parallel_state
+from mindformers.trainer.base_trainer import BaseTrainer
+
+ms.set_device("CPU")
+groups = {}
+management._get_rank_helper = lambda group: 0
+management._get_size_helper = lambda group: len(groups.get(group, ())) or int(os.environ["RANK_SIZE"])
+management._create_group_helper = lambda group, ranks, options=None: groups.__setitem__(group, list(ranks))
+helper._is_initialized = parallel_state._is_initialized = lambda: True
+helper.GlobalComm.INITED = True
+
+class Steps:  # the learning-rate schedule asks the dataset's size
+    def get_dataset_size(self):
+        return 1000000
+
+said = {}
+for path, devices in json.loads(sys.argv[1]):
+    os.environ["RANK_SIZE"] = str(devices)
+    config = MindFormerConfig(path)
+    if not Context.is_exists():
+        alone = copy.deepcopy(config)
+        alone.use_parallel = False
+        alone.context.device_target = "CPU"
+        Context(alone)
+    ms.reset_auto_parallel_context()
+    pipeline = dict((config.get("parallel") or {}).get("pipeline_config") or {})
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=devices,
+                                 pipeline_stages=config.parallel_config.pipeline_stage, **({"pipeline_config": pipeline} if pipeline else {}))
+    build_parallel_config(config)
+    trainer = BaseTrainer(task="text_generation", model_name="built")
+    trainer.config, trainer.train_dataset = config, Steps()
+    with no_init_parameters():
+        net = trainer.create_network_without_param_init(default_args={"parallel_config": config.parallel_config, "moe_config": config.moe_config,
+                                                                      "dataset_config": config.train_dataset})
+        optimizer = trainer.create_optimizer_scheduler_without_param_init(trainer.wrap_network_with_tool_cells(net), set())
+    stage_of = {}
+    for name, cell in net.cells_and_names():  # the innermost cell with a pipeline_stage places its parameters
+        if getattr(cell, "pipeline_stage", None) is not None:
+            for p in cell.get_parameters():
+                if p.name not in stage_of or len(name) > len(stage_of[p.name][1]):
+                    stage_of[p.name] = (cell.pipeline_stage, name)
+    stages, dtypes = {}, set()
+    for p in net.trainable_params():
+        st = stage_of.get(p.name, (0, ""))[0]
+        stages[st] = stages.get(st, 0) + int(p.size)
+        dtypes.add(str(p.dtype))
+    state = {}
+    for p in optimizer.get_parameters():
+        if p.name.startswith(("adam_m.", "adam_v.", "moments.")):
+            state[str(p.dtype)] = state.get(str(p.dtype), 0) + int(p.size)
+    said[path] = {"stages": stages, "dtypes": sorted(dtypes), "state": state, "trainable": sum(stages.values())}
+print("BUILT" + json.dumps(said))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mindformers") is None, reason="mindformers is not installed")
+def test_the_estimates_parameters_per_stage_are_the_built_networks(tmp_path):
+    """The weights, gradients and optimizer state msnb counts per stage, held to the network mindformers builds at full
+    size for each shipped config: exactly the same trainable parameters on each pipeline stage (the routers' untrained
+    buffers, kilobytes without gradients or optimizer state, are left out of both) (before tensor and expert parallelism split them), in the
+    dtype msnb counts the weights and gradients in, and the optimizer's state per parameter in bytes."""
+    from tests.test_robust_outputs_walks import shipped_config
+
+    shipped = {  # config: the cards its README launches it on
+        "qwen3/pretrain_qwen3_32b_4k.yaml": 16,
+        "qwen3_moe/pretrain_qwen3_30b_a3b_4k.yaml": 16,
+        "deepseek3/pretrain_deepseek3_12b_16p_pp16.yaml": 16,
+        "deepseek3/pretrain_deepseek3_671b.yaml": 256,
+    }
+    paths = {name: str(shipped_config(name)) for name in shipped}
+    proof = subprocess.run(
+        [sys.executable, "-c", BUILT_PARAMETERS, json.dumps([[paths[n], d] for n, d in shipped.items()])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert "BUILT" in proof.stdout, proof.stderr[-3000:]
+    built = json.loads(proof.stdout.split("BUILT", 1)[1])
+    sizes = {"Float32": 4, "Float16": 2, "BFloat16": 2}
+    for name, path in paths.items():
+        got = built[path]
+        whole = estimate_card_memory(path, layout={"model_parallel": 1, "expert_parallel": 1})  # a stage's parameters, unsplit
+        assert len(whole.stages) == len(got["stages"]), name
+        for stage in whole.stages:
+            network = got["stages"][str(stage.stage)]
+            assert stage.parameters == network, (name, stage.stage, stage.parameters, network)
+        assert whole.parameters == got["trainable"], name
+        (dtype,) = got["dtypes"]
+        per_parameter = sum(sizes[t] * n for t, n in got["state"].items()) / got["trainable"]  # AdamW: two float32 moments
+        if whole.layout.parallel_optimizer:  # deepseek3 671B shards them: the sharding is tested apart, the bytes a parameter here
+            continue
+        for stage in whole.stages:
+            assert stage.weights == stage.gradients == sizes[dtype] * stage.parameters, (name, stage.stage)
+            assert stage.optimizer == round(per_parameter) * stage.parameters, (name, stage.stage, per_parameter)
+    assert {round(sum(sizes[t] * n for t, n in b["state"].items()) / b["trainable"], 3) for b in built.values()} == {8.0}

@@ -96,7 +96,10 @@ def _fitting(run, devices: int, usable_gb: float, more: str) -> list:
             found.append((len(changed), need, changed))
     found.sort(key=lambda f: (f[0], f[1]))
     return [
-        Advice(", ".join(f"parallel_config.{k} {v}" for k, v in changed.items()), f"{devices} cards{more}, largest stage {need / GIB:,.1f} GiB of {usable_gb:g} GiB")
+        Advice(
+            ", ".join(f"parallel_config.{k} {v}" for k, v in changed.items()),
+            f"{devices} cards{more}, largest stage {need / GIB:,.1f} GiB of {usable_gb:g} GiB",
+        )
         for _, need, changed in found[:MAX_LAYOUTS]
     ]
 

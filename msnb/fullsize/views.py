@@ -219,7 +219,7 @@ def preflight_html(r) -> str:
         parts.append("<table>" + "".join(_html_row(r, c) for c in _shown(r)) + "</table>")
     parts.append(_details_html(r))
     if r.memory is not None:
-        parts.append(memory_html(r.memory, advice=False, headline=False))
+        parts.append(memory_html(r.memory, advice=False, headline=False, refusals=False))  # the refusals are findings above
     parts.append("</div>")
     return "".join(parts)
 
@@ -303,13 +303,13 @@ def _figure_img(est) -> str:
     return f'<img class="msnb-figure" src="data:image/png;base64,{png}"/>'
 
 
-def memory_html(est, advice: bool = True, headline: bool = True) -> str:
+def memory_html(est, advice: bool = True, headline: bool = True, refusals: bool = True) -> str:
     """The per-card memory for a notebook: the verdict, the refusals and the fix, the picture; the table and what is not counted folded."""
     parts = ["<div class='msnb-memory'>"]
     word, why = memory_headline(est).split(": ", 1)
     label = "msnb memory" if headline else "per-card memory"
     parts.append(f"<b style='color:{COLORS[memory_status(est)]}'>{label} {word}</b>: {html.escape(why)}")
-    parts += [f"<br><b style='color:{COLORS[FAIL]}'>REFUSED</b>: {html.escape(r)}" for r in est.refusals]
+    parts += [f"<br><b style='color:{COLORS[FAIL]}'>REFUSED</b>: {html.escape(r)}" for r in est.refusals if refusals]
     if advice:
         from .advice import memory_advice  # deferred: the estimate's arithmetic
 

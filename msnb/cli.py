@@ -137,7 +137,12 @@ def _cmd_preflight(args) -> int:
     from .fullsize.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child)
 
     result = run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)
-    print(result.to_json() if args.json else result.format_text())
+    if args.json:
+        print(result.to_json())
+    else:
+        from .fullsize.views import preflight_text  # deferred: the views
+
+        print(preflight_text(result, verbose=args.verbose, color_stream=sys.stdout))
     return result.exit_code
 
 
@@ -224,7 +229,14 @@ def _cmd_memory(args) -> int:
         from .fullsize.against import against  # deferred: the readers
 
         est = against(est, args.against)
-    print(json.dumps(est.as_dict(), indent=2) if args.json else est.format_text())
+    if args.json:
+        print(json.dumps(est.as_dict(), indent=2))
+    elif args.against:
+        print(est.format_text())
+    else:
+        from .fullsize.views import memory_text  # deferred: the views
+
+        print(memory_text(est, verbose=args.verbose, color_stream=sys.stdout))
     if args.out:
         from .fullsize.figure import save_memory_figure  # deferred: matplotlib
 
@@ -412,6 +424,25 @@ def _compare_figure(result, out: str) -> bool:
     return True
 
 
+COMMAND_EXIT_CODES = {
+    **EXIT_CODES,
+    "install-kernel": "exit codes: 0 installed (and ready, unless --no-check), 1 installed but the kernel is not ready, 2 bad usage",
+    "uninstall-kernel": "exit codes: 0 removed (or none was there), 1 a kernelspec was left (another owner's: --force removes it), 2 bad usage",
+    "list-kernels": "exit codes: 0 listed, 2 bad usage",
+    "export": "exit codes: 0 exported, 2 bad usage or nothing readable, 3 --strict and damaged or truncated records were skipped",
+    "convert": "exit codes: 0 converted, 2 bad usage or nothing readable",
+    "config": "exit codes: 0 read and resolved (its lint findings are printed, not an exit status), 2 a file that cannot be read or resolved",
+    "plot": "exit codes: 0 drawn (a plot shows its flags and does not judge), 2 bad usage or nothing readable",
+    "check": "exit codes: 0 every run passed (warnings allowed), 1 a run failed, 2 bad usage or nothing readable",
+    "runs": "exit codes: 0 no run's verdict failed (warnings allowed), 1 a run failed, 2 bad usage or nothing readable",
+    "doctor": "exit codes: 0 nothing blocks (warnings allowed), 1 something blocks (with its fix), 2 bad usage or no such kernel (--kernel)",
+    "health": "exit codes: 0 no anomaly in a training series and no failed run, 1 an anomaly or a failed run, 2 bad usage or nothing readable",
+    "report": "exit codes: 0 written and every judged run passed, 1 written but a run failed or none could be judged, 2 bad usage or nothing readable",
+    "compare": "exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage or nothing readable",
+}
+"""What each command's --help says of its exit codes (tests/test_robust_commands.py walks every help)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msnb", description="MindSpore training, observable from notebooks.")
     parser.add_argument("--version", action="version", version=f"msnb {__version__}")
@@ -473,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_compare_arguments(p)
     p.set_defaults(func=_cmd_compare)
+    for name, command in sub.choices.items():  # every help states its exit codes
+        command.epilog = COMMAND_EXIT_CODES[name]
     return parser
 
 

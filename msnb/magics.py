@@ -123,8 +123,9 @@ class MsnbMagics(Magics):
         """Per-card memory of a mindformers config at full size under its parallel layout: a row per pipeline stage
         (weights, gradients, optimizer state, activations), the largest first, judged against ``--card-gb`` / ``--card``.
 
-        Prints the table, draws the stages inline (``--out FILE.png`` writes the picture too; ``--against DIR`` adds each
-        stage's measured peak) and returns the ``CardMemory`` (with ``--against`` a ``MemoryAgainst``; a dict with ``--json``).
+        Shows the verdict, what to change when a stage does not fit or mindformers refuses the launch, and the stages
+        drawn, the table folded (``--out FILE.png`` writes the picture too; ``--against DIR`` adds each stage's measured
+        peak); returns the ``CardMemory``, shown once (with ``--against`` a ``MemoryAgainst``; a dict with ``--json``).
         """
         from .fullsize.memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
@@ -140,10 +141,13 @@ class MsnbMagics(Magics):
             save_memory_figure(est, args.out)
         if args.json:
             return est.as_dict()
-        print(est.format_text())
-        from .fullsize.figure import show_memory_figure  # deferred: matplotlib and IPython's display
+        if args.against:  # the estimate beside the measured peaks: its text, then its picture
+            print(est.format_text())
+            from .fullsize.figure import show_memory_figure  # deferred: matplotlib and IPython's display
 
-        show_memory_figure(est)
+            show_memory_figure(est)
+            return est
+        est.show()  # the verdict, what to change, the picture; the table folded
         return est
 
     @magic_arguments_from(PREFLIGHT_OPTIONS)
@@ -153,12 +157,18 @@ class MsnbMagics(Magics):
         """mindformers' own startup checks on a run YAML at full size (parallel layout against the device count,
         TransformerConfig, check_rules), in a child process: the kernel stays clean.
 
-        Returns a ``msnb.fullsize.preflight.PreflightResult`` (passed / failed / not checked, each check's line).
+        Shows the verdict (the findings with what to change first, every check and the memory folded) and returns the
+        ``msnb.fullsize.preflight.PreflightResult``, so ``r = %mfmon_preflight ...`` shows it and keeps it; as the
+        cell's last line it adds nothing more.
         """
         from .fullsize.preflight import run_preflight  # deferred: PyYAML and the config reader
 
         args = parse_line(self.mfmon_preflight, line)
-        return run_preflight(args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card)
+        result = run_preflight(
+            args.file, devices=args.devices, launch=args.launch, devices_per_node=args.devices_per_node, card_gb=args.card_gb, card=args.card
+        )
+        result.show()
+        return result
 
     @magic_arguments_from(PLOT_OPTIONS)
     @line_magic

@@ -73,7 +73,7 @@ def memory_figure(est):
     ax.set_xticks(xs)
     name = card.config.rsplit("/", 1)[-1]
     ax.set_title(f"msnb memory: {name}\n{card.layout.words()}", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 

@@ -25,6 +25,7 @@ from ..config.shipped import resolve_shipped
 from ..errors import SizeRefused, UsageError
 from .cards import CARDS, card_names, card_size
 from .sizes import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
+from .views import ShownOnce
 
 GIB = 1 << 30
 MAX_STAGES = 4096  # more pipeline stages than any cluster runs: a hostile file's, refused before a row is made for each
@@ -206,7 +207,7 @@ def _gib(n: float) -> str:
 
 
 @dataclass
-class CardMemory:
+class CardMemory(ShownOnce):
     """Per-card memory of a config at full size: a row per pipeline stage, the card, and what is not counted."""
 
     config: str
@@ -263,43 +264,17 @@ class CardMemory:
             return f"fits: {need} of {of}, {_gib(self.usable_gb * GIB - big.total)} GiB left for what is not counted"
         return f"does not fit: {need}, more than {of}"
 
-    def format_text(self) -> str:
-        """A table per stage, the largest stage first, then the verdict and what the estimate leaves out."""
-        lay = self.layout
-        lines = [
-            f"msnb memory: {self.config}",
-            f"  {self.parameters / 1e9:,.2f} B parameters (sizes from {self.sizes_from}); {lay.words()}",
-            f"  micro-batch {self.micro_batch} x {self.seq} tokens per card",
-        ]
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  REFUSED: {r}" for r in self.refusals]
-        head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", "total GiB")
-        rows = [head]
-        for s in sorted(self.stages, key=lambda s: (-s.total, s.stage)):
-            rec = " (full recompute)" if s.full_recompute_layers == s.layers and s.layers else ""
-            rows.append(
-                (
-                    str(s.stage),
-                    f"{s.layers}{rec}",
-                    _gib(s.weights),
-                    _gib(s.gradients),
-                    _gib(s.optimizer),
-                    _gib(s.activations_per_micro_batch),
-                    str(s.micro_batches_in_flight),
-                    _gib(s.activations),
-                    _gib(s.total),
-                )
-            )
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        for r in rows:
-            lines.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
-        gathered = max((s.gathered for s in self.stages), default=0)
-        if gathered:
-            lines.append(f"  weights include up to {_gib(gathered)} GiB the parallel optimizer all-gathered and keeps from the forward to the backward pass")
-        lines.append(f"  {self.verdict()}")
-        lines.append("  not counted:")
-        lines += [f"    - {item}" for item in self.leaves_out]
-        return "\n".join(lines)
+    def format_text(self, verbose: bool = False) -> str:
+        """The verdict, what mindformers refuses and what to change, a row per stage (the largest first); what is not
+        counted with *verbose* (:func:`msnb.fullsize.views.memory_text`)."""
+        from .views import memory_text  # deferred: the views
+
+        return memory_text(self, verbose=verbose)
+
+    def _repr_html_(self) -> str:
+        from .views import memory_html  # deferred: the views (matplotlib for the picture)
+
+        return memory_html(self)
 
     def __repr__(self) -> str:
         big = self.largest_stage

@@ -19,7 +19,6 @@ line that raised it; what mindformers only logs as a warning is a warning.
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from ..errors import SmokeError
 from ..processes import Stopped, StopSignals
 from ..status import ResultView
 from .launch import per_node_words, read_launch, say_cards_a_node
+from .views import ShownOnce
 
 PASSED, FAILED, NOT_CHECKED, MSNB_ERROR = "passed", "failed", "not checked", "msnb error"
 DATA = "data"  # a rule about the dataset, not run because the dataset is not opened: listed apart, never "not checked"
@@ -82,7 +82,7 @@ class PreflightCheck:
 
 
 @dataclass
-class PreflightResult(ResultView):
+class PreflightResult(ResultView, ShownOnce):
     """What the pre-flight found: passed (every check ran, none failed), failed (a finding), or not checked."""
 
     config: str
@@ -179,25 +179,20 @@ class PreflightResult(ResultView):
         apart = [c.check for c in self.data_rules]
         return f"pre-flight passed at {self.devices} devices ({self.devices_from})" + (f"; rules about the data not run: {'; '.join(apart)}" if apart else "")
 
-    def format_text(self) -> str:
-        lines = [
-            f"msnb preflight {self.config}: {self.outcome.upper()}",
-            f"  devices: {self.devices if self.devices is not None else 'unknown'} ({self.devices_from}); mindformers {self.mindformers or '?'}; "
-            f"{self.seconds:.1f} s",
-        ]
-        if self.error:
-            lines.append(f"  could not check: {self.error}")
-        for c in self.checks:
-            lines.append("  " + c.line())
-        for standin in self.stood_in:
-            lines.append(f"  stood in: {standin}")
-        if self.memory is not None:
-            lines += ["", self.memory.format_text()]
-        lines.append(self.headline())
-        return "\n".join(lines)
+    def format_text(self, verbose: bool = False) -> str:
+        """The verdict, each finding with its fix, the warnings; every check, what stood in and the memory with *verbose*
+        (:func:`msnb.fullsize.views.preflight_text`)."""
+        from .views import preflight_text  # deferred: the views
+
+        return preflight_text(self, verbose=verbose)
 
     def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.format_text()) + "</pre>"
+        from .views import preflight_html  # deferred: the views (matplotlib for the memory's picture)
+
+        return preflight_html(self)
+
+    def __repr__(self) -> str:
+        return f"<PreflightResult {os.path.basename(self.config)}: {self.outcome}, {len(self.findings)} findings, {len(self.warnings)} warnings>"
 
 
 def _leaf_index(lines: dict) -> dict:

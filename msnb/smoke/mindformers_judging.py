@@ -241,8 +241,8 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
         if differences:
             checks.append(Check("config_reading", WARN, "mindformers' MindFormerConfig read the YAML differently from msnb: " + "; ".join(differences[:10])))
     lines = change_lines(list(plan.changes) + list(ctx.launch_changes))
-    if lines:
-        checks.append(Check("config_changes", PASS, "\n".join(lines)))
+    # the config's changes (tens of lines) come last: the rows people look for (process, finite, loss, preflight) first
+    changes = [Check("config_changes", PASS, _changes_summary(lines) + "\n" + "\n".join(lines))] if lines else []
     checks.append(Check("data", PASS, plan.data_note))
     if plan.tensordump_off:
         checks.append(
@@ -258,7 +258,7 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     checks.append(_process(ctx.outcome, trained, ctx.stopped_by, failures))
     lint = check_config_lint(ctx.findings, MINDFORMERS)
     if not stopped and not_rehearsed_reason(failures) is not None:
-        return checks + [lint]
+        return checks + [lint] + changes
     checks.append(check_callbacks(plan, ctx.everything, ctx.summary_read, ctx.workdir, ctx.summary, trained))
     per_step = _LogsAndBoard(ctx.everything)
     sources = [ctx.summary_read.scalars if ctx.summary_read is not None else None, per_step.scalars]
@@ -269,7 +269,19 @@ def judge_mindformers_smoke(ctx, *, flags_out: list | None = None) -> list:
     written = [ctx.workdir / "output" / "tensorboard", ctx.workdir / "output" / "log", ctx.summary]
     checks.extend(check_cost(ctx.times, ctx.collect_freq, written, trained, plan.workers, builtin_model=plan.shrunk, busy=ctx.busy))
     checks.append(lint)
-    return checks
+    return checks + changes
+
+
+def _changes_summary(lines: list) -> str:
+    """``12 settings changed (shrink 3, rehearse 9): listed below``: the one line shown before the list (folded in HTML)."""
+    kinds, n, kind = {}, 0, ""
+    for line in lines:
+        if line.startswith("  - "):
+            n += 1
+            kinds[kind] = kinds.get(kind, 0) + 1
+        else:
+            kind = line.rstrip(":")
+    return f"{n} setting{'s' if n != 1 else ''} changed ({', '.join(f'{k} {v}' for k, v in kinds.items())}): listed below"
 
 
 # loss components MFLossMonitor prints beside the loss (mindformers 1.9: lm_loss, mtp_loss; MoE aux losses)

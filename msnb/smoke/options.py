@@ -185,11 +185,20 @@ def add_card_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 card_magic_arguments = magic_arguments_from(CARD_OPTIONS)
 """``--card-gb`` and ``--card`` as IPython ``magic_arguments`` (a magic with only these options; the others add them through their lists)."""
 
+VERBOSE = Option(
+    ("--verbose", "-v"),
+    "also list every check that ran, what stood in for the cluster, the memory table and what the estimate does not count "
+    "(a notebook folds them under the verdict)",
+    action="store_true",
+    where="cli",
+)
+
 PREFLIGHT_OPTIONS: tuple[Option, ...] = (
     Option(("file",), "a mindformers run YAML", metavar="RUN.yaml"),
     *LAUNCH_OPTIONS,
     *CARD_OPTIONS,
     Option(("--json",), 'print {"outcome", "passed", "devices", "checks": [...], "memory"} as one JSON document', action="store_true", where="cli"),
+    VERBOSE,
 )
 
 MEMORY_OPTIONS: tuple[Option, ...] = (
@@ -208,6 +217,7 @@ MEMORY_OPTIONS: tuple[Option, ...] = (
     ),
     Option(("--out",), "draw the stages (weights, gradients, optimizer state, activations; measured peaks with --against) into FILE.png", metavar="FILE.png"),
     Option(("--json",), 'print {"fits", "verdict", "stages": [...], "leaves_out", "against", ...} as one JSON document (bytes)', action="store_true"),
+    VERBOSE,
 )
 
 EXIT_CODES = {

@@ -41,6 +41,14 @@ def last_traceback(text: str) -> str:
     return "\n".join(lines[first : first + TRACEBACK_MAX_LINES]).rstrip()
 
 
+def _detail_html(detail: str) -> str:
+    """A check's detail as HTML: one line as it is; several (the config's changes) as their first line, the rest folded."""
+    if "\n" not in detail:
+        return html.escape(detail)
+    first, rest = detail.split("\n", 1)
+    return f"<details><summary>{html.escape(first)}</summary><div style='white-space:pre-wrap'>{html.escape(rest)}</div></details>"
+
+
 DETAIL_WIDTH = 120  # a multi-line detail's lines are wrapped here, each under its own indent
 
 
@@ -221,7 +229,7 @@ class SmokeResult(ResultView):
         color = COLORS[self.verdict_status]
         rows = "".join(
             f"<tr><td style='color:{status_color(c.status)};font-weight:bold'>{status_word(c.status)}</td><td><code>{html.escape(c.name)}</code></td>"
-            f"<td style='text-align:left{';white-space:pre-wrap' if chr(10) in c.detail else ''}'>{html.escape(c.detail)}</td></tr>"
+            f"<td style='text-align:left'>{_detail_html(c.detail)}</td></tr>"
             for c in self.checks
         )
         where = "".join(f"<br><small>{html.escape(line)}</small>" for line in self.kept_lines()) if self.kept else ""

@@ -198,7 +198,7 @@ def _details_html(r) -> str:
         items = "".join(f"<li><code>{html.escape(c.check)}</code>: {html.escape(c.message)}</li>" for c in r.data_rules)
         parts.append(f"<p>Rules about the data, not run (the pre-flight does not open the dataset):</p><ul>{items}</ul>")
     if r.stood_in:
-        parts.append("<p>Stood in for the cluster:</p><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in r.stood_in) + "</ul>")
+        parts.append("<p>Stood in for the cluster:</p><ul>" + "".join(f"<li>{html.escape(said)}</li>" for said in r.stood_in) + "</ul>")
     summary = f"details: {count(len(rest), 'other check')}" + (f", {count(len(r.data_rules), 'rule')} about the data" if r.data_rules else "")
     summary += ", what stood in" if r.stood_in else ""
     return f"<details><summary>{html.escape(summary)}</summary>{''.join(parts)}</details>"

@@ -394,7 +394,8 @@ def memory(checked) -> str:
         header = ("rank", "card MiB", "MindSpore's limit MiB", "used peak MiB", "actual peak MiB", "headroom MiB", "headroom", "log")
         parts.append(table(header, rows, numeric=(0, 1, 2, 3, 4, 5, 6), paths=(7,)))
         if mem.missing:
-            parts.append(note(f"No memory report in the log of rank(s) {', '.join(map(str, mem.missing))}: their headroom is unknown, not 0."))
+            ranks = count(len(mem.missing), "rank")
+            parts.append(note(f"No memory report in the log of {ranks} ({', '.join(map(str, mem.missing))}): their headroom is unknown, not 0."))
     return "".join(parts)
 
 

@@ -130,7 +130,7 @@ def test_report_in_headless_chromium(browser, tmp_path):
     assert state["overall"].startswith("FAILED") and result.passed is False
     captions = " ".join(state["captions"])
     assert "loss" in captions and "learning-rate" in captions and HOSTILE_TAG in captions
-    assert state["sections"] == ["verdict", "scalars", "step-time", "histograms", "config", "lineage", "problems", "files", "environment"]
+    assert state["sections"] == ["verdict", "scalars", "step-time", "memory", "histograms", "config", "lineage", "problems", "files", "environment"]
     # printable: a PDF of several pages, nothing wider than the page
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") - pdf.count(b"/Type /Pages") >= 2
     assert overflow == [], overflow

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
 
-from . import __version__
 from .errors import KernelSpecError, UnsafeFile
 from .safe_files import load_json
+from .version import __version__
 
 DEFAULT_NAME = "mindspore"
 DEFAULT_DISPLAY_NAME = "MindSpore Kernel"

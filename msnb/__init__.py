@@ -4,7 +4,7 @@
 registers the ``%mfmon_*`` magics.  Importing msnb never imports MindSpore.
 """
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__  # written once, in msnb/version.py (bottom layer)
 
 
 def read(path, *, verify=True, tags=None, workers=None, names=None, jobs=False):

@@ -15,7 +15,6 @@ import os
 import sys
 import warnings
 
-from . import __version__
 from .compare_options import add_compare_arguments, compare_kwargs
 from .environment import installed_major
 from .errors import MsnbError, NothingReadable, NotRehearsed, UsageError
@@ -24,6 +23,7 @@ from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PL
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
 from .smoke.options import EXIT_CODES, MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, add_smoke_arguments
+from .version import __version__
 from .words import count
 
 

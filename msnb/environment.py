@@ -2,7 +2,9 @@
 
 The bottom layer under ``msnb doctor``, the kernel readiness check, the smoke
 runner's device choice and the config linter: installed versions, the devices
-MindSpore could use, the Ascend (CANN) toolkit, the login shell's variables.
+MindSpore could use, the Ascend (CANN) toolkit, the login shell's variables; and the
+machine's load and memory as Linux's ``/proc`` says them (the readers' worker count,
+the smoke's load and memory watches).
 Nothing here imports MindSpore or mindformers (importing mindformers writes
 ``./output/log`` into the current directory); :func:`probe_device` starts
 MindSpore in a child process when asked to.
@@ -24,6 +26,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .words import count
+
+PROC = Path("/proc")  # Linux's process and machine facts: the load and memory facts below read only here
 
 PACKAGES = (
     "msnb",
@@ -301,3 +305,81 @@ def probe_device(device: str, *, timeout: float = 180.0) -> tuple[bool, str]:
         return True, "ok"
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
     return False, tail[0][:300]
+
+
+def running_processes() -> int | None:
+    """Processes running or ready to run at this moment (this one included), from /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def runnable_threads() -> int | None:
+    """Threads runnable on the machine now (this one included), from /proc/loadavg; None where the system does not say."""
+    try:
+        running = (PROC / "loadavg").read_text().split()[3]  # "3/412": runnable / existing
+        return int(running.split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _thread_state(stat: str) -> str:
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3]  # the name in parentheses may hold spaces and ')'
+
+
+def own_runnable(root: int, most: int = 256) -> int:
+    """Runnable threads of *root* and its descendants (at most *most* processes walked), from /proc/<pid>/task/<tid>/stat."""
+    n, todo, seen = 0, [root], set()
+    while todo and len(seen) < most:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tasks = list((PROC / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                n += _thread_state((task / "stat").read_text()) == "R"
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+            except (OSError, ValueError):
+                continue
+    return n
+
+
+def total_memory_bytes() -> int | None:
+    """The machine's memory (MemTotal of /proc/meminfo), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def resident_bytes(pids) -> int:
+    """The resident memory (VmRSS of /proc/<pid>/status) of *pids*, summed; a process gone meanwhile counts nothing."""
+    held = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{int(pid)}/status", "rb") as f:
+                for line in f.read(1 << 14).decode("ascii", "replace").splitlines():
+                    if line.startswith("VmRSS:"):
+                        held += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return held
+
+
+def has_proc() -> bool:
+    """Whether this system has Linux's /proc (the facts above can be read)."""
+    return os.path.isdir("/proc")

@@ -16,21 +16,20 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
 from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_data_dir
 
-from . import __version__
 from .errors import KernelSpecError, UnsafeFile
+from .processes import end_process_group
 from .safe_files import load_json
+from .version import __version__
 
 DEFAULT_NAME = "mindspore"
 DEFAULT_DISPLAY_NAME = "MindSpore Kernel"
@@ -202,9 +201,9 @@ def _source(path: Path, env: dict, timeout: float) -> tuple[dict, dict]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            _end_group(proc.pid)
+            end_process_group(proc.pid, grace=2.0)
             raise KernelSpecError(f"--ascend-env: sourcing {path} did not finish within {timeout:.0f} s") from None
-        _end_group(proc.pid)
+        end_process_group(proc.pid, grace=2.0)
         tail.thread.join(1.0)  # the group is gone; only a process that left it (setsid) could still hold the pipe
         if status != 0:
             lines = bytes(tail.data).decode(errors="replace").strip().splitlines()[-5:]
@@ -237,19 +236,6 @@ def _drain(fd: int, keep: int = 8192) -> _Tail:
     tail.thread = threading.Thread(target=run, name="msnb-ascend-env-output", daemon=True)
     tail.thread.start()
     return tail
-
-
-def _end_group(pgid: int, wait: float = 2.0) -> None:
-    """End what is left of a process group (a background job the script started), waiting up to *wait* seconds
-    for it to be gone (a signal is delivered asynchronously)."""
-    deadline = time.monotonic() + wait
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-        while time.monotonic() < deadline:
-            time.sleep(0.01)
-            os.killpg(pgid, 0)  # raises once no process of the group is left
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _parse_env(raw: bytes) -> dict:

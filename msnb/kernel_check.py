@@ -20,7 +20,6 @@ import queue
 import re
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from .errors import KernelSpecError, UnsafeFile
 from .findings import ERROR, INFO, WARNING, Finding
 from .kernel import MARKER, kernels_dir, locate, read_spec, removal_command, where_of
 from .process_sweep import sweep
+from .processes import end_process_group
 from .safe_files import loads_json
 from .status import ResultView
 from .words import count
@@ -641,11 +641,7 @@ def _end_leftovers(pgid: int | None, marker: str, grace: float = 2.0) -> None:
     kernel lives; a kernel that died first, or a child that left the group
     with ``setsid``, would outlive the check.  Never this process's own group.
     """
-    if pgid and pgid != os.getpgrp():
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    end_process_group(pgid)
     sweep(MARKER_VAR, marker, grace, poll=0.05)
 
 

@@ -1,5 +1,6 @@
-"""The life of msnb's child processes: they die with their parent, and SIGTERM or SIGHUP while msnb waits on one is held,
-or raised where the wait can stop the child and clean up.
+"""The life of msnb's child processes: they die with their parent, SIGTERM or SIGHUP while msnb waits on one is held,
+or raised where the wait can stop the child and clean up, and a child started in its own session is ended with
+every process of its group (:func:`end_process_group`).
 
 A stop signal's default action ends the process at once, which would leave a child's scratch folder behind (and,
 without the child's parent-death signal, the child).  The smoke's watch, its children and the pre-flight share this.
@@ -8,9 +9,11 @@ without the child's parent-death signal, the child).  The smoke's watch, its chi
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import sys
 import threading
+import time
 
 PR_SET_PDEATHSIG = 1
 
@@ -84,3 +87,22 @@ def set_parent_death_signal(sig: int) -> bool:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def end_process_group(pgid: int | None, grace: float = 0.0) -> None:
+    """SIGKILL every process of the group *pgid* (a child started with ``start_new_session=True`` leads its own), then
+    wait up to *grace* seconds for the group to be gone (a signal is delivered asynchronously).
+
+    Nothing happens for no group, for this process's own group, or for a group already gone.  The install-kernel
+    script's environment, the kernel check's kernel and the pre-flight's child are ended with it.
+    """
+    if not pgid or pgid == os.getpgrp():
+        return
+    deadline = time.monotonic() + grace
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            os.killpg(pgid, 0)  # raises once no process of the group is left
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -22,7 +22,7 @@ from ..analysis.series import resolve_restarts
 from ..errors import UsageError
 from ..events.objects import local
 from ..events.reader import Follower
-from ..events.runs import _key, _root, run_labeller
+from ..events.runs import run_key, run_labeller, run_root
 from ..events.tables import HistogramTable, ScalarTable, object_codes
 from ..events.tags import ALIASES, DEFAULT_PANELS, meaning
 
@@ -175,7 +175,7 @@ class BoardData:
         self.labels: dict[str, str] = {}
 
     def _run_key(self, path: str, run: str) -> str:
-        return run if len(self.paths) == 1 else _key(_root(path), run)
+        return run if len(self.paths) == 1 else run_key(run_root(path), run)
 
     def poll(self, *, final: bool = False, bounded: bool = False) -> list[str]:
         """Read what was added since the last poll; split out and judge again the runs that changed.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 
 import numpy as np
 
@@ -52,8 +51,8 @@ def _mf_pattern(keep: tuple) -> re.Pattern:
     )
 
 
-# the MF groups after the loss, in the order the line parser adds them, and their tags
-_MF_TAGS = ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss", "step_time_ms", "lr", "loss_scale", "global_norm", "model-flops-throughput-per-npu")
+# the MF groups after the loss, in the order the line parser adds them, and their tags (the layout table's)
+_MF_TAGS = tuple(log_layouts.MF_FIELDS.values())
 _MF_PATTERNS: dict = {}  # which fields are captured -> the pattern
 _MF_LONGEST = 4096  # characters an MFLossMonitor match can have: 4 counters and 14 numbers, each bounded, and the names
 # what makes the line reader look at a line (logs.LogParser.feed)
@@ -142,7 +141,7 @@ def parse(parser, body: bytes, wanted=None):
         return [], nl.size
     marked = {m: chunk.positions(m) for m in present}
     got, own = ([], np.zeros(0, dtype=np.int64)), None
-    for marker, layout in log_layouts.bulk_readers(_this):
+    for marker, layout in log_layouts.readers_in_order(CHUNK_READERS):
         if marker in marked:
             got = layout(parser, _Marked(chunk, marked[marker], marked.get(log_layouts.PROGRESS_MARKER)), wanted)
             if got is None or got[1].size:
@@ -175,7 +174,7 @@ def _careful(parser, chunk: _Chunk, marked: dict, own, got, wanted):
     busy = [i for i in odd.tolist() if not _inert(chunk.text(i), parser.max_line)]
     if not busy:
         return points
-    if own != b"iteration":
+    if own != log_layouts.MEGATRON.marker:
         return None
     return _merge(points, _read_alone(parser, chunk, busy), wanted)
 
@@ -285,7 +284,7 @@ class _Split:
             return None  # a value's characters are not its bytes: the careful way looks at each such line
         if free:  # a line with no time before its values is the careful way's (see wall): the first shows what the log prints
             first = pattern.search(self.body)
-            if first is not None and math.isnan(logs._wall_time(self.body[self.body.rfind(b"\n", 0, first.start()) + 1 : first.start()].decode())):
+            if first is not None and math.isnan(logs.wall_time(self.body[self.body.rfind(b"\n", 0, first.start()) + 1 : first.start()].decode())):
                 return None
         k = pattern.groups
         head = self.body[: self.body.rfind(b"\n", 0, _HEAD) + 1]
@@ -360,7 +359,7 @@ def _quick(parser, body: bytes, wanted):
         parser.bulk_wait -= 1
         return None
     head = body[:_HEAD]
-    first = [(at, layout) for marker, layout in log_layouts.bulk_readers(_this) if (at := head.find(marker)) >= 0]
+    first = [(at, layout) for marker, layout in log_layouts.readers_in_order(CHUNK_READERS) if (at := head.find(marker)) >= 0]
     if not first:
         return None
     where = _Split(parser, body)
@@ -420,7 +419,7 @@ def _line_starts(nl: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def wall_times(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """:func:`msnb.events.logs._wall_time` of each line (its first 64 characters), the common layouts at numpy speed.
+    """:func:`msnb.events.logs.wall_time` of each line (its first 64 characters), the common layouts at numpy speed.
 
     Most logs print the time at one column: lines whose first digit is at or before the first line's are read
     from a window just wide enough (the stamp and a fraction), the others from the whole 64 characters.
@@ -508,7 +507,7 @@ def _stamps(body: bytes, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray, 
         date = digit[:, :-9] & digit[:, 1:-8] & digit[:, 2:-7] & digit[:, 3:-6] & dash[:, 4:-5]
         date &= digit[:, 5:-4] & digit[:, 6:-3] & dash[:, 7:-2] & digit[:, 8:-1] & digit[:, 9:]
         for i in np.flatnonzero(~ok & date.any(axis=1)).tolist():
-            out[i] = logs._wall_time(body[starts[i] : ends[i]].decode())
+            out[i] = logs.wall_time(body[starts[i] : ends[i]].decode())
     done = ok if lead is not None else np.ones(n, dtype=bool)
     good = np.flatnonzero(ok)
     if not good.size:
@@ -558,7 +557,7 @@ def _mf(parser, where, wanted):
     """MFLossMonitor lines and their progress lines: ``(points, their line numbers)``, or None."""
     keep = tuple(wanted is None or tag in wanted for tag in _MF_TAGS)
     pattern = _MF_PATTERNS.get(keep) or _MF_PATTERNS.setdefault(keep, _mf_pattern(keep))
-    got = where.lines_of(pattern, b"Epoch:[", 1, _MF_LONGEST, progress=True)
+    got = where.lines_of(pattern, log_layouts.MF_LOSS_MONITOR.marker, 1, _MF_LONGEST, progress=True)
     if got is None:
         return None
     cols, lines = got
@@ -681,8 +680,10 @@ def _points(cols, idx, gstep, wall):
     return names, np.concatenate(tags)[sort], np.concatenate(steps)[sort], np.concatenate(walls)[sort], np.concatenate(values)[sort], line[sort]
 
 
-# logs.MEGATRON_STEP inside one line: its \\s is [ \\t\\x1f] there (the other whitespace breaks lines or is not ASCII)
-_MEGATRON_HEAD = rb"iteration[ \t\x1f]{0,64}(\d{1,18})[ \t\x1f]{0,64}/[ \t\x1f]{0,64}\d{1,19}[ \t\x1f]{0,64}\|"
+# the layout table's iteration head inside one line: its \\s is [ \\t\\x1f] there (the other whitespace breaks lines or is not
+# ASCII), and a step of 18 digits at most (int64 whatever they are)
+_MEGATRON_HEAD = log_layouts.megatron_head(space=r"[ \t\x1f]", step=r"(\d{1,18})").encode()
+_MEGATRON_AT = log_layouts.MEGATRON.marker
 
 
 _MEGATRON_VALUE = 4096  # characters of a field's value in a line read in bulk (a longer one: the line reader's)
@@ -728,15 +729,15 @@ def _megatron(parser, where, wanted):
     tag_of = parser.megatron[""].tag
     fields = [(name, tag_of(name)) for name, colon, _ in (part.partition(":") for part in parts) if colon]
     tagged = [tag for _, tag in fields if tag is not None]
-    per_line = 1 + sum(name.count("iteration") for name, _ in fields)
-    if not tagged or body[line_start:line_end].count(b"iteration") != per_line:
+    per_line = 1 + sum(name.count(_MEGATRON_AT.decode()) for name, _ in fields)
+    if not tagged or body[line_start:line_end].count(_MEGATRON_AT) != per_line:
         return None  # a layout read with care by the line reader (no field, or "iteration" in a value or before the head)
     kept = [tag for tag in tagged if wanted is None or tag in wanted]
     for attempt in (kept, tagged):  # the wanted fields; all of them when some line has none of those readable
         if not attempt:
             continue
         pattern, longest = _megatron_pattern(parts, set(attempt), tag_of)
-        got = where.lines_of(pattern, b"iteration", per_line, longest, free=True)
+        got = where.lines_of(pattern, _MEGATRON_AT, per_line, longest, free=True)
         if got is None:
             return None
         groups, lines = got
@@ -799,9 +800,9 @@ def _pynative(parser, where, wanted):
         fields.append((m.group(1), len(m.group(2)), m.group(4)))
         at = m.end()
     names = [name for name, _, _ in fields]
-    if "loss" not in names or any("iteration" in name for name in names):
+    if "loss" not in names or any(_MEGATRON_AT.decode() in name for name in names):
         return None  # no loss (the line reader's to judge), or a line it could take for Megatron's
-    if any(unit in logs._PYNATIVE_FIELDS for _, _, unit in fields):
+    if any(unit in log_layouts.PYNATIVE_FIELDS for _, _, unit in fields):
         return None  # "grad_norm: 1.lr }": the line reader reads "lr" there as a field of its own
     if names[: names.index("loss") if "loss" in names else 0] not in ([], ["consumed_samples", "global_batch_size"]) or len(set(names)) != len(names):
         return None
@@ -810,7 +811,7 @@ def _pynative(parser, where, wanted):
     loss_at = names.index("loss")
     generation_2 = stage or parser.generation == 2 or loss_at > 0 or any(name.endswith("_loss") for name in names[loss_at + 1 :])
     mtp = {} if stage else {name: f"mtp-{int(m.group(1))}-loss" for name in names if (m := _MTP_NAME.fullmatch(name))}
-    known = dict(logs._STAGE_FIELDS) if stage else {**logs._PYNATIVE_FIELDS, "loss": "loss", **mtp}
+    known = dict(log_layouts.STAGE_FIELDS) if stage else {**log_layouts.PYNATIVE_FIELDS, "loss": "loss", **mtp}
     kept = {name for name in names if name in known and (wanted is None or known[name] in wanted)}
     pattern, captured, longest = [_PYNATIVE_HEAD], [], 9 + 2 * 64 + 2 * 18 + 3
     for i, (name, _, unit) in enumerate(fields):
@@ -825,7 +826,7 @@ def _pynative(parser, where, wanted):
         if name in kept:
             captured.append(name)
     pattern.append(rb" \}$")
-    got = where.lines_of(re.compile(b"".join(pattern), re.M), b"{ step:[", 1, longest + 2)
+    got = where.lines_of(re.compile(b"".join(pattern), re.M), log_layouts.PYNATIVE.marker, 1, longest + 2)
     if got is None:
         return None
     groups, lines = got
@@ -842,9 +843,9 @@ def _pynative(parser, where, wanted):
         values[name] = numbers
     # the line reader's order: the loss, its named fields in its own order, then the mtp_N_loss fields as printed
     if stage:
-        order = [name for name in logs._STAGE_FIELDS if name in values]
+        order = [name for name in log_layouts.STAGE_FIELDS if name in values]
     else:
-        order = [name for name in ("loss", *logs._PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
+        order = [name for name in ("loss", *log_layouts.PYNATIVE_FIELDS) if name in values] + [name for name in names if name in mtp and name in values]
     cols = []
     for name in order:
         cols.append((known[name], np.ones(n, dtype=bool), values[name]))  # as printed (logs.LogParser.take_units)
@@ -860,5 +861,5 @@ def _pynative(parser, where, wanted):
     return _points(cols, lines, gstep, wall), lines
 
 
-# each layout by its marker, the most telling first (:func:`parse`)
-_this = sys.modules[__name__]  # the whole-chunk readers the layout table names (log_layouts.bulk_readers)
+# the whole-chunk reader of each layout that has one, tried in table order (:func:`parse`)
+CHUNK_READERS = {log_layouts.MEGATRON: _megatron, log_layouts.PYNATIVE: _pynative, log_layouts.MF_LOSS_MONITOR: _mf}

@@ -47,7 +47,7 @@ _MI_NAME = re.compile(r"summary\.(\d{1,19})(_lineage)?$")
 _TF_NAME = re.compile(r"tfevents\.(\d+(?:\.\d+)?)")
 _RANK_NAME = re.compile(r"(?:rank|device|worker)[_-]?(\d+)(?:\.log)?", re.IGNORECASE)
 _INT64_MAX = (1 << 63) - 1
-_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
+SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
 
 
 MAX_WALK_DEPTH = 32
@@ -453,7 +453,7 @@ def list_dir(
             entries += 1
             try:
                 if entry.is_dir(follow_symlinks=True):
-                    if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+                    if entry.name not in SKIP_DIRS and not entry.name.startswith("."):
                         subdirs.append(entry.name)
                 elif entry.is_file(follow_symlinks=True):
                     if root is not None and entry.is_symlink() and not inside(d / entry.name, root):
@@ -554,7 +554,7 @@ def walk(root, problems: list | None = None, max_depth: int = MAX_WALK_DEPTH):
                     bounds.count(1, False)
                     try:
                         if entry.is_dir(follow_symlinks=True):
-                            if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+                            if entry.name not in SKIP_DIRS and not entry.name.startswith("."):
                                 subdirs.append(entry.name)
                         elif entry.is_symlink() and not inside(d / entry.name, bounds.real_root):
                             _link_out(problems, d / entry.name, str(root))

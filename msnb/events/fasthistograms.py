@@ -70,7 +70,7 @@ def read_varints(raw: np.ndarray, pos: np.ndarray, end: np.ndarray):
     return value, nxt, ok
 
 
-def _gather_f64(raw: np.ndarray, at: np.ndarray) -> np.ndarray:
+def gather_f64(raw: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Little-endian doubles at byte offsets *at* (any alignment): rows of an 8-byte sliding window, gathered at once."""
     if not at.size:
         return np.zeros(0, dtype=np.float64)
@@ -81,7 +81,7 @@ def _bucket_runs(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     """Follow the leading run of bucket fields (``0a LEN ...``, LEN < 128) of every message, in lockstep.
 
     Serializers write field 1 first, so this covers nearly every byte of a histogram with a
-    handful of numpy steps per bucket; the rest of each message is left to :func:`_walk`.
+    handful of numpy steps per bucket; the rest of each message is left to :func:`walk_histograms`.
 
     Returns:
         ``(buckets, pos, handed_back)``: per step ``(message, a)``, where bucket submessages start;
@@ -211,7 +211,7 @@ def _read_buckets(raw: np.ndarray, a: np.ndarray, b: np.ndarray):
     return lefts, rights, counts, ok
 
 
-def _walk(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+def walk_histograms(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     """Every field of every message ``raw[starts[i]:ends[i]]``, in lockstep.
 
     Returns:
@@ -299,7 +299,7 @@ def histogram_columns(buf, starts, ends) -> HistogramColumns:
     if raw.size < 1 << 30:  # offsets as int32: half the memory traffic in every step below (sums stay far below 2**31)
         starts, ends = starts.astype(np.int32), ends.astype(np.int32)
     runs, rest, handed_back = _bucket_runs(raw, starts, ends)
-    steps, bad = _walk(raw, rest, ends)
+    steps, bad = walk_histograms(raw, rest, ends)
     bad |= handed_back
 
     stats = {name: np.full(h, np.nan) for name in _DOUBLES.values()}
@@ -313,7 +313,7 @@ def histogram_columns(buf, starts, ends) -> HistogramColumns:
         for n, name in _DOUBLES.items():
             pick = (num == n) & (wire == FIXED64)
             if pick.any():
-                stats[name][msg[pick]] = _gather_f64(raw, a[pick])
+                stats[name][msg[pick]] = gather_f64(raw, a[pick])
         pick = (num == 1) & (wire == LENGTH)
         if pick.any():
             late.append((msg[pick], a[pick], b[pick]))

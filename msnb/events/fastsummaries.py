@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .fasthistograms import HistogramColumns, _gather_f64, _walk, histogram_columns
+from .fasthistograms import HistogramColumns, gather_f64, histogram_columns, walk_histograms
 from .wire import FIXED32, FIXED64, LENGTH, VARINT
 
 
@@ -55,7 +55,7 @@ def _fields_once(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray, known: d
         of these twice (protobuf's last-one-wins is left to the exact decoder) or that do not walk.
     """
     n = starts.size
-    steps, bad = _walk(raw, starts, ends)
+    steps, bad = walk_histograms(raw, starts, ends)
     at = {name: np.full(n, -1, dtype=np.int64) for name in known.values()}
     end = {name: np.full(n, -1, dtype=np.int64) for name in known.values()}
     value = {name: np.zeros(n, dtype=np.int64) for name in known.values()}
@@ -83,7 +83,7 @@ def _envelopes(raw: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 
 def _values(raw: np.ndarray, records: np.ndarray, sum_a: np.ndarray, sum_b: np.ndarray, bad: np.ndarray):
     """Every Summary.Value span of *records*, as ``(record, position, a, b)``; marks records whose Summary holds anything else."""
-    steps, walk_bad = _walk(raw, sum_a[records], sum_b[records])
+    steps, walk_bad = walk_histograms(raw, sum_a[records], sum_b[records])
     bad[records[walk_bad]] = True
     parts = []
     for k, (msg, num, wire, a, b, _value) in enumerate(steps):
@@ -203,7 +203,7 @@ def decode_summaries(buf, offsets: np.ndarray, lengths: np.ndarray, wanted=None)
     s = np.flatnonzero(keep & ~is_hist)
     rec = v_rec[s]
     out.scalar_record, out.scalar_order, out.scalar_tag, out.scalar_step = rec, v_pos[s], tag_ids[s], step[rec]
-    out.scalar_wall = _gather_f64(raw, wall_at[rec])
+    out.scalar_wall = gather_f64(raw, wall_at[rec])
     with np.errstate(invalid="ignore"):  # a signalling NaN is widened quietly, as struct widens it on the exact path
         out.scalar_value = _gather_f32(raw, scalar_at[s]).astype(np.float64)
 
@@ -212,7 +212,7 @@ def decode_summaries(buf, offsets: np.ndarray, lengths: np.ndarray, wanted=None)
     k = np.flatnonzero(keep & is_hist)
     rec = v_rec[k]
     out.hist_record, out.hist_order, out.hist_tag, out.hist_step = rec, v_pos[k], tag_ids[k], step[rec]
-    out.hist_wall = _gather_f64(raw, wall_at[rec])
+    out.hist_wall = gather_f64(raw, wall_at[rec])
     picked = HistogramColumns()
     for name in (*HistogramColumns.STATS, "left", "right", "counts", "bad"):
         setattr(picked, name, getattr(hists, name)[row[k]])

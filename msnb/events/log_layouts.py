@@ -7,10 +7,13 @@ Megatron-LM's iteration line, MindSpore's LossMonitor...).  Three readers need t
 - discovery (:mod:`msnb.events.discovery`) sniffs a ``.txt``/``.out`` file's first 64 KiB for one of its lines
   (:attr:`LogLayout.sniff`), or the file is not taken for a log;
 - the bulk reader (:mod:`msnb.events.bulklog`) places every layout's :attr:`~LogLayout.marker` in a chunk; a chunk
-  holding the marker of a layout with no whole-chunk reader (:attr:`~LogLayout.bulk`) goes to the line reader;
+  holding the marker of a layout with no whole-chunk reader (``bulklog.CHUNK_READERS``) goes to the line reader;
 - the line reader (:class:`msnb.events.logs.LogParser`) reads each line by the first entry, in table order, whose
-  marker the line holds and whose reader takes it: a built-in layout by its own method (:attr:`~LogLayout.handler`),
-  every other entry by its :attr:`~LogLayout.line` pattern.
+  marker the line holds and whose reader takes it: a built-in layout by the reader the line reader keeps for that
+  entry (``logs.LINE_READERS``), every other entry by its :attr:`~LogLayout.line` pattern.
+
+A built-in layout's patterns, markers and printed field names are written here once (:func:`megatron_head`,
+:data:`MF_FIELDS`, :data:`PYNATIVE_FIELDS`, each entry's marker) and both readers take them from here.
 
 Adding a layout is one entry in :data:`LAYOUTS` (docs/ARCHITECTURE.md, "Add a log layout")::
 
@@ -42,8 +45,9 @@ class LogLayout:
             not taken for a log by its head (a layout that never comes alone, such as a progress line).
         line: the line pattern of a layout read through this table (``{num}`` a number); None for a built-in one.
         fields: ``(group, tag)`` pairs: the pattern's groups read as values, and the tag each becomes.
-        bulk: the name of :mod:`msnb.events.bulklog`'s whole-chunk reader of the layout; None: read line by line.
-        handler: the :class:`~msnb.events.logs.LogParser` method that reads a built-in layout's line.
+
+    A built-in entry (no :attr:`line`) is read by the line reader's own reader of it (``logs.LINE_READERS``, keyed by
+    the entry) and, for a large and common layout, by a whole-chunk reader too (``bulklog.CHUNK_READERS``).
     """
 
     name: str
@@ -51,15 +55,57 @@ class LogLayout:
     sniff: bytes | None = None
     line: str | None = None
     fields: tuple = ()
-    bulk: str | None = None
-    handler: str | None = None
 
     def pattern(self) -> re.Pattern:
         """The compiled :attr:`line` pattern (a table layout's)."""
         return _compiled(self.line)
 
 
-_MEGATRON_SNIFF = rb"iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|"
+# Megatron-LM / MindSpeed-LLM: "[time] iteration      100/  500000 | consumed samples: 800 | ... | lm loss: 9.65E+00 | ...";
+# the head written once: *space* is the whitespace a reader allows between its parts (the line reader's \s; the bulk
+# reader's [ \t\x1f], \s inside one line), *step* the step's digits (a group where it is read)
+_MEGATRON_HEAD = r"iteration{space}{{0,64}}{step}{space}{{0,64}}/{space}{{0,64}}\d{{1,19}}{space}{{0,64}}\|"
+MEGATRON_VALIDATION_AT = "validation loss at iteration"  # its evaluation line, whose fields become "validation " tags
+MEGATRON_VALIDATION = MEGATRON_VALIDATION_AT + r"\s{0,64}(\d{1,19})\s{0,64}\|"
+
+
+def megatron_head(space: str = r"\s", step: str = r"(\d{1,19})") -> str:
+    """Megatron-LM's iteration head (``iteration 100/ 500000 |``) as a pattern: the line reader's by default."""
+    return _MEGATRON_HEAD.format(space=space, step=step)
+
+
+# printed field -> tag, read after the loss, each found by its name; the whole-chunk reader captures the same, in this order
+SEPARATE_LOSSES = {name: name for name in ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss")}
+MF_FIELDS = {  # mindformers' MFLossMonitor
+    **SEPARATE_LOSSES,
+    "per_step_time": "step_time_ms",
+    "lr": "lr",
+    "loss_scale": "loss_scale",
+    "global_norm": "global_norm",
+    "train_throughput_per_npu": "model-flops-throughput-per-npu",
+}
+PYNATIVE_FIELDS = {  # mindformers' dynamic-graph trainer
+    **SEPARATE_LOSSES,
+    "consumed_samples": "consumed_samples",
+    "global_batch_size": "global_batch_size",
+    "per_step_time": "step_time_ms",
+    "lr": "lr",
+    "grad_norm": "grad_norm",
+    "throughput": "model-flops-throughput-per-npu",
+}
+STAGE_FIELDS = {"consumed_samples": "consumed_samples", "global_batch_size": "global_batch_size", "per_step_time": "step_time_ms"}  # a non-last stage's
+
+# the built-in entries, each named once (the readers key their own readers by these)
+TRAINING_STATE = LogLayout("mindformers TrainingStateMonitor", b"Epoch:[")
+MEGATRON = LogLayout("Megatron-LM iteration", b"iteration", sniff=megatron_head(step=r"\d{1,19}").encode())
+PYNATIVE = LogLayout("mindformers dynamic-graph trainer", b"{ step:[", sniff=rb"\{ ?step:\[ *\d")
+MF_LOSS_MONITOR = LogLayout("mindformers MFLossMonitor", b"Epoch:[", sniff=rb"\{ ?Epoch:\[ *\d")
+LOSS_MONITOR = LogLayout("MindSpore LossMonitor", b"epoch:", sniff=rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is")
+TIME_MONITOR = LogLayout("MindSpore TimeMonitor", b"epoch time")
+PROGRESS = LogLayout("mindformers 1.x progress", b"samples/s/p")  # read with the loss line before it
+# MindSpore's memory report (msnb.events.memory_lines): no step, kept as the file's memory rows, never as points
+MEMORY_SIZES = LogLayout("MindSpore memory report (sizes)", b" memory size:", sniff=rb"(?:Device (?:MOC|HBM)|MindSpore Used) memory size: {0,16}\d")
+MEMORY_PEAKS = LogLayout("MindSpore memory report (peaks)", b"peak memory usage (", sniff=rb"(?:Used|Actual) peak memory usage \(with")
 
 # The layouts, in the order both readers try them: the line reader reads a line by the first entry whose marker it
 # holds and whose reader takes it; the bulk reader hands a chunk to the first whole-chunk reader (table order) whose
@@ -67,19 +113,8 @@ _MEGATRON_SNIFF = rb"iteration\s{0,64}\d{1,19}\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\
 # Order matters only where one line could be two layouts': a TrainingStateMonitor line and an MFLossMonitor line in
 # sink mode share "Epoch:[ ..], step:[ ..], loss: N" (TrainingStateMonitor reads it); a line that is an iteration line
 # and another layout's is Megatron's.
-LAYOUTS: list[LogLayout] = [
-    LogLayout("mindformers TrainingStateMonitor", b"Epoch:[", handler="_training_state"),
-    LogLayout("Megatron-LM iteration", b"iteration", sniff=_MEGATRON_SNIFF, bulk="_megatron", handler="_megatron"),
-    LogLayout("mindformers dynamic-graph trainer", b"{ step:[", sniff=rb"\{ ?step:\[ *\d", bulk="_pynative", handler="_pynative_line"),
-    LogLayout("mindformers MFLossMonitor", b"Epoch:[", sniff=rb"\{ ?Epoch:\[ *\d", bulk="_mf", handler="_mf"),
-    LogLayout("MindSpore LossMonitor", b"epoch:", sniff=rb"epoch: *\d{1,19} +step: *\d{1,19}, *loss is", handler="_loss_monitor"),
-    LogLayout("MindSpore TimeMonitor", b"epoch time", handler="_time_monitor"),
-    LogLayout("mindformers 1.x progress", b"samples/s/p", handler="_progress"),  # read with the loss line before it
-    # MindSpore's memory report (msnb.events.memory_lines): no step, kept as the file's memory rows, never as points
-    LogLayout("MindSpore memory report (sizes)", b" memory size:", sniff=rb"(?:Device (?:MOC|HBM)|MindSpore Used) memory size: {0,16}\d", handler="_memory"),
-    LogLayout("MindSpore memory report (peaks)", b"peak memory usage (", sniff=rb"(?:Used|Actual) peak memory usage \(with", handler="_memory"),
-]
-PROGRESS_MARKER = b"samples/s/p"  # the one layout whose lines belong to the loss line before them
+LAYOUTS: list[LogLayout] = [TRAINING_STATE, MEGATRON, PYNATIVE, MF_LOSS_MONITOR, LOSS_MONITOR, TIME_MONITOR, PROGRESS, MEMORY_SIZES, MEMORY_PEAKS]
+PROGRESS_MARKER = PROGRESS.marker  # the one layout whose lines belong to the loss line before them
 
 
 @functools.lru_cache(maxsize=64)
@@ -111,9 +146,13 @@ def table_layouts() -> tuple[LogLayout, ...]:
     return _derived(tuple(LAYOUTS))[2]
 
 
-def bulk_readers(module) -> tuple:
-    """``(marker, reader)`` of each layout with a whole-chunk reader, in table order, looked up in *module* (bulklog)."""
-    return tuple((layout.marker, getattr(module, layout.bulk)) for layout in LAYOUTS if layout.bulk is not None)
+def readers_in_order(readers: dict) -> tuple:
+    """``(marker, reader)`` of each entry *readers* holds (a reader's own readers, keyed by entry), in table order."""
+    return tuple((layout.marker, readers[layout]) for layout in LAYOUTS if layout in readers)
 
 
-__all__ = ["LogLayout", "LAYOUTS", "NUM", "PROGRESS_MARKER", "markers", "sniff_pattern", "table_layouts", "bulk_readers"]
+__all__ = [
+    "LogLayout", "LAYOUTS", "NUM", "PROGRESS_MARKER", "markers", "sniff_pattern", "table_layouts", "readers_in_order", "megatron_head",
+    "MEGATRON_VALIDATION", "MEGATRON_VALIDATION_AT", "SEPARATE_LOSSES", "MF_FIELDS", "PYNATIVE_FIELDS", "STAGE_FIELDS", "TRAINING_STATE", "MEGATRON", "PYNATIVE",
+    "MF_LOSS_MONITOR", "LOSS_MONITOR", "TIME_MONITOR", "PROGRESS", "MEMORY_SIZES", "MEMORY_PEAKS",
+]  # fmt: skip

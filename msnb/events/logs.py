@@ -49,6 +49,7 @@ import functools
 import math
 import re
 import time
+import types
 
 from ..words import count
 from . import log_layouts, training_state
@@ -71,32 +72,18 @@ _PYNATIVE = re.compile(
     r"\{ step:\[ *" + _INT + r"/ *" + _INT + r"\],(?P<counts> *consumed_samples: *(?P<consumed>\d{1,19}|None), *global_batch_size: *(?P<batch>\d{1,19}|None),)?"
     r" *loss: *(?:(?P<loss>" + _NUM + r")|(?P<na>N/A))"
 )
-# Megatron-LM / MindSpeed-LLM: "[time] iteration      100/  500000 | consumed samples: 800 | ... | lm loss: 9.65E+00 | ..."
-MEGATRON_STEP = re.compile(r"iteration\s{0,64}(\d{1,19})\s{0,64}/\s{0,64}\d{1,19}\s{0,64}\|")
-MEGATRON_VALIDATION = re.compile(r"validation loss at iteration\s{0,64}(\d{1,19})\s{0,64}\|")
+# Megatron-LM / MindSpeed-LLM's iteration and validation lines (their patterns: the layout table's)
+MEGATRON_STEP = re.compile(log_layouts.megatron_head())
+MEGATRON_VALIDATION = re.compile(log_layouts.MEGATRON_VALIDATION)
 _FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9 ()/_.,-]{0,96}")
 _MTP = re.compile(r"(?<![A-Za-z0-9_])mtp_(\d{1,3})_loss: *(" + _NUM + r")")
 _NUMBER = re.compile(_NUM)
-# printed field -> tag; read after the loss, each found by its name (MFLossMonitor, the dynamic-graph trainer)
-_SEPARATE_LOSSES = {name: name for name in ("lm_loss", "load_balancing_loss", "mtp_loss", "indexer_loss")}
-_MF_FIELDS = {
-    **_SEPARATE_LOSSES,
-    "per_step_time": "step_time_ms",
-    "lr": "lr",
-    "loss_scale": "loss_scale",
-    "global_norm": "global_norm",
-    "train_throughput_per_npu": "model-flops-throughput-per-npu",
-}
-_PYNATIVE_FIELDS = {
-    **_SEPARATE_LOSSES,
-    "consumed_samples": "consumed_samples",
-    "global_batch_size": "global_batch_size",
-    "per_step_time": "step_time_ms",
-    "lr": "lr",
-    "grad_norm": "grad_norm",
-    "throughput": "model-flops-throughput-per-npu",
-}
-_STAGE_FIELDS = {"consumed_samples": "consumed_samples", "global_batch_size": "global_batch_size", "per_step_time": "step_time_ms"}
+# the fields printed after the loss, each found by its name: the layout table's
+_MF_FIELDS, _PYNATIVE_FIELDS, _STAGE_FIELDS = log_layouts.MF_FIELDS, log_layouts.PYNATIVE_FIELDS, log_layouts.STAGE_FIELDS
+# each built-in layout's marker, as the line reader looks for it
+_MEGATRON_AT, _PYNATIVE_AT = log_layouts.MEGATRON.marker.decode(), log_layouts.PYNATIVE.marker.decode()
+_MF_AT, _LOSS_MONITOR_AT = log_layouts.MF_LOSS_MONITOR.marker.decode(), log_layouts.LOSS_MONITOR.marker.decode()
+_PROGRESS_AT = log_layouts.PROGRESS_MARKER.decode()
 _MAX_BRACKET = 256  # characters between a field's [ and ] (a one-number list is a few dozen)
 # matched backwards from the literal: the number just before " samples/s/p"
 _MF_PROGRESS = re.compile(r"(" + _NUM + r") {0,8}$")
@@ -224,7 +211,7 @@ def minute(key: int) -> float:
     return t
 
 
-def _wall_time(line: str) -> float:
+def wall_time(line: str) -> float:
     m = _TIMESTAMP.search(line, 0, 64)
     if not m:
         return math.nan
@@ -305,11 +292,11 @@ class LogParser:
 
     def _megatron(self, line: str, points: list) -> bool:
         """A Megatron iteration or validation line's ``name: number`` fields as points; False when the line is none."""
-        at = line.find("iteration")
+        at = line.find(_MEGATRON_AT)
         m = MEGATRON_STEP.match(line, at)
         prefix = ""
         if m is None:
-            v = line.find("validation loss at iteration")
+            v = line.find(log_layouts.MEGATRON_VALIDATION_AT)
             m = MEGATRON_VALIDATION.match(line, v) if v >= 0 else None
             prefix = "validation "
             if m is None:
@@ -317,7 +304,7 @@ class LogParser:
         step = int(m.group(1))
         if step > _INT64_MAX:
             return False
-        wall = _wall_time(line)
+        wall = wall_time(line)
         names = self.megatron[prefix]
         before = len(points)
         for part in line[m.end() :].split("|"):
@@ -338,7 +325,7 @@ class LogParser:
     def _pynative(self, line: str, m, points: list) -> None:
         """A dynamic-graph trainer line (mindformers 1.9, 2.0, 2.1)."""
         gstep = int(m.group(1))
-        wall = _wall_time(line)
+        wall = wall_time(line)
         if m.group("counts") is not None or "_loss: " in line[m.end() :] or m.group("na"):
             self.generation = 2  # fields 1.9 never printed
         start = m.start() + 8
@@ -427,7 +414,8 @@ class LogParser:
         layouts = tuple(log_layouts.LAYOUTS)
         if self._readers is None or self._readers[0] != layouts:
             readers = tuple(
-                (layout.marker.decode(), getattr(self, layout.handler) if layout.handler else functools.partial(self._table_line, layout)) for layout in layouts
+                (layout.marker.decode(), types.MethodType(LINE_READERS[layout], self) if layout.line is None else functools.partial(self._table_line, layout))
+                for layout in layouts
             )
             self._readers = (layouts, readers)
         return self._readers[1]
@@ -437,7 +425,7 @@ class LogParser:
         state = training_state.parse_line(line)
         if state is None:
             return False
-        wall = _wall_time(line)
+        wall = wall_time(line)
         points.extend((tag, step, wall, value) for tag, step, value in state)
         self.matched += 1
         return True
@@ -450,7 +438,7 @@ class LogParser:
         step = int(m.group("step"))
         if step > _INT64_MAX:
             return True
-        wall = _wall_time(line)
+        wall = wall_time(line)
         for group, tag in layout.fields:
             text = m.group(group)
             if text is not None:
@@ -460,7 +448,7 @@ class LogParser:
 
     def _pynative_line(self, line: str, points: list) -> bool:
         """A dynamic-graph trainer line (``{ step:[``); True also for one whose counters overflow (read as nothing)."""
-        at = line.find("{ step:[")
+        at = line.find(_PYNATIVE_AT)
         m = _PYNATIVE.match(line, at) if at >= 0 else None
         if not m:
             return False
@@ -470,7 +458,7 @@ class LogParser:
 
     def _mf(self, line: str, points: list) -> bool:
         """An MFLossMonitor line (``{ Epoch:[``); True also for one whose global step is out of range."""
-        at = line.find("Epoch:[")
+        at = line.find(_MF_AT)
         m = None
         if at >= 1:
             m = _MF.match(line, at - 1) or (_MF.match(line, at - 2) if at >= 2 else None)
@@ -480,7 +468,7 @@ class LogParser:
         gstep = (epoch - 1) * per_epoch + step
         if not 0 <= gstep <= _INT64_MAX:
             return True
-        wall = _wall_time(line)
+        wall = wall_time(line)
         loss = m.group("loss") if m.group("loss") is not None else m.group("sinkloss")
         points.append(("loss", gstep, wall, _float(loss)))
         self._fields(line, m.end(), _MF_FIELDS, gstep, wall, points)
@@ -490,20 +478,20 @@ class LogParser:
 
     def _loss_monitor(self, line: str, points: list) -> bool:
         """A LossMonitor line (``epoch: E step: S, loss is V``, or ``... loss is NAN or INF``)."""
-        m = _at_literal(_LOSS_MONITOR_NAN, line, "epoch:")
+        m = _at_literal(_LOSS_MONITOR_NAN, line, _LOSS_MONITOR_AT)
         if m:
             gstep = self._global_step(int(m.group(1)), int(m.group(2)))
             if gstep is not None:
-                points.append(("loss", gstep, _wall_time(line), math.nan))
+                points.append(("loss", gstep, wall_time(line), math.nan))
                 self.matched += 1
             return True
-        m = _at_literal(_LOSS_MONITOR, line, "epoch:")
+        m = _at_literal(_LOSS_MONITOR, line, _LOSS_MONITOR_AT)
         if not m:
             return False
         gstep = self._global_step(int(m.group(1)), int(m.group(2)))
         if gstep is not None:
-            points.append(("loss", gstep, _wall_time(line), _float(m.group(3))))
-            self.last_global = (gstep, _wall_time(line))
+            points.append(("loss", gstep, wall_time(line), _float(m.group(3))))
+            self.last_global = (gstep, wall_time(line))
             self.matched += 1
         return True
 
@@ -520,13 +508,13 @@ class LogParser:
                 self.epoch_steps[self.epoch] = steps
         if self.last_global is not None:
             gstep = self.last_global[0]
-            points.append(("step_time_ms", gstep, _wall_time(line), step_ms))
+            points.append(("step_time_ms", gstep, wall_time(line), step_ms))
         self.matched += 1
         return True
 
     def _progress(self, line: str, points: list) -> bool:
         """mindformers 1.x's progress line (``... samples/s/p``): the throughput of the loss line before it."""
-        at = line.find("samples/s/p")
+        at = line.find(_PROGRESS_AT)
         m = _MF_PROGRESS.search(line, max(0, at - 64), at) if at >= 0 else None
         if not (m and self.last_global is not None):
             return False
@@ -534,3 +522,17 @@ class LogParser:
         points.append(("throughput", gstep, wall, _float(m.group(1))))
         self.matched += 1
         return True
+
+
+# the line reader of each built-in entry of the layout table (a table entry is read by its pattern)
+LINE_READERS = {
+    log_layouts.TRAINING_STATE: LogParser._training_state,
+    log_layouts.MEGATRON: LogParser._megatron,
+    log_layouts.PYNATIVE: LogParser._pynative_line,
+    log_layouts.MF_LOSS_MONITOR: LogParser._mf,
+    log_layouts.LOSS_MONITOR: LogParser._loss_monitor,
+    log_layouts.TIME_MONITOR: LogParser._time_monitor,
+    log_layouts.PROGRESS: LogParser._progress,
+    log_layouts.MEMORY_SIZES: LogParser._memory,
+    log_layouts.MEMORY_PEAKS: LogParser._memory,
+}

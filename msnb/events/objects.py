@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import ObjectStoreError
 from . import msprobe
-from .discovery import _SKIP_DIRS, FORMATS, HEAD_BYTES, MAX_WALK_DEPTH, MAX_WALK_ENTRIES, classify, sniffed
+from .discovery import FORMATS, HEAD_BYTES, MAX_WALK_DEPTH, MAX_WALK_ENTRIES, SKIP_DIRS, classify, sniffed
 from .problems import Problem, ProblemKind
 from .s3 import Bucket, Counters, Refused, Url, cache_base, cached, parse
 
@@ -90,7 +90,7 @@ class Mirror:
         for key, size, etag, mtime in self.bucket.list(prefix):
             rel = key[len(prefix) :]
             parts = rel.split("/")
-            if not rel or rel.endswith("/") or any(p.startswith(".") or p in _SKIP_DIRS for p in parts[:-1]) or len(parts) > MAX_WALK_DEPTH + 1:
+            if not rel or rel.endswith("/") or any(p.startswith(".") or p in SKIP_DIRS for p in parts[:-1]) or len(parts) > MAX_WALK_DEPTH + 1:
                 continue
             found[rel] = (size, etag, mtime)
             if len(found) >= MAX_WALK_ENTRIES:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..environment import running_processes
 from ..heap import keep_scratch_memory
 from .tables import MAX_CODES, TABLE_KINDS, object_codes
 
@@ -63,22 +64,10 @@ def default_workers() -> int:
         busy = int(os.getloadavg()[0]) - 1  # this process is one of the running ones
     except OSError:
         busy = 0
-    running = _running_now()
+    running = running_processes()
     if running is not None:
         busy = min(busy, running - 1)
     return max(1, min(cores - max(0, busy), MAX_WORKERS))
-
-
-def _running_now() -> int | None:
-    """Processes running or ready to run at this moment (this one included), from /proc/stat; None elsewhere."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"procs_running "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def plan(pending: list[tuple[int, int]], workers: int) -> list[list[int]]:

@@ -28,13 +28,13 @@ def informative_parts(parts: list) -> list:
     return parts[:end] or parts
 
 
-def _root(path) -> str:
+def run_root(path) -> str:
     """The directory a path stands for: itself, or the folder of a file given directly."""
     p = os.path.normpath(str(path))
     return p if os.path.isdir(p) or not os.path.exists(p) else os.path.normpath(os.path.dirname(p) or ".")
 
 
-def _key(root: str, run: str) -> str:
+def run_key(root: str, run: str) -> str:
     return root if run == "." else f"{root}/{run}".replace("//", "/")
 
 
@@ -57,7 +57,7 @@ def read_runs(paths, verify: bool = True, *, labelled: bool = False) -> ReadResu
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = list(paths)
-    keys = [_keyer(_root(p)) if len(paths) > 1 else None for p in paths]
+    keys = [_keyer(run_root(p)) if len(paths) > 1 else None for p in paths]
     names = keys
     if labelled:  # labels tell each run from all the others: every path's runs are found before any is read
         found = [key(run) if key else run for p, key in zip(paths, keys) for run in discovered_runs(p)]
@@ -67,7 +67,7 @@ def read_runs(paths, verify: bool = True, *, labelled: bool = False) -> ReadResu
 
 
 def _keyer(root: str):
-    return lambda run: _key(root, run)
+    return lambda run: run_key(root, run)
 
 
 def _labeller(key, label):
@@ -121,7 +121,7 @@ def run_labeller(paths, runs=None):
         except ``"."``, which is named after the path's directory.
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    single = _root(paths[0]) if len(paths) == 1 else None
+    single = run_root(paths[0]) if len(paths) == 1 else None
 
     def full(run: str) -> str:
         return os.path.abspath(os.path.join(single, run) if single is not None else run)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..config.mindformers_rules import mindformers_reads_name
 from ..config.shipped import resolve_shipped
 from ..errors import SmokeError
-from ..processes import Stopped, StopSignals
+from ..processes import Stopped, StopSignals, end_process_group
 from ..status import ResultView
 from .launch import per_node_words, read_launch, say_cards_a_node
 from .views import ShownOnce
@@ -411,11 +411,9 @@ def _run_child(workdir: str, env: dict, timeout: float) -> str:
             return f"the pre-flight's child exited with status {returncode}" if returncode else ""
         except subprocess.TimeoutExpired:
             return f"mindformers' checks did not finish in {timeout:.0f} s"
-        finally:
-            if proc.poll() is None:  # the child leads its own session: end every process in it
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        finally:  # the child leads its own session: end every process in it, what an exited child left behind included
+            end_process_group(proc.pid)
+            proc.wait()
 
 
 def run_preflight(

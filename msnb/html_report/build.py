@@ -14,7 +14,6 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .. import __version__
 from ..analysis.check import check, read_labelled
 from ..config import check_config
 from ..config.loader import LoadedConfig
@@ -25,6 +24,7 @@ from ..events.objects import local
 from ..events.reader import ReadResult
 from ..outputs import check_out, write_file
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
+from ..version import __version__
 from ..words import count
 from . import page, sections
 from .compare_section import alignment

@@ -15,7 +15,7 @@ from ..analysis.rules import DEFAULT_RULES, Rules
 from ..errors import NothingReadable, UsageError
 from ..events.problems import SaidOnce
 from ..events.s3 import shown
-from .collect import _read_run, check_base, find_runs
+from .collect import check_base, find_runs, read_run
 from .rows import refresh, summarize
 from .table import RunsTable
 
@@ -72,7 +72,7 @@ class RunsBoard:
             self._rows.pop(gone, None)
             self._readers.pop(gone, None)
         for run in present:
-            reader, result = _read_run(run, self._readers.get(run.name), tags=self._tags, verify=self.verify, final=final, last=last)
+            reader, result = read_run(run, self._readers.get(run.name), tags=self._tags, verify=self.verify, final=final, last=last)
             if reader is None:
                 self._readers.pop(run.name, None)
             else:

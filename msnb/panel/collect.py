@@ -78,7 +78,7 @@ def find_runs(base: str | os.PathLike, *, dir_cache: dict | None = None, problem
     return [RunDir(name, root if name == "." else root / name, dir_cache) for name in names]
 
 
-def _read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True, last: bool = False):
+def read_run(run: RunDir, reader: Follower | None = None, *, tags=None, verify: bool = True, final: bool = True, last: bool = False):
     """The one place a run's files are read: everything the first time, only the new bytes after that.
 
     The reader is a :class:`~msnb.events.Follower` on the run's directory, so

@@ -150,7 +150,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
 
     Args:
         run: the run's name (its path relative to the base); *result*'s rows carry it.
-        result: what was read from the run (see :func:`msnb.panel.collect._read_run`).
+        result: what was read from the run (see :func:`msnb.panel.collect.read_run`).
         tag: the loss tag or its meaning; naming one the run lacks fails the run, as in ``msnb check``.
         rules: the judge's parameters.
 
@@ -169,7 +169,7 @@ def summarize(run: str, result: ReadResult, *, tag: str = "loss", rules: Rules =
     last_step = last_loss = smoothed = None
     curve: list = []
     if verdict.tag is not None:
-        cs = seen["curves"]  # the very curves judged (the rows are the run's own: see collect._read_run)
+        cs = seen["curves"]  # the very curves judged (the rows are the run's own: see collect.read_run)
         steps, values, _n = seen["loss"]
         last_step = max((int(c.steps[-1]) for c in cs if c.steps.size), default=None)
         ok = np.isfinite(values)

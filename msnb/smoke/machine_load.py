@@ -12,45 +12,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-PROC = Path("/proc")
+from ..environment import own_runnable, runnable_threads
+
 BUSY_SHARE = 0.25  # waiting for a CPU a quarter of the time: slow steps may be other programs' doing
 MAX_PROCESSES = 256  # a run's process tree is a handful (msrun and its workers); never walk further
-
-
-def runnable_threads() -> int | None:
-    """Threads runnable on the machine now (this one included), or None where the system does not say."""
-    try:
-        running = (PROC / "loadavg").read_text().split()[3]  # "3/412": runnable / existing
-        return int(running.split("/")[0])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _state(stat: str) -> str:
-    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3]  # the name in parentheses may hold spaces and ')'
-
-
-def own_runnable(root: int) -> int:
-    """Runnable threads of *root* and its descendants (the run: the training process, msrun's workers)."""
-    n, todo, seen = 0, [root], set()
-    while todo and len(seen) < MAX_PROCESSES:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            tasks = list((PROC / str(pid) / "task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                n += _state((task / "stat").read_text()) == "R"
-                todo.extend(int(c) for c in (task / "children").read_text().split())
-            except (OSError, ValueError):
-                continue
-    return n
 
 
 @dataclass
@@ -64,7 +30,7 @@ class MachineLoad:
         total = runnable_threads()
         if total is None:
             return
-        own = own_runnable(root)
+        own = own_runnable(root, MAX_PROCESSES)
         self.samples.append((own, max(0, total - 1 - own)))  # not the thread that reads
 
     def busy(self) -> str | None:

@@ -9,10 +9,10 @@ is *not rehearsed*, naming the memory the run held and what was left.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
+from ..environment import has_proc, resident_bytes, total_memory_bytes
 from ..fullsize.sizes import available_bytes
 from ..process_sweep import marked
 from .guard import MARKER_VAR
@@ -20,36 +20,10 @@ from .guard import MARKER_VAR
 GIB = 1 << 30
 
 
-def _total_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def default_reserve() -> int:
     """What must stay free: 5% of the machine's memory, at most 1 GiB and at least 256 MiB."""
-    total = _total_bytes()
+    total = total_memory_bytes()
     return max(256 << 20, min(GIB, total // 20)) if total else GIB
-
-
-def resident_bytes(pids) -> int:
-    """The resident memory (VmRSS) of *pids*, summed; a process gone meanwhile counts nothing."""
-    held = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{int(pid)}/status", "rb") as f:
-                for line in f.read(1 << 14).decode("ascii", "replace").splitlines():
-                    if line.startswith("VmRSS:"):
-                        held += int(line.split()[1]) * 1024
-                        break
-        except (OSError, ValueError, IndexError):
-            continue
-    return held
 
 
 class MemoryWatch:
@@ -67,7 +41,7 @@ class MemoryWatch:
     def poll(self) -> str | None:
         """None while the machine has more than the reserve free; else the reason to stop, in words (at most once a second)."""
         now = time.monotonic()
-        if now < self.next_poll or not os.path.isdir("/proc"):
+        if now < self.next_poll or not has_proc():
             return None
         self.next_poll = now + self.every
         free = available_bytes()
@@ -95,4 +69,4 @@ class MemoryWatch:
         )
 
 
-__all__ = ["MemoryWatch", "default_reserve", "resident_bytes"]
+__all__ = ["MemoryWatch", "default_reserve"]

@@ -490,8 +490,8 @@ def test_validation_rows_read_alone_keep_to_the_wanted_tags():
 def test_megatron_lines_without_a_time_are_read_without_a_python_call_a_line(monkeypatch):
     """No date in a line's first 64 characters: its time is NaN at once (an 8 MB chunk took 1.5 s and 400 MB)."""
     calls = []
-    real = bulklog.logs._wall_time
-    monkeypatch.setattr(bulklog.logs, "_wall_time", lambda line: calls.append(line) or real(line))
+    real = bulklog.logs.wall_time
+    monkeypatch.setattr(bulklog.logs, "wall_time", lambda line: calls.append(line) or real(line))
     body = b"".join(b"iteration %d/ 100 | lm loss: 1.5 |\n" % i for i in range(1, 2001))
     parser = LogParser()
     got = bulklog.parse(parser, body)

@@ -45,10 +45,12 @@ def test_a_layout_added_in_one_entry_is_read_from_a_txt_log_in_a_folder(tmp_path
     assert len(LogParser().feed(body.decode().splitlines())) == 80
 
 
-def test_the_built_in_entries_name_readers_that_exist():
+def test_every_built_in_entry_has_its_readers():
+    from msnb.events.logs import LINE_READERS
+
     for layout in log_layouts.LAYOUTS:
-        assert layout.line is None and hasattr(LogParser, layout.handler), layout.name
-        assert layout.bulk is None or callable(getattr(bulklog, layout.bulk)), layout.name
+        assert layout.line is None and layout in LINE_READERS, layout.name
+    assert set(bulklog.CHUNK_READERS) <= set(log_layouts.LAYOUTS) and set(LINE_READERS) == set(log_layouts.LAYOUTS)
     assert log_layouts.markers()[-1] == log_layouts.PROGRESS_MARKER
 
 

@@ -197,18 +197,18 @@ def test_small_trees_are_read_in_process():
 
 
 def test_workers_count_the_cores_others_keep_busy_now(monkeypatch):
-    running = parallel._running_now()
+    running = parallel.running_processes()
     assert running is None or running >= 1  # this test's own process is running
     cores = len(os.sched_getaffinity(0))
     monkeypatch.setattr(parallel, "MAX_WORKERS", 64)
     monkeypatch.setattr(os, "getloadavg", lambda: (cores + 5.0, 0.0, 0.0))
-    monkeypatch.setattr(parallel, "_running_now", lambda: 1)  # the last minute was busy (a job that just ended), now only we run
+    monkeypatch.setattr(parallel, "running_processes", lambda: 1)  # the last minute was busy (a job that just ended), now only we run
     assert parallel.default_workers() == cores
-    monkeypatch.setattr(parallel, "_running_now", lambda: cores + 5)  # others still run
+    monkeypatch.setattr(parallel, "running_processes", lambda: cores + 5)  # others still run
     assert parallel.default_workers() == 1
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a burst that the last minute did not see: not counted
     assert parallel.default_workers() == cores
-    monkeypatch.setattr(parallel, "_running_now", lambda: None)  # no /proc
+    monkeypatch.setattr(parallel, "running_processes", lambda: None)  # no /proc
     assert parallel.default_workers() == cores
 
 

@@ -13,8 +13,8 @@ import pytest
 
 import msnb
 from msnb.events.reader import ReadResult
-from msnb.events.runs import _key, _root, discovered_runs, read_runs, run_labeller
-from msnb.panel.collect import _read_run, find_runs
+from msnb.events.runs import discovered_runs, read_runs, run_key, run_labeller, run_root
+from msnb.panel.collect import find_runs, read_run
 from tests.conftest import REPO
 
 
@@ -73,8 +73,8 @@ def test_the_reader_writes_the_names_it_is_given(tree):
 def test_several_paths_keyed_and_labelled_as_they_are_read(tree, labelled):
     paths = [tree / "job_a", tree / "job_b", tree / "state"]
     got = read_runs(paths, labelled=labelled)
-    roots = [_root(p) for p in paths]
-    want = ReadResult.merge(renamed(msnb.read(p, jobs=True), lambda run, root=root: _key(root, run)) for p, root in zip(paths, roots))
+    roots = [run_root(p) for p in paths]
+    want = ReadResult.merge(renamed(msnb.read(p, jobs=True), lambda run, root=root: run_key(root, run)) for p, root in zip(paths, roots))
     if labelled:
         label = run_labeller(paths, want.runs)
         want = renamed(want, label)
@@ -93,11 +93,11 @@ def test_the_panel_reads_each_run_under_its_discovered_name(tree):
     runs = {r.name: r for r in find_runs(tree)}
     assert sorted(runs) == ["job_a", "job_b", "job_b/output/tensorboard/retry", "state"]
     for name, run in runs.items():
-        _reader, result = _read_run(run)
+        _reader, result = read_run(run)
         assert set(result.runs) == {name}, name
         assert {f["run"] for f in result.files if "/head_" not in f["run"]} == {name}  # a head folder's files: under the run
         assert all(f["run"].startswith(name + "/") for f in result.files if "/head_" in f["run"])
-    outer = _read_run(runs["job_b"])[1]
+    outer = read_run(runs["job_b"])[1]
     assert sorted(set(outer.scalars.rank.tolist())) == [0, 1]  # the nested retry's rank_0 file is the retry's, not read here
-    heads = [t for t in _read_run(runs["state"])[1].scalars.tags() if "/head_" in t]
+    heads = [t for t in read_run(runs["state"])[1].scalars.tags() if "/head_" in t]
     assert len(heads) == 2

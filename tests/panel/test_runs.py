@@ -346,8 +346,8 @@ def test_add_scalars_head_folders_belong_to_their_run(tmp_path):
     assert [r.run for r in table.rows] == ["."]  # one job: its log, output/log and tensorboard folders are its writers
     assert not [p for p in table.all_problems if p.kind != "copy"], table.all_problems
     assert len(msnb.check(tmp_path / "small").runs) == 1  # the judge's runs too
-    from msnb.panel.collect import _read_run, find_runs
+    from msnb.panel.collect import find_runs, read_run
 
     (tb,) = find_runs(tmp_path / "small")
-    heads = [t for t in _read_run(tb)[1].scalars.tags() if "/head_" in t]
+    heads = [t for t in read_run(tb)[1].scalars.tags() if "/head_" in t]
     assert heads == ["max_attention_logit/model.layers.0.attention/head_0", "max_attention_logit/model.layers.0.attention/head_1"]

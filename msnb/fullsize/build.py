@@ -14,7 +14,12 @@ refusal that could come from that stand-in is a rule about the data, listed apar
 from __future__ import annotations
 
 import functools
+import os
 
+from .datasets import dataset_exists, dataset_paths
+
+RUNNER_RULES = "dataset and runner rules (check_runner_config)"
+DATASET = "the training dataset (create_train_dataset, as the Trainer builds it)"
 NETWORK = "the full-size network (build_network, parameters without data: every layer's constructor checks)"
 OPTIMIZER = "optimizer and learning-rate schedule (create_optimizer_scheduler)"
 STANDIN_DATASET_SIZE = 1_000_000  # steps an epoch, where the Trainer asks the dataset's size: far above any warmup
@@ -51,6 +56,7 @@ def network(checks, config, out: dict):
     ):
         checks.not_checked(NETWORK, "the batch sizes were refused")
         return None
+    dataset(checks, config, trainer, out)
     default_args = {
         "parallel_config": config.parallel_config,
         "moe_config": config.moe_config,
@@ -63,6 +69,49 @@ def network(checks, config, out: dict):
         out["network"] = {"class": type(built).__name__, "parameters": _count_parameters(built)}
         out["_trainer"] = trainer
     return built
+
+
+def dataset(checks, config, trainer, out: dict) -> None:
+    """The training dataset as the Trainer builds it, and the rules that need it (``check_runner_config``), when the
+    files the config names are on this machine; else both are listed apart as rules about the data.
+
+    A dataset that is here but cannot be built here is not checked, never a finding: building it runs under the
+    communication stand-in, whose limits are msnb's.  The runner rules on a dataset built are mindformers' findings.
+    """
+    from mindformers.trainer.utils import check_runner_config  # deferred: mindformers, in the pre-flight's child only
+
+    paths = dataset_paths(config.get("train_dataset") or {})
+    absent = [path for _, path in paths if not dataset_exists(path)]
+    if not paths or absent:
+        why = f"{absent[0]} is not on this machine" if absent else "the config's train_dataset names no data files"
+        checks.not_checked(RUNNER_RULES, f"they need the dataset itself: {why}", kind="data")
+        return
+    _workers_here(config, out)
+    before, standin = len(checks.results), trainer.train_dataset
+    trainer.train_dataset = None  # create_dataset returns the Trainer's own dataset when it holds one
+    built = checks.run(DATASET, trainer.create_train_dataset, kind="data")
+    trainer.train_dataset = standin
+    if built is None:
+        if checks.results[before]["outcome"] == "failed":  # built under msnb's stand-ins: not the config's finding
+            refused = checks.results.pop(before)
+            checks.not_checked(DATASET, f"it could not be built here: {refused['message']}", kind="data")
+        checks.not_checked(RUNNER_RULES, "the dataset could not be built here", kind="data")
+        return
+    trainer.train_dataset = built  # the learning-rate schedule asks the real size: no stand-in
+    out["dataset_size"] = int(built.get_dataset_size())
+    checks.run(RUNNER_RULES, lambda: check_runner_config(config, built) or True)
+
+
+def _workers_here(config, out: dict) -> None:
+    """The dataset's ``num_parallel_workers`` capped at this machine's cores (MindSpore refuses more): declared as a stand-in."""
+    cores = os.cpu_count() or 1
+    for section in (config.get("train_dataset"), (config.get("train_dataset_task") or {}).get("dataset_config")):
+        workers = section.get("num_parallel_workers") if hasattr(section, "get") else None
+        if isinstance(workers, int) and not isinstance(workers, bool) and workers > cores:
+            section["num_parallel_workers"] = cores
+            said = f"the dataset's num_parallel_workers: {cores} (this machine's cores) stands in for {workers} (MindSpore refuses more workers than cores)"
+            if said not in out["stood_in"]:
+                out["stood_in"].append(said)
 
 
 def _built_network(trainer, default_args: dict):
@@ -85,7 +134,7 @@ def trainer_parts(checks, config, network, out: dict):
         return trainer
     before = len(checks.results)
     optimizer = checks.run(OPTIMIZER, lambda: trainer.create_optimizer_scheduler_without_param_init(wrapped, _model_params(config, network)))
-    if trainer.train_dataset.asked:
+    if getattr(trainer.train_dataset, "asked", False):
         out["stood_in"].append(
             f"the dataset's size: {STANDIN_DATASET_SIZE:,} steps an epoch where the learning-rate schedule asks it (the dataset is not opened)"
         )
@@ -156,4 +205,4 @@ def _callback_defaults(config, trainer, kind: str):
     return None
 
 
-__all__ = ["NETWORK", "OPTIMIZER", "callbacks", "network", "trainer_parts"]
+__all__ = ["DATASET", "NETWORK", "OPTIMIZER", "RUNNER_RULES", "callbacks", "dataset", "network", "trainer_parts"]

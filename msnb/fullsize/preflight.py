@@ -219,6 +219,7 @@ _PARALLEL_KEY_WORDS = (
     ("When zero_bubble_v is enabled, pp_interleave_num", "parallel_config.pp_interleave_num"),
     ("For 1F1B Scheduler", "parallel_config.micro_batch_num"),
     ("weight aggregation is not supported", "monitor_config.stable_rank_config.do_aggregation"),
+    ("per epoch size must be more than 0", "runner_config.sink_size"),
 )
 
 

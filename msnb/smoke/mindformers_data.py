@@ -4,44 +4,11 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 
 from ..errors import SmokeError
+from ..fullsize.datasets import dataset_exists, is_mindrecord
 from .mindformers_changes import DELETE, REHEARSE, SHRINK, _Edits
 from .mindformers_sizes import SHRUNK
-
-_DATA_PATH_KEYS = ("data_path", "dataset_dir", "path", "data_dir")
-
-
-def _is_mindrecord(train: dict, path: str) -> bool:
-    loader = train.get("data_loader") if isinstance(train.get("data_loader"), dict) else {}
-    return loader.get("type") == "MindDataset" or path.endswith(".mindrecord")
-
-
-def _dataset_paths(train: dict) -> list:
-    loader = train.get("data_loader") if isinstance(train.get("data_loader"), dict) else {}
-    found = []
-    for node in (loader, loader.get("config") if isinstance(loader.get("config"), dict) else {}):
-        for key in _DATA_PATH_KEYS:
-            value = node.get(key)
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                if isinstance(item, str) and ("/" in item or os.sep in item) and not _is_number(item):
-                    found.append((key, item))
-    return found
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def _dataset_exists(path: str) -> bool:
-    p = Path(path).expanduser()
-    return p.exists() or Path(str(p) + ".bin").exists() or Path(str(p) + ".idx").exists()
 
 
 def _columns(data: dict, legacy: bool) -> list:
@@ -75,7 +42,7 @@ def use_config_data(loaded, data: str, paths: list) -> bool:
         SmokeError: ``data="config"`` and the loader names no file, or one that is not here (naming the key).
     """
     if data == "config":
-        missing = [(k, p) for k, p in paths if not _dataset_exists(p)]
+        missing = [(k, p) for k, p in paths if not dataset_exists(p)]
         if not paths:
             raise SmokeError(f"{loaded.where('train_dataset')}: --data config, but train_dataset.data_loader names no data files")
         if missing:
@@ -85,14 +52,14 @@ def use_config_data(loaded, data: str, paths: list) -> bool:
         return True
     if data == "synthetic":
         return False
-    return bool(paths) and all(_dataset_exists(p) for _, p in paths)
+    return bool(paths) and all(dataset_exists(p) for _, p in paths)
 
 
 def data_note(data: str, config_data: bool, paths: list, train: dict, columns: list, before: dict, after: dict) -> str:
     """The verdict's ``data`` line: which data the child trains on, and why."""
     if config_data:
         note = "the config's own dataset (" + ", ".join(p for _, p in paths) + ")"
-        if any(_is_mindrecord(train, p) for _, p in paths) and before.get("seq") != after.get("seq"):
+        if any(is_mindrecord(train, p) for _, p in paths) and before.get("seq") != after.get("seq"):
             note += f", every column cut to the shrunk sequence ({before.get('seq')} -> {after.get('seq')} tokens, offsets kept)"
             marker = next((c for c in ("loss_mask", "labels") if c in columns), None)
             if marker:  # a finetune row's first tokens are its prompt, trained on nothing: the window holds its trained tokens

@@ -43,9 +43,10 @@ from importlib import metadata
 from pathlib import Path
 
 from ..config.run_config import is_mindformers_run
+from ..fullsize.datasets import dataset_paths, is_mindrecord
 from .mindformers_changes import DELETE, ISOLATE, KINDS, REHEARSE, SHRINK, Change, _Edits, _unshared, change_lines, describe_changes
 from .mindformers_child import child_config, summary_root
-from .mindformers_data import _columns, _dataset_paths, _is_mindrecord, _mirror_dataset_task, data_note, fit_dataset, use_config_data
+from .mindformers_data import _columns, _mirror_dataset_task, data_note, fit_dataset, use_config_data
 from .mindformers_device import CPU_WRAPPER, _moe_dense, _monitoring, _on_this_device, _parallel_off
 from .mindformers_family import MC, MCORE_MODEL_TYPES, _is_legacy, _model_family, check_trainable, registered_model_type
 from .mindformers_sizes import SMALL, _learning_rate, plan_sizes, should_shrink
@@ -151,7 +152,7 @@ def plan_mindformers(
     mc = ed.node(MC)
     do_shrink = should_shrink(cfg, shrink, device)
     train = ed.node(("train_dataset",)) or {}
-    paths = _dataset_paths(train)
+    paths = dataset_paths(train)
     config_data = use_config_data(loaded, data, paths)
     before, after = plan_sizes(ed, loaded, mc, legacy=legacy, shrinking=do_shrink, keep_vocab=config_data)
     _run_length(ed, mc, train, steps=steps, batch_size=batch_size, shrunk=do_shrink, sink_size=sink_size)
@@ -185,7 +186,7 @@ def plan_mindformers(
         callbacks=_callbacks(cfg, ed),
         monitor_formats=formats,
         data="config" if config_data else "synthetic",
-        mindrecord=[p for _, p in paths if config_data and _is_mindrecord(train, p)],
+        mindrecord=[p for _, p in paths if config_data and is_mindrecord(train, p)],
         data_note=note,
         columns=columns,
         tensorboard=isinstance(cfg.get("tensorboard"), dict),

@@ -486,3 +486,37 @@ def test_suggestion_arithmetic():
     ]
     assert words("parallel_config.use_seq_parallel", "", layout, moe) == ["parallel_config.use_seq_parallel True"]
     assert words("recompute_config.recompute", "", layout, moe) == [] and words("parallel_config.model_parallel", "", {}, moe) == []
+
+
+@needs_mindformers
+def test_the_rules_that_need_the_dataset_run_when_it_is_here(tmp_path):
+    """The shipped Qwen3 32B reading a MindRecord that is here: the Trainer's dataset is built (workers capped at this
+    machine's cores, said) and check_runner_config runs on it (a sink_size of 0 is its finding); absent, they are apart."""
+    import numpy as np
+    from mindspore.mindrecord import FileWriter
+
+    from msnb.fullsize.build import DATASET, RUNNER_RULES
+
+    columns = ["input_ids", "labels", "loss_mask", "position_ids"]
+    writer = FileWriter(str(tmp_path / "d.mindrecord"), shard_num=1, overwrite=True)
+    writer.add_schema({c: {"type": "int32", "shape": [-1]} for c in columns}, "d")
+    writer.write_raw_data([{c: np.arange(4096, dtype=np.int32) for c in columns} for _ in range(16)])
+    writer.commit()
+
+    def own_data(d, **runner):
+        d["train_dataset"]["data_loader"] = {"type": "MindDataset", "dataset_dir": str(tmp_path / "d.mindrecord"), "shuffle": False}
+        d["train_dataset_task"]["dataset_config"] = d["train_dataset"]
+        d["runner_config"].update(runner)
+
+    dense = SHIPPED / "qwen3" / "pretrain_qwen3_32b_4k.yaml"
+    good = _changed(tmp_path, "data", own_data, dense)
+    bad = _changed(tmp_path, "sink", lambda d: own_data(d, sink_mode=True, sink_size=0), dense)
+    ok, refused, absent = run_preflights([(good, 16, None), (bad, 16, None), (dense, 16, None)], suggest=False)
+    by_name = {c.check: c for c in ok.checks}
+    assert ok.outcome == PASSED and by_name[DATASET].outcome == by_name[RUNNER_RULES].outcome == PASSED, ok.format_text()
+    assert any("num_parallel_workers" in s for s in ok.stood_in) and not any("dataset's size" in s for s in ok.stood_in)
+    (finding,) = refused.findings
+    assert finding.check == RUNNER_RULES and finding.message == "per epoch size must be more than 0 or equal to -1, but get 0"
+    assert finding.key == "runner_config.sink_size" and finding.source.startswith("mindformers/trainer/utils.py:")
+    (apart,) = [c for c in absent.data_rules if c.check == RUNNER_RULES]  # the shipped file's dataset is the cluster's
+    assert "is not on this machine" in apart.message and absent.outcome == PASSED

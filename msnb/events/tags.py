@@ -35,6 +35,15 @@ COMPARED: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss scale", "loss-scale", "loss_scale", "scale_sense"),
     "skipped": ("number of skipped iterations",),  # Megatron: steps the fp16 loss scaler skipped since the last line
 }
+# real tag -> the unit its values are in, for the tags whose writer says it: mindformers prints its throughput as
+# "samples/s/p" (1.x's progress line) and its model FLOPs as "...T" per NPU (TFLOP/s); Megatron-LM names the unit in the tag
+UNITS: dict[str, str] = {
+    "throughput": "samples/s per device",
+    "model-flops-throughput-per-npu": "TFLOP/s per device",
+    "throughput per GPU (TFLOP/s/GPU)": "TFLOP/s per GPU",
+    "step_time_ms": "ms",
+    "elapsed time per iteration (ms)": "ms",
+}
 DEFAULT_PANELS = ("loss", "lr", "grad_norm", "step_time", "throughput", "flops")
 # schedules and counters follow a plan, not noise: drawing them smoothed makes them lag
 SCHEDULES = ("lr", "loss_scale", "batch_size")
@@ -68,6 +77,11 @@ def resolve(name: str, available, *, compared: bool = False) -> str | None:
     if m is None:
         return None
     return next((t for t in _order(compared)[m] if t in have), None)
+
+
+def unit(tag: str) -> str | None:
+    """The unit of a real tag's values (:data:`UNITS`), else None: a tag whose writer does not say its unit has none."""
+    return UNITS.get(tag)
 
 
 def is_schedule(tag: str) -> bool:

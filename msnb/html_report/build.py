@@ -21,6 +21,7 @@ from ..config.monitor_schema import monitor_settings
 from ..environment import installed_major
 from ..errors import MsnbError, NothingReadable, UsageError
 from ..events.objects import local
+from ..events.problems import ProblemKind
 from ..events.reader import ReadResult
 from ..outputs import check_out, write_file
 from ..status import BORDER, COLORS, FAIL, PASS, WARN, ResultView, verdict_word
@@ -118,6 +119,14 @@ def _collect_freq(checked_config) -> int | None:
     return settings.collect_freq if "collect_freq" in settings.present else None  # a default is no fact about the run
 
 
+def _reading(found) -> str:
+    """What reading met, for the header: ``2 problems while reading``; a writer's copy read once (``train.log`` beside
+    ``info.log``: :attr:`ProblemKind.COPY`) is a note, not a problem."""
+    copies = sum(1 for p in found if p.kind == ProblemKind.COPY)
+    said = f"{count(len(found) - copies, 'problem')} while reading"
+    return said + (f"; {count(copies, 'note')}: a series two writers of one job keep, read once (see Problems while reading)" if copies else "")
+
+
 def _header(title: str, where: str, result, checked, why_not) -> str:
     written = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     counts = ", ".join(f"{len(getattr(result, t)):,} {t}" for t in result.TABLES if len(getattr(result, t)))
@@ -129,7 +138,7 @@ def _header(title: str, where: str, result, checked, why_not) -> str:
     return (
         f"<h1>{page.esc(title)}</h1>"
         f'<p class="meta">Written {written} by msnb {page.esc(__version__)} from {page.esc(where)}: {count(len(result.files), "file")}, {page.esc(counts)}; '
-        f"{count(len(result.problems), 'problem')} while reading.</p>"
+        f"{_reading(result.problems)}.</p>"
         f'<p class="verdict" id="overall">{line}</p>'
     )
 

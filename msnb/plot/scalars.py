@@ -35,7 +35,7 @@ from ..errors import NothingReadable, UsageError
 from ..events.msprobe import markers_of
 from ..events.runs import run_labeller
 from ..events.tables import ScalarTable
-from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve
+from ..events.tags import ALIASES, DEFAULT_PANELS, is_schedule, meaning, resolve, unit
 from ..status import ResultView
 from ..words import count
 from .bands import MAX_LABELLED, draw_bands, line_color
@@ -697,6 +697,9 @@ class _Figure:
         missing = panel.missing and self.note_missing
         ax.set_title(panel.title + spellings + (f"\n(no {panel.title} in {_few(self.label_for_run(r) for r in panel.missing)})" if missing else ""))
         ax.set_xlabel(xlabel)
+        units = {unit(t) for t in panel.tags.values()}
+        if len(units) == 1 and None not in units:
+            ax.set_ylabel(units.pop())  # one unit for every run's spelling: a panel of two units names none
         if self.x == "wall":
             ax.xaxis_date()
         elif self.x == "step":

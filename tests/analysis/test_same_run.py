@@ -92,6 +92,8 @@ def test_one_job_is_one_run_in_check_plot_report_board_and_runs(job, tmp_path):
     assert plot_read(read_runs([job], labelled=True), [job]).runs == [job.name]
     report = msnb.report(job, out=tmp_path / "r.html")
     assert report.runs == [job.name] and "judged from output/log/rank_0/info.log" in report.html
+    # the header says a writer's copy as a note, not as a problem while reading
+    assert f"0 problems while reading; {len(copies)} notes: a series two writers of one job keep, read once" in report.html
     board = BoardData([job])
     assert board.poll(final=True) == ["."] and board.runs["."].verdict.judged_from == checked.runs[0].judged_from
     assert "judged from output/log/rank_0/info.log" in _badge(board, ".")  # the board's light says it in its tooltip

@@ -168,6 +168,8 @@ def test_a_constant_rate_read_in_two_precisions_reads_as_one_number_and_flops_ha
     assert [t.get_text() for t in lr_ax.get_yticklabels()] == ["0.005"] and lr_ax.yaxis.get_offset_text().get_text() == ""
     assert any(t.get_text() == "constant: 0.005 at all 30 points" for t in lr_ax.texts)
     assert samples_ax.get_ylim()[0] > 100 and flops_ax.get_ylim()[1] < 2
+    # each rate says its unit (mindformers prints samples/s/p and TFLOP/s a device); a learning rate has none
+    assert (lr_ax.get_ylabel(), samples_ax.get_ylabel(), flops_ax.get_ylabel()) == ("", "samples/s per device", "TFLOP/s per device")
 
 
 def test_no_rank_minus_one_in_labels(three_jobs, tmp_path):

@@ -29,7 +29,7 @@ from ..events.tags import meaning
 from ..plot.bands import draw_bands
 from ..plot.downsample import m4
 from ..plot.render import MAX_TEXT_CHARS
-from ..plot.scalars import MIN_SMOOTHED, smoothing_for
+from ..plot.scalars import LEGEND_POINTS, MIN_SMOOTHED, smoothing_for
 from .model import BoardData, Series
 
 RANK_MODES = ("mean", "all", "bands")
@@ -39,6 +39,7 @@ MAX_POINTS = 1500  # M4 buckets per drawn line: about the figure's width in pixe
 MAX_RANK_LINES = 64  # ranks of one run drawn as lines in "all" mode, at most
 MAX_PANELS = 24  # panels drawn at once: 300 took 15 s to draw, 10,000 ran out of memory; the rest are named as left out
 TICKS = 6  # ticks per axis at most: each is a line and a text to build and draw at every redraw
+FLAG_LABEL = "flagged step (dashed)"  # the legend's entry for a flag's dashed line
 MAX_LEGEND = 12  # legend entries besides the runs' names at most (bands, medians, flagged ranks, NaN of the runs shown)
 LEFT_IN = 0.8  # inches left of a left-column panel: its y labels ("0.0001", "1e-05") drawn whole
 TOP_LEGEND_IN = 0.3  # inches above the panels for the runs' legend
@@ -221,7 +222,7 @@ def render(data: BoardData, view: View, figure=None):
     # fixed margins: a constrained layout would cost more than the drawing itself at every redraw; the left one holds
     # a log axis's labels ("0.0001"), the top one the runs' legend (one row above the panels, where it covers no curve)
     grid = figure.add_gridspec(
-        rows, cols, left=LEFT_IN / size[0], right=1 - 0.15 / size[0], bottom=0.5 / size[1], top=1 - (0.35 + TOP_LEGEND_IN) / size[1], wspace=0.3, hspace=0.55
+        rows, cols, left=LEFT_IN / size[0], right=1 - 0.35 / size[0], bottom=0.5 / size[1], top=1 - (0.35 + TOP_LEGEND_IN) / size[1], wspace=0.3, hspace=0.55
     )
     axes = [figure.add_subplot(grid[i // cols, i % cols]) for i in range(n)]  # no hidden axes to build for an odd panel
     if left_out:
@@ -263,7 +264,9 @@ def _figure_legend(figure, grid, size, run_names: list, run_legend: dict, said: 
     """
     shown = [t for t in run_names if t in run_legend][:MAX_RUN_LEGEND]
     # what needs the user's eye first (the chosen flag's rank, NaN, flagged ranks), then the bands and medians
-    urgent = sorted(said.items(), key=lambda item: not ("(chosen flag)" in item[0] or "(flagged)" in item[0] or item[0].startswith("NaN/Inf")))
+    urgent = sorted(
+        said.items(), key=lambda item: not ("(chosen flag)" in item[0] or "(flagged)" in item[0] or item[0] == FLAG_LABEL or item[0].startswith("NaN/Inf"))
+    )
     entries = [(run_legend[t], t) for t in shown] + [(h, t) for t, h in urgent[:MAX_LEGEND]]
     if not entries:
         return
@@ -282,7 +285,7 @@ def _figure_legend(figure, grid, size, run_names: list, run_legend: dict, said: 
         loc="upper center",
         bbox_to_anchor=(0.5, 1.0),
         ncols=ncols,
-        fontsize="small",
+        fontsize=LEGEND_POINTS,  # 9 pt: "small" (8.3 pt) read as 7 px once the figure shrank to the cell
         frameon=False,
         handlelength=1.5,
         columnspacing=1.2,
@@ -301,7 +304,7 @@ def _dress_axes(ax, panel, name: str, shown: list, view: View) -> None:
         ax.set_yscale("log")
         _plain_log_labels(ax)
     if view.x == "wall":
-        _concise_dates(ax)
+        _clock_ticks(ax)
     elif view.x == "step":
         ax.xaxis.set_major_locator(MaxNLocator(nbins=TICKS, integer=True))
     if not view.log:
@@ -323,14 +326,31 @@ def _split_legend(ax, run_names: list, run_legend: dict, said: dict) -> None:
         (run_legend if t in run_names else said).setdefault(t, h)
 
 
-def _concise_dates(ax) -> None:
-    """Wall-clock ticks that fit: ``10:41:05`` or ``05.5`` with the date and hour once beside the axis, not
-    ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)."""
+def _clock_ticks(ax) -> None:
+    """Wall-clock ticks a person reads at a glance, as fine as the ticks' spacing needs: ``10:41``, ``10:41:05``, or
+    ``41:05.3`` (minutes, seconds and tenths) for a span of seconds, the day (and the hour, when the ticks leave it out)
+    once in the axis label; not ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)
+    nor ``12.6 ... 12.9`` with the hour in an offset half cut at the figure's edge."""
     import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
+    from matplotlib.ticker import FuncFormatter
 
     locator = mdates.AutoDateLocator(minticks=3, maxticks=TICKS)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    lo, hi = ax.get_xlim()
+    ticks = locator.tick_values(mdates.num2date(lo), mdates.num2date(hi))
+    spacing = float(np.min(np.diff(ticks))) * 86400 if len(ticks) > 1 else (hi - lo) * 86400
+    if spacing >= 60:
+        form = lambda t: t.strftime("%H:%M")  # noqa: E731
+    elif spacing >= 1:
+        form = lambda t: t.strftime("%H:%M:%S")  # noqa: E731
+    else:
+        digits = 1 if spacing >= 0.1 else 2
+        form = lambda t: t.strftime("%M:%S") + f".{t.microsecond // 10 ** (6 - digits):0{digits}d}"  # noqa: E731
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: form(mdates.num2date(x))))
+    start = mdates.num2date(lo)
+    day = start.strftime("%Y-%m-%d") + (f", from {start:%H:%M}" if spacing < 1 else "")
+    end = mdates.num2date(hi).strftime("%Y-%m-%d")
+    ax.set_xlabel(f"wall-clock time (UTC, {day}{'' if end == start.strftime('%Y-%m-%d') else ' to ' + end})")
 
 
 def _plain_log_labels(ax) -> None:
@@ -384,6 +404,8 @@ def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None
     focus = view.focus
     if focus is not None and focus[0] == run.key and focus[1] in ranks and len(ranks) > 1:
         series = run.series(tag, focus[1])
+        if view.x != "step" and mode != "all":
+            series = _on_run_clock(run, series)  # beside the run's mean, not at the rank's own clock: one run, one place
         panel.line(
             run,
             series,
@@ -402,8 +424,21 @@ def _draw_run(panel: _Panel, data: BoardData, run, tag: str, view: View) -> None
             at = _flag_x(panel, run, f)
             if at is not None:
                 focused = focus is not None and focus[0] == run.key and focus[2] == f.step
-                line = panel.ax.axvline(at, color="red", linestyle="--", linewidth=1.4 if focused else 0.9, alpha=1.0 if focused else 0.6)
+                line = panel.ax.axvline(at, color="red", linestyle="--", linewidth=1.4 if focused else 0.9, alpha=1.0 if focused else 0.6, label=FLAG_LABEL)
                 line.set_gid(f"flag|{run.key}|{f.rank}|{f.step}")
+
+
+def _on_run_clock(run, series):
+    """*series* (one rank's) with the wall times of its run's mean at the same steps: on a time axis the chosen flag's
+    rank then lies on its run's line, not beside it where that rank's own clock (it wrote later) put it."""
+    mean = run.series(series.tag, None)
+    if series is None or mean is None or not mean.steps.size:
+        return series
+    ok = np.isfinite(mean.walls)
+    if not ok.any():
+        return series
+    walls = np.interp(series.steps, mean.steps[ok], mean.walls[ok].astype(np.float64))
+    return replace(series, walls=walls.astype(series.walls.dtype) if series.walls.dtype.kind == "f" else walls)
 
 
 def _rank_lines(ranks: list, flags) -> list:
@@ -430,7 +465,8 @@ def _flag_x(panel: _Panel, run, flag) -> float | None:
     # on a time axis the step's time on the line drawn: the flagged rank's when it is drawn out, else the mean's (the
     # flagged rank's own clock put the line beside the data when that rank wrote later than the others)
     focus = view.focus
-    drawn_out = focus is not None and focus[0] == run.key and focus[1] == flag.rank and flag.rank in run.ranks_of(flag.tag)
+    own = view.ranks == "all" and len(run.ranks_of(flag.tag)) > 1  # in "all" the chosen rank keeps its own clock
+    drawn_out = own and focus is not None and focus[0] == run.key and focus[1] == flag.rank and flag.rank in run.ranks_of(flag.tag)
     series = run.series(flag.tag, flag.rank if drawn_out else None)
     if series is None or not series.steps.size:
         return None

@@ -147,6 +147,13 @@ class RunList(widgets.VBox):
 FLAG_ROW_CHARS = 110  # a flag's row in the list at most (about the list's width at 1,400 px); the whole reason shows below it
 
 
+def _whole_reason(data, flag) -> str:
+    """A chosen flag said whole, wrapped to the cell's width: its run, rank, step and tag, then its reason uncut."""
+    where = f"rank {flag.rank}" if flag.rank >= 0 else "run"
+    said = f"{data.label(flag.run)} | {where} | step {flag.step} | {flag.tag}"
+    return f"<div style='white-space:normal;overflow-wrap:anywhere;line-height:1.4'><b>chosen flag</b>: {html.escape(said)}: {html.escape(flag.reason)}</div>"
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
@@ -199,7 +206,7 @@ class Board:
 
         steps = data.step_range() or (0, 1)
         many = any(len(r.ranks) > 16 for r in data.runs.values())
-        narrow = {"button_width": "78px"}  # three choices on one line of the side panel
+        narrow = {"button_width": "auto"}  # each button as wide as its word: 78 px cut "heatmap" to "heatm..."
         c = {
             "runs": RunList(),
             "tags": w.SelectMultiple(options=data.tag_names(), value=tuple(data.default_tags()), rows=4, description="tags"),
@@ -225,6 +232,7 @@ class Board:
         self.status = w.HTML()
         self.flags_note = w.HTML()
         self.flag_detail = w.HTML()  # the chosen flag's whole reason, wrapped (its row in the list is cut to fit)
+        self.focus_note = w.HTML(layout=w.Layout(width="100%"))  # the same above the figure it zooms to
         show_all = w.Button(description="show all steps", layout=w.Layout(width="auto"))
         show_all.on_click(lambda _b: self.show_all())
         self._flag_options()
@@ -233,7 +241,7 @@ class Board:
         runs = w.VBox([w.HTML("<b>runs</b>"), c["runs"]], layout=w.Layout(min_width="200px", max_height="220px", overflow="auto", margin="0 12px 0 0"))
         view = w.VBox([c["tags"], c["ranks"], c["x"]], layout=w.Layout(margin="0 12px 0 0"))
         shape = w.VBox([c["smoothing"], w.HBox([c["log"], c["outliers"]]), c["steps"]])
-        scalars = w.VBox([w.HBox([runs, view, shape], layout=w.Layout(flex_flow="row wrap")), self.image])
+        scalars = w.VBox([w.HBox([runs, view, shape], layout=w.Layout(flex_flow="row wrap")), self.focus_note, self.image])
         histograms = w.VBox([w.HBox([c["histogram"], c["histogram_run"]]), c["histogram_mode"], self.histogram_image])
         flags = w.VBox([self.flags_note, c["flags"], self.flag_detail, show_all])
         self.tabs = w.Tab(children=[scalars, histograms, flags], titles=("Scalars", "Histograms", "Flags"))
@@ -362,7 +370,8 @@ class Board:
 
     def _flag_chosen(self, change) -> None:
         chosen = change["new"]
-        self.flag_detail.value = "" if chosen is None else f"<div style='white-space:normal'>{html.escape(self._flags[chosen].reason)}</div>"
+        self.flag_detail.value = "" if chosen is None else _whole_reason(self.data, self._flags[chosen])
+        self.focus_note.value = self.flag_detail.value
         if self._quiet or chosen is None:
             return
         self.zoom(self._flags[chosen])

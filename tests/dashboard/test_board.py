@@ -125,7 +125,7 @@ def test_x_axis_log_scale_and_ignore_outliers(board):
     x = lines(board.figure, "smooth|")["smooth|healthy|mean|lm-loss"].get_xdata()
     assert x.min() >= 0 and x.max() < 600
     c["x"].value = "wall"
-    assert panel(board.figure).get_xlabel() == "wall-clock time"
+    assert panel(board.figure).get_xlabel().startswith("wall-clock time (UTC, ")
     assert lines(board.figure, "smooth|")["smooth|healthy|mean|lm-loss"].get_xdata().min() > 19000  # matplotlib dates: days since 1970
     c["x"].value = "step"
     c["log"].value = True
@@ -549,3 +549,32 @@ def test_a_following_board_shows_itself_in_a_notebook_cell_that_goes_on(base, ju
         shown, outputs = run(kc, f"again = msnb.board({str(base)!r}, every=0.5)\nagain")
         assert len(shown) == 1, outputs
         run(kc, "live.stop(); again.stop()")
+
+
+def test_a_chosen_flag_reads_whole_once_on_a_time_axis_with_its_line_in_the_legend(board):
+    """The chosen flag's reason whole above the figure it zooms to; its dashed line named in a 9 pt legend; on a wall
+    clock its rank drawn once, on its run's line; ticks ``HH:MM`` with the day in the axis label, no offset; no button
+    narrower than its word."""
+    from msnb.dashboard.render import FLAG_LABEL
+
+    c = board.controls
+    c["runs"].value = ("drifting",)
+    c["ranks"].value = "mean"
+    c["flags"].value = next(i for i, (text, _) in enumerate(c["flags"].options) if text.startswith("drifting"))
+    reason = board._flags[c["flags"].value].reason
+    assert reason in board.focus_note.value.replace("&#x27;", "'").replace("&quot;", '"') and "\u2026" not in board.focus_note.value
+    fig = board.figure
+    legend = fig.legends[0]
+    assert FLAG_LABEL in [t.get_text() for t in legend.get_texts()]
+    assert all(t.get_fontsize() >= 9 for t in legend.get_texts())
+    c["x"].value = "wall"
+    ax = panel(board.figure, "loss")
+    board.figure.canvas.draw()
+    assert ax.get_xlabel().startswith("wall-clock time (UTC, ") and ax.xaxis.get_offset_text().get_text() == ""
+    focus = lines(board.figure, "focus|drifting|")
+    mean = lines(board.figure, "smooth|drifting|mean|")
+    for f in focus.values():
+        xs = f.get_xdata()
+        m = next(iter(mean.values())).get_xdata()
+        assert xs.min() >= m.min() - 1e-9 and xs.max() <= m.max() + 1e-9  # one run at one place on the clock
+    assert all(s.button_width == "auto" for s in (c["x"].style, c["ranks"].style, c["histogram_mode"].style))

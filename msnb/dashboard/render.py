@@ -332,7 +332,7 @@ def _clock_ticks(ax) -> None:
     once in the axis label; not ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)
     nor ``12.6 ... 12.9`` with the hour in an offset half cut at the figure's edge."""
     import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # deferred: matplotlib, until the first draw
 
     locator = mdates.AutoDateLocator(minticks=3, maxticks=TICKS)
     ax.xaxis.set_major_locator(locator)

@@ -19,6 +19,7 @@ without relying on colours or legend order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -327,9 +328,9 @@ def _split_legend(ax, run_names: list, run_legend: dict, said: dict) -> None:
 
 
 def _clock_ticks(ax) -> None:
-    """Wall-clock ticks a person reads at a glance, as fine as the ticks' spacing needs: ``10:41``, ``10:41:05``, or
-    ``41:05.3`` (minutes, seconds and tenths) for a span of seconds, the day (and the hour, when the ticks leave it out)
-    once in the axis label; not ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)
+    """Wall-clock ticks a person reads at a glance, as fine as the ticks' spacing needs: ``10:41``, ``10:41:05``, or for
+    a span under a few seconds the seconds past a minute the axis label names (``5.25`` ... ``5.40`` past ``10:41``), the
+    day once in the axis label; not ``39:58.800000`` at every tick (matplotlib's default, whose labels ran into each other)
     nor ``12.6 ... 12.9`` with the hour in an offset half cut at the figure's edge."""
     import matplotlib.dates as mdates  # deferred: matplotlib, until the first draw
     from matplotlib.ticker import FuncFormatter  # deferred: matplotlib, until the first draw
@@ -339,18 +340,19 @@ def _clock_ticks(ax) -> None:
     lo, hi = ax.get_xlim()
     ticks = locator.tick_values(mdates.num2date(lo), mdates.num2date(hi))
     spacing = float(np.min(np.diff(ticks))) * 86400 if len(ticks) > 1 else (hi - lo) * 86400
-    if spacing >= 60:
-        form = lambda t: t.strftime("%H:%M")  # noqa: E731
-    elif spacing >= 1:
-        form = lambda t: t.strftime("%H:%M:%S")  # noqa: E731
-    else:
-        digits = 1 if spacing >= 0.1 else 2
-        form = lambda t: t.strftime("%M:%S") + f".{t.microsecond // 10 ** (6 - digits):0{digits}d}"  # noqa: E731
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: form(mdates.num2date(x))))
     start = mdates.num2date(lo)
-    day = start.strftime("%Y-%m-%d") + (f", from {start:%H:%M}" if spacing < 1 else "")
+    day = start.strftime("%Y-%m-%d")
     end = mdates.num2date(hi).strftime("%Y-%m-%d")
-    ax.set_xlabel(f"wall-clock time (UTC, {day}{'' if end == start.strftime('%Y-%m-%d') else ' to ' + end})")
+    days = day if end == day else f"{day} to {end}"
+    if spacing >= 1:
+        pattern = "%H:%M" if spacing >= 60 else "%H:%M:%S"
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: mdates.num2date(x).strftime(pattern)))
+        ax.set_xlabel(f"wall-clock time (UTC, {days})")
+    else:  # a span of seconds: the seconds past the first tick's minute, as many decimals as the ticks' spacing needs
+        digits = min(3, max(1, math.ceil(-math.log10(max(spacing, 1e-3)) - 1e-9)))
+        minute = math.floor(lo * 1440) / 1440
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{(x - minute) * 86400:.{digits}f}"))
+        ax.set_xlabel(f"wall-clock time: seconds past {mdates.num2date(minute):%H:%M} (UTC, {days})")
 
 
 def _plain_log_labels(ax) -> None:

@@ -125,7 +125,7 @@ def test_x_axis_log_scale_and_ignore_outliers(board):
     x = lines(board.figure, "smooth|")["smooth|healthy|mean|lm-loss"].get_xdata()
     assert x.min() >= 0 and x.max() < 600
     c["x"].value = "wall"
-    assert panel(board.figure).get_xlabel().startswith("wall-clock time (UTC, ")
+    assert panel(board.figure).get_xlabel().startswith("wall-clock time")
     assert lines(board.figure, "smooth|")["smooth|healthy|mean|lm-loss"].get_xdata().min() > 19000  # matplotlib dates: days since 1970
     c["x"].value = "step"
     c["log"].value = True
@@ -570,7 +570,10 @@ def test_a_chosen_flag_reads_whole_once_on_a_time_axis_with_its_line_in_the_lege
     c["x"].value = "wall"
     ax = panel(board.figure, "loss")
     board.figure.canvas.draw()
-    assert ax.get_xlabel().startswith("wall-clock time (UTC, ") and ax.xaxis.get_offset_text().get_text() == ""
+    # the fixture's steps are milliseconds apart: the seconds past the minute the label names, each tick its own
+    assert ax.get_xlabel().startswith("wall-clock time: seconds past ") and ax.xaxis.get_offset_text().get_text() == ""
+    ticks = [t for t, _ in _tick_boxes(board.figure, ax, "x")]
+    assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
     focus = lines(board.figure, "focus|drifting|")
     mean = lines(board.figure, "smooth|drifting|mean|")
     for f in focus.values():
@@ -578,3 +581,21 @@ def test_a_chosen_flag_reads_whole_once_on_a_time_axis_with_its_line_in_the_lege
         m = next(iter(mean.values())).get_xdata()
         assert xs.min() >= m.min() - 1e-9 and xs.max() <= m.max() + 1e-9  # one run at one place on the clock
     assert all(s.button_width == "auto" for s in (c["x"].style, c["ranks"].style, c["histogram_mode"].style))
+
+
+def test_wall_clock_ticks_as_fine_as_their_spacing():
+    """Minutes apart: ``HH:MM``; seconds apart: ``HH:MM:SS``; the day in the label, no offset text."""
+    import matplotlib.dates as mdates
+    from matplotlib.figure import Figure
+
+    from msnb.dashboard.render import _clock_ticks
+
+    for span_s, pattern in ((3600, r"^\d\d:\d\d$"), (40, r"^\d\d:\d\d:\d\d$")):
+        ax = Figure().add_subplot()
+        start = mdates.date2num(np.datetime64("2026-12-06T10:41:00"))
+        ax.plot([start, start + span_s / 86400], [0, 1])
+        _clock_ticks(ax)
+        ax.figure.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        assert labels and all(__import__("re").match(pattern, t) for t in labels) and len(set(labels)) == len(labels), labels
+        assert ax.get_xlabel() == "wall-clock time (UTC, 2026-12-06)" and ax.xaxis.get_offset_text().get_text() == ""

@@ -232,7 +232,7 @@ class Board:
         self.status = w.HTML()
         self.flags_note = w.HTML()
         self.flag_detail = w.HTML()  # the chosen flag's whole reason, wrapped (its row in the list is cut to fit)
-        self.focus_note = w.HTML(layout=w.Layout(width="100%"))  # the same above the figure it zooms to
+        self.focus_note = w.HTML(layout=w.Layout(width="100%", margin="0"))  # the same above the figure (no margin: 100% and 2 px each side scrolled)
         show_all = w.Button(description="show all steps", layout=w.Layout(width="auto"))
         show_all.on_click(lambda _b: self.show_all())
         self._flag_options()

@@ -308,8 +308,10 @@ def memory_html(est, advice: bool = True, headline: bool = True, refusals: bool 
     parts = ["<div class='msnb-memory'>"]
     word, why = memory_headline(est).split(": ", 1)
     label = "msnb memory" if headline else "per-card memory"
-    parts.append(f"<b style='color:{COLORS[memory_status(est)]}'>{label} {word}</b>: {html.escape(why)}")
+    # the verdict and refusals in a block of their own: an image right after running text split its last words off below it
+    parts.append(f"<div><b style='color:{COLORS[memory_status(est)]}'>{label} {word}</b>: {html.escape(why)}")
     parts += [f"<br><b style='color:{COLORS[FAIL]}'>REFUSED</b>: {html.escape(r)}" for r in est.refusals if refusals]
+    parts.append("</div>")
     if advice:
         from .advice import memory_advice  # deferred: the estimate's arithmetic
 

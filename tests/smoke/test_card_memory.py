@@ -19,6 +19,7 @@ import yaml
 from msnb.errors import NotRehearsed, UsageError
 from msnb.fullsize.memory import CARDS, estimate_card_memory, layers_per_stage
 from msnb.fullsize.sizes import model_sizes
+from tests.smoke.cluster_oracle import CLUSTER_STANDIN
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -355,22 +356,12 @@ def test_a_yaml_with_no_model_to_size_is_refused_in_one_line(tmp_path):
 BUILT_PARAMETERS = r"""
 import copy, json, os, sys
 import mindspore as ms
-import mindspore.communication._comm_helper as helper
-import mindspore.communication.management as management
 from mindspore.nn.utils import no_init_parameters
 from mindformers import MindFormerConfig
 from mindformers.core.context.build_context import Context
 from mindformers.core.parallel_config import build_parallel_config
-from mindformers.parallel_core.inference import parallel_state
 from mindformers.trainer.base_trainer import BaseTrainer
 
-ms.set_device("CPU")
-groups = {}
-management._get_rank_helper = lambda group: 0
-management._get_size_helper = lambda group: len(groups.get(group, ())) or int(os.environ["RANK_SIZE"])
-management._create_group_helper = lambda group, ranks, options=None: groups.__setitem__(group, list(ranks))
-helper._is_initialized = parallel_state._is_initialized = lambda: True
-helper.GlobalComm.INITED = True
 
 class Steps:  # the learning-rate schedule asks the dataset's size
     def get_dataset_size(self):
@@ -414,6 +405,7 @@ for path, devices in json.loads(sys.argv[1]):
     said[path] = {"stages": stages, "dtypes": sorted(dtypes), "state": state, "trainable": sum(stages.values())}
 print("BUILT" + json.dumps(said))
 """
+BUILT_PARAMETERS = BUILT_PARAMETERS.replace("\nfrom mindformers import MindFormerConfig\n", CLUSTER_STANDIN + "from mindformers import MindFormerConfig\n", 1)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mindformers") is None, reason="mindformers is not installed")

@@ -266,11 +266,17 @@ def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_fold
 
     proc = subprocess.Popen(msnb_command() + ["preflight", str(MOE), "--devices", "16"], env=dict(os.environ, TMPDIR=str(tmp_path)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob("msnb-preflight-*/preflight.log")) and time.monotonic() < deadline:
+
+    def children():  # the log is opened before the child is forked, and a forked child shows msnb's command line until it execs
+        try:
+            return [p for p in psutil.Process(proc.pid).children(recursive=True) if "msnb.fullsize.child" in " ".join(p.cmdline())]
+        except psutil.Error:  # one that ended or changed while listed: looked at again
+            return []
+
+    workers, deadline = [], time.monotonic() + 60
+    while not (list(tmp_path.glob("msnb-preflight-*/preflight.log")) and (workers := children())) and time.monotonic() < deadline:
         time.sleep(0.05)
     (log,) = tmp_path.glob("msnb-preflight-*/preflight.log")  # the child is started
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "msnb.fullsize.child" in " ".join(p.cmdline())]
     assert workers, "the pre-flight's child was not found"
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(30) == -getattr(signal, sig)  # it ends as the signal's default action ends it

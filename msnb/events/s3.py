@@ -280,6 +280,10 @@ class Refused(Exception):
     """One request the store refused or failed; the message says why in a few words (no key, no secret)."""
 
 
+_INSTANCE_METADATA = "/latest/api/token"
+"""Where the S3 client asks an EC2-style metadata service for a token when no credentials were given."""
+
+
 def why(exc: Exception, endpoint: str) -> str:
     """A library error in a few words: no such bucket, access denied, the endpoint unreachable, or the store's code."""
     text = str(exc)
@@ -292,6 +296,11 @@ def why(exc: Exception, endpoint: str) -> str:
         return f"access denied at {endpoint} ({what}): check AWS_ACCESS_KEY_ID / AWS_PROFILE and the bucket's policy"
     if name == "NotFoundError":
         return "no such object"
+    if _INSTANCE_METADATA in text:  # no key anywhere, so the client asked the cloud machine's metadata service, which is not here
+        return (
+            f"no credentials for {endpoint}: none in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or AWS_PROFILE's files "
+            "(~/.aws/credentials), and no cloud instance's metadata service answered"
+        )
     if "error sending request" in text or "timed out" in text.lower() or "connect" in text.lower():
         return f"cannot reach the endpoint {endpoint} (gave up after {RETRY_TIMEOUT_S} s of retries): check AWS_ENDPOINT_URL and the network"
     if code:

@@ -132,6 +132,18 @@ def test_an_unreachable_endpoint_is_said_within_a_bounded_wait(aws, tmp_path):
     assert time.monotonic() - started < s3.RETRY_TIMEOUT_S + 15
 
 
+def test_no_credentials_anywhere_is_said_as_such_not_as_the_metadata_services_refusal(aws, tmp_path):
+    """No key in the environment or a profile: the client falls back to a cloud machine's metadata service; where
+    none answers (here: a closed port stands in for it), the line says that no credentials were found."""
+    env = {k: v for k, v in _env(aws).items() if not k.startswith("AWS_ACCESS") and not k.startswith("AWS_SECRET")}
+    env.update(HOME=str(tmp_path), AWS_METADATA_ENDPOINT="http://127.0.0.1:9")
+    env.pop("AWS_PROFILE", None)
+    proc = subprocess.run([sys.executable, "-m", "msnb.cli", "runs", f"s3://{BUCKET}/team"], capture_output=True, text=True, env=env, timeout=120)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and f"s3://{BUCKET}/team: no credentials for {aws.endpoint}" in line and "AWS_ACCESS_KEY_ID" in line, line
+    assert "api/token" not in line and "127.0.0.1:9" not in line
+
+
 def test_parquet_export_to_a_bucket_is_what_duckdb_reads_and_adds_only_new_rows(aws, team_on_both, tmp_path):
     duckdb = pytest.importorskip("duckdb")
     out = f"s3://{BUCKET}/datasets/ms_run"

@@ -15,8 +15,10 @@ Sources (measured figures as published, with the settings their own pages give):
   ``--sequence-parallel``, flash attention, no distributed optimizer. DryRun.md: TP2 PP2 at 10,240 tokens, GBS 64 on
   4 cards (64 micro-batches), MindSpore's "Used peak memory usage (without fragments)" 55,405 MiB without recompute and
   35,073 with full recompute, on a rank it does not name (scored: the largest stage). partition-strategy.md: at 4,096
-  tokens (the script's GBS 8 on 8 cards: 8 micro-batches) TP2 PP4 35,366, TP4 PP2 27,951, TP4 PP2 with full
-  recompute 26,779, from ``worker_7.log``: the last stage.
+  tokens (the page overrides TP, PP and SEQ_LEN only: the script's GBS 64 in MindSpeed-LLM 2.2.0, the branch
+  MindSpeed-Core-MS r0.4.0 clones, on 8 cards: 64 micro-batches) TP2 PP4 35,366, TP4 PP2 27,951, TP4 PP2 with full
+  recompute 26,779, from ``worker_7.log``: the last stage, a figure the page takes from the training log without
+  naming the line.
 - Megatron-LM pull request 482 (tools/get_training_info/README.md): Llama2-7B, bf16, flash attention, distributed
   optimizer, SwiGLU, no sequence parallelism and no recompute (the tool supports neither), torch.cuda.max_memory_allocated
   after several iterations, rank 0, GB: DP8 (MBS 2) 69.1; DP4 TP2 (MBS 4) 55.7; DP4 PP2 (MBS 2, GBS 2048) 49.8; TP8
@@ -108,7 +110,7 @@ MEGATRON = (
     "gradients, Adam state and master weights sharded over data parallel (distributed optimizer), counted as MindSpore's "
     "parallel optimizer level1; 2,048 tokens (the README's own example)"
 )
-COURSE_4K = {"micro_batch_num": 8, "use_seq_parallel": True}  # the course's 32k script: MBS 1, GBS 8, --sequence-parallel; 8 cards
+COURSE_4K = {"micro_batch_num": 64, "use_seq_parallel": True}  # the course's 32k script (MindSpeed-LLM 2.2.0): MBS 1, GBS 64, --sequence-parallel; 8 cards
 COURSE_10K = {"micro_batch_num": 64, "use_seq_parallel": True}  # DryRun.md: MBS 1, GBS 64, 4 cards; --sequence-parallel
 ROWS = [
     Row("MindSpore course, ch. 5", "Qwen2.5-7B TP2 PP2, 10,240 tokens, no recompute", QWEN25_7B, 10240, 1,
@@ -167,7 +169,7 @@ def score(rows=ROWS) -> list[dict]:
                 "stage": stage.stage,
                 "estimate_mib": stage.total / MIB,
                 "error": stage.total / measured - 1,
-                "parts": {k: getattr(stage, k) / GIB for k in ("weights", "gradients", "optimizer", "activations")},
+                "parts": {k: getattr(stage, k) / GIB for k in ("weights", "gradients", "optimizer", "activations", "step_extra")},
                 "in_flight": stage.micro_batches_in_flight,
             }
             if row.framework is not None:  # msnb's parameters a card and activations, the measured framework's bytes a parameter
@@ -181,15 +183,15 @@ def score(rows=ROWS) -> list[dict]:
 
 def table(scored: list[dict], markdown: bool) -> str:
     head = ("source", "measurement", "stage", "measured MiB", "msnb MiB", "error", "weights+grads+opt GiB", "activations GiB (in flight)",
-            "framework's states GiB", "msnb + framework's states MiB", "error")  # fmt: skip
+            "step's grads copy beyond activations GiB", "framework's states GiB", "msnb + framework's states MiB", "error")  # fmt: skip
     lines = []
     if markdown:
-        lines += ["| " + " | ".join(head) + " |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["| " + " | ".join(head) + " |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for s in scored:
         r, p = s["row"], s["parts"]
         stage = f"{s['stage']}" if r.stage is not None else f"{s['stage']} (largest; not said)"
         cells = (r.source, r.what, stage, f"{r.measured_mib:,.0f}", f"{s['estimate_mib']:,.0f}", f"{s['error']:+.1%}",
-                 f"{p['weights'] + p['gradients'] + p['optimizer']:.1f}", f"{p['activations']:.1f} ({s['in_flight']})")  # fmt: skip
+                 f"{p['weights'] + p['gradients'] + p['optimizer']:.1f}", f"{p['activations']:.1f} ({s['in_flight']})", f"{p['step_extra']:.1f}")  # fmt: skip
         if "framework_mib" in s:
             cells += (f"{s['framework_states_gib']:.1f}", f"{s['framework_mib']:,.0f}", f"{s['framework_error']:+.1%}")
         else:

@@ -12,6 +12,7 @@ PARTS = (
     ("gradients", "gradients", "#55A868"),
     ("optimizer", "optimizer state", "#C44E52"),
     ("activations", "activations", "#8172B2"),
+    ("step_extra", "gradients' copy at the step, beyond the activations", "#937860"),
 )
 
 
@@ -63,6 +64,8 @@ def memory_figure(est):
     xs = [s.stage for s in stages]
     for attr, label, color in PARTS:
         heights = [getattr(s, attr) / GIB for s in stages]
+        if attr == "step_extra" and not any(heights):  # no stage's peak is its optimizer step: no bar, no legend entry
+            continue
         ax.bar(xs, heights, bottom=bottom, color=color, label=label, width=0.7)
         bottom = [b + h for b, h in zip(bottom, heights)]
     _limit_line(ax, card)

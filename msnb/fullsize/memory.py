@@ -6,7 +6,8 @@ gradients and optimizer state a card holds after tensor (``model_parallel``), pi
 ``offset`` list), expert (``expert_parallel``) and data parallelism (MindSpore's parallel optimizer:
 ``parallel.enable_parallel_optimizer`` and ``parallel.parallel_optimizer_config``) have split them, and the
 activations kept for the backward pass per micro-batch under the config's ``recompute_config``, times the
-micro-batches a 1F1B pipeline keeps in flight on that stage.  The sizes come from
+micro-batches a 1F1B pipeline keeps in flight on that stage; under a pipeline or gradient accumulation, the
+optimizer step's scaled copy of the accumulated gradients where it is more than those activations.  The sizes come from
 :func:`msnb.fullsize.sizes.model_sizes`: the same sources the real run builds its model from.
 
 It is an estimate of what is *counted* (listed in :attr:`CardMemory.leaves_out`), not a measurement: MindSpore's
@@ -38,7 +39,11 @@ LEAVES_OUT = (
     "communication buffers (all-reduce / all-gather / all-to-all / pipeline send-receive) and their fusion buckets",
     "the weights the parallel optimizer all-gathers again for a layer's backward pass (level3, or a recomputed layer with "
     "parallel_optimizer_comm_recompute: transient; with level1 and level2 those kept from the forward pass are counted in the weights)",
-    "each micro-batch's own gradients before they are added into the accumulation buffer (transient)",
+    "each micro-batch's own gradients before they are added into the accumulation buffer (transient); at the optimizer step under a "
+    "pipeline or gradient accumulation one scaled copy of the accumulated gradients is counted, not a second one gradient clipping may make",
+    "the compute-dtype (bfloat16) copies mindformers' layers cast from float32 weights (parallel_core's Linear: cast(weight, compute_dtype)): "
+    "whether MindSpore's compiled graph keeps them from the forward to the backward pass or casts again is its compiler's choice, not "
+    "found documented; at most 2 bytes a parameter of the layers not fully recomputed, per micro-batch in flight",
     "MindSpore's memory planner, workspace of the kernels, and fragmentation",
     "the framework's and the driver's own reserve (the card's HBM is more than MindSpore may use: see context.max_device_memory)",
     "the dataset queue, prefetch and sink-mode buffers on the card",
@@ -174,14 +179,22 @@ class StageMemory:
     full_recompute_layers: int = 0
     select_recompute_layers: int = 0
     gathered: int = 0  # of the weights: what the parallel optimizer all-gathered and keeps from the forward to the backward pass
+    # what the optimizer step holds beyond the gradients: the scaled copy of the accumulated gradients (pipeline or
+    # gradient accumulation, see _step_gradients), when every activation has been freed
+    step_gradients: int = 0
 
     @property
     def activations(self) -> int:
         return self.activations_per_micro_batch * self.micro_batches_in_flight
 
     @property
+    def step_extra(self) -> int:
+        """What the optimizer step holds beyond the activations the backward pass held: the stage's peak is the larger."""
+        return max(0, self.step_gradients - self.activations)
+
+    @property
     def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return self.weights + self.gradients + self.optimizer + self.activations + self.step_extra
 
     def as_dict(self) -> dict:
         return {
@@ -199,6 +212,8 @@ class StageMemory:
             "full_recompute_layers": self.full_recompute_layers,
             "select_recompute_layers": self.select_recompute_layers,
             "gathered_weights": self.gathered,
+            "step_gradients": self.step_gradients,
+            "step_extra": self.step_extra,
         }
 
 
@@ -643,6 +658,26 @@ def _micro_batches_in_flight(lay: Layout, i: int) -> int:
     return min(lay.pp - i, lay.micro_batch_num)
 
 
+def _step_gradients(sz: _StageSizing, params: int, sharded: int) -> int:
+    """Bytes the optimizer step holds beyond the gradients' accumulation buffer, on one card of a stage holding
+    *params* parameters (*sharded* after the parallel optimizer's split).
+
+    mindformers trains a pipeline (``pipeline_stage`` > 1), or gradient accumulation under semi/auto parallel, with
+    ``MFPipelineWithLossScaleCell`` (``trainer/base_trainer.py``, ``_reset_wrapper_for_pipeline_parallel`` and
+    ``_reset_wrapper_for_grad_accu``). Its accumulation buffer ``accu_grads`` is a clone of the weights in their dtype,
+    a Parameter that lives the whole job (counted as the gradients), and at the step ``tensor_grad_scale_pipeline``
+    (``wrapper/wrapper.py``) makes ``new_grad = accu_grad * reciprocal(scale)``, a new tensor for every gradient, before
+    it zeroes ``accu_grads``; all of them are alive until ``ClipGradNorm`` has the global norm and the optimizer has
+    used them (with the parallel optimizer, ``tensor_shard_grad_scale_pipeline`` copies the reduce-scattered shard).
+    One copy is counted; by then the backward pass has freed the activations, so the stage's peak is the larger of the
+    two (:attr:`StageMemory.step_extra`). Without a pipeline or accumulation the gradients are the step's own and
+    nothing is added."""
+    lay = sz.layout
+    if lay.pp == 1 and lay.gradient_accumulation == 1:
+        return 0
+    return sz.param_bytes * (sharded if lay.parallel_optimizer else params)
+
+
 def _stage_memory(sz: _StageSizing, i: int, first: int) -> StageMemory:
     """Stage *i*'s row, its layers starting at layer *first*: weights (with what the parallel optimizer keeps gathered),
     gradients and optimizer state after the parallel optimizer's split, activations per micro-batch and in flight."""
@@ -668,6 +703,7 @@ def _stage_memory(sz: _StageSizing, i: int, first: int) -> StageMemory:
         full_recompute_layers=sz.full_recompute[i],
         select_recompute_layers=min(n, sz.select_recompute[i]),
         gathered=width * gathered,
+        step_gradients=_step_gradients(sz, dense + expert, sharded),
     )
 
 

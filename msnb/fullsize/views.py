@@ -288,11 +288,28 @@ def memory_text(est, verbose: bool = False, advice: bool = True, color_stream=No
     gathered = max((s.gathered for s in est.stages), default=0)
     if gathered:
         lines.append(f"  weights include up to {_gib(gathered)} GiB the parallel optimizer all-gathered and keeps from the forward to the backward pass")
+    step = _step_note(est)
+    if step:
+        lines.append(f"  {step}")
     if verbose:
         lines += ["  not counted:"] + [f"    - {item}" for item in est.leaves_out]
     else:
         lines.append(f"  not counted: {len(est.leaves_out)} things (communication buffers, MindSpore's planner and workspace, ...): --verbose lists them")
     return "\n".join(lines)
+
+
+def _step_note(est) -> str:
+    """Where a stage's total is its optimizer step rather than its backward pass: the step's scaled copy of the
+    accumulated gradients (pipeline or gradient accumulation) is more than the activations it holds; empty elsewhere."""
+    over = [s for s in est.stages if getattr(s, "step_extra", 0) > 0]
+    if not over:
+        return ""
+    names = ", ".join(str(s.stage) for s in sorted(over, key=lambda s: s.stage))
+    most = max(s.step_extra for s in over)
+    return (
+        f"total of stage{'s' if len(over) > 1 else ''} {names}: the optimizer step's copy of the accumulated gradients is more than the activations "
+        f"(up to {_gib(most)} GiB more; mindformers' pipeline wrapper scales accu_grads into new tensors at the step)"
+    )
 
 
 def _figure_img(est) -> str:
@@ -325,7 +342,7 @@ def memory_html(est, advice: bool = True, headline: bool = True, refusals: bool 
     rows = _stage_table(est)
     table = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in rows[0]) + "</tr>"
     table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-    intro = "".join(f"<li>{html.escape(line)}</li>" for line in _memory_intro(est))
+    intro = "".join(f"<li>{html.escape(line)}</li>" for line in [*_memory_intro(est), _step_note(est)] if line)
     left = "".join(f"<li>{html.escape(item)}</li>" for item in est.leaves_out)
     parts.append(
         f"<details><summary>the table per stage (GiB a card), and the {len(est.leaves_out)} things the estimate does not count</summary>"

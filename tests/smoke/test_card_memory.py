@@ -104,7 +104,10 @@ def test_the_stages_add_up_to_the_hand_computed_figures(tmp_path):
     assert last.activations_per_micro_batch == _layer_activations(False) + (2 + 4) * 32 * 1000 // 2
     # 1F1B with 2 stages and 4 micro-batches: the first stage holds 2 in flight, the last 1
     assert (first.micro_batches_in_flight, last.micro_batches_in_flight) == (2, 1)
-    assert first.total == 16 * STAGE0 + 2 * first.activations_per_micro_batch
+    # a pipeline: at the optimizer step mindformers' wrapper scales accu_grads into a new float32 tensor a gradient
+    # (4 bytes a parameter), after the backward pass has freed the activations: the stage holds the larger of the two
+    assert (first.step_gradients, last.step_gradients) == (4 * STAGE0, 4 * STAGE1)
+    assert first.total == 16 * STAGE0 + max(2 * first.activations_per_micro_batch, 4 * STAGE0)
     assert est.largest_stage is first
     assert est.layout.devices == 8 and est.fits is True
     text = est.format_text()
@@ -112,6 +115,44 @@ def test_the_stages_add_up_to_the_hand_computed_figures(tmp_path):
     assert "not counted:" in text and "communication buffers" in text
     assert est.as_dict()["stages"][0]["total"] == first.total
     assert repr(est) == f"<CardMemory run.yaml: 2 stages, largest {first.total / 2**30:,.1f} GiB (stage 0), fits>"
+
+
+def test_the_optimizer_step_holds_a_scaled_copy_of_the_accumulated_gradients(tmp_path):
+    """mindformers trains a pipeline, or gradient accumulation, with MFPipelineWithLossScaleCell: its accu_grads (the
+    gradients counted) live the whole job, and its step makes ``accu_grad * reciprocal(scale)`` for every gradient before
+    the clip and the optimizer use them (the reduce-scattered shard with the parallel optimizer); without either, the
+    gradients are the step's own and nothing is added. The stage's peak is the larger of that copy and the activations."""
+
+    def stage0(name, cfg):
+        est = estimate_card_memory(_write(tmp_path, cfg, name))
+        return min(est.stages, key=lambda s: s.stage)
+
+    piped = stage0("pp.yaml", SMALL)
+    assert piped.step_gradients == 4 * STAGE0
+    assert piped.step_extra == 4 * STAGE0 - piped.activations > 0
+    assert piped.total == piped.weights + piped.gradients + piped.optimizer + 4 * STAGE0
+    assert piped.as_dict()["step_gradients"] == 4 * STAGE0 and piped.as_dict()["step_extra"] == piped.step_extra
+
+    flat = json.loads(json.dumps(SMALL))
+    flat["parallel_config"].update(pipeline_stage=1, micro_batch_num=1)
+    flat["model"]["model_config"]["offset"] = 0
+    alone = stage0("flat.yaml", flat)
+    assert (alone.step_gradients, alone.step_extra) == (0, 0)
+    assert alone.total == alone.weights + alone.gradients + alone.optimizer + alone.activations
+
+    flat["runner_config"]["gradient_accumulation_steps"] = 4
+    accumulated = stage0("accu.yaml", flat)
+    assert accumulated.step_gradients == 4 * accumulated.parameters
+
+    sharded = stage0("po.yaml", _with(SMALL, enable_parallel_optimizer=True))
+    assert sharded.step_gradients == 4 * (sharded.optimizer // 8)  # the shard the optimizer updates, float32
+
+    # long enough sequences: the activations are more than the copy, and the total is the backward pass's
+    long = json.loads(json.dumps(SMALL))
+    long["model"]["model_config"]["seq_length"] = 4096
+    held = stage0("long.yaml", long)
+    assert held.activations > held.step_gradients and held.step_extra == 0
+    assert held.total == held.weights + held.gradients + held.optimizer + held.activations
 
 
 def test_the_parallel_optimizer_shards_by_its_level(tmp_path):

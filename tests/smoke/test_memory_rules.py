@@ -94,14 +94,14 @@ def test_the_memory_is_judged_against_max_device_memory_when_no_card_is_named(tm
     est, said = memory_check(path, devices=8)
     assert est.judged_against == "context.max_device_memory" and est.usable_gb == 58 and est.largest_stage.total > 400 * 2**30
     assert said["outcome"] == "failed" and "more than context.max_device_memory's 58 GiB" in said["message"]
-    control, said = memory_check(DENSE, devices=16)  # the shipped layout, 35.3 GiB a card
+    control, said = memory_check(DENSE, devices=16)  # the shipped layout, 42.2 GiB a card
     assert said["outcome"] == "passed" and control.fits is True and "of context.max_device_memory's 58 GiB" in said["message"]
     no_limit = _changed(tmp_path, DENSE, "nolimit", lambda d: d["context"].pop("max_device_memory"))
     est, said = memory_check(no_limit, devices=16)
     assert said["outcome"] == "not checked" and est.exit_code == 3 and "nothing is judged" in said["message"]
     est, said = memory_check(no_limit, devices=16, card="910B2")  # a card named: judged against it
     assert said["outcome"] == "passed" and est.judged_against == "the card"
-    _, said = memory_check(no_limit, devices=16, card="910B4")  # 32 GB: the largest stage's 35.3 GiB does not fit
+    _, said = memory_check(no_limit, devices=16, card="910B4")  # 32 GB: the largest stage's 42.2 GiB does not fit
     assert said["outcome"] == "failed" and "more than the card's 910B4 (32 GiB)" in said["message"]
 
 

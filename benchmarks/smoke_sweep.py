@@ -117,8 +117,7 @@ traceback whose innermost frame is msnb's own code is listed as `msnb error`, a 
 MARKDOWN_OUTRO = """
 ## Reading it
 
-- Every `passed` row warns that 4 loss points are too few to judge a trend (`loss_falling`, `step_time`,
-  `disk_per_day`): the sweep proves that each config builds, steps and writes through every callback; a longer
+- Every `passed` row warns that a few loss points are too few to judge a trend (`loss_falling`): the sweep proves that each config builds, steps and writes through every callback; a longer
   `msnb smoke CONFIG` judges the training itself. `tensordump_metrics` warns that `local_loss_format` and
   `local_norm_format` need TensorDump, which has no CPU kernel (they run on Ascend).
 - The MoE configs (DeepSeek-V3, Qwen3-MoE, TeleChat3-MoE, the MoE templates) train with every layer dense on CPU
@@ -131,6 +130,16 @@ MARKDOWN_OUTRO = """
   `tests/smoke/test_smoke_trust.py` runs the unmodified file through mindformers until that same crash.
 - `general/run_general_task.yaml` is a template whose model sections say "please edit by hand": no smoke can start
   from it until a model class is named, so it is refused in one line.
+- The four `general/llm_*_template.yaml` rows fail before training, on memory, and that is the config's failure, not
+  msnb's: the sweep points each template at a published model (Qwen3-32B, Qwen3-30B-A3B for the MoE ones), and the
+  templates' own layout, dp 2 x tp 2 x pp 2 on 8 cards without recompute, gives every card 8.2 B parameters of
+  Qwen3-32B: 30.5 GiB of float32 weights, as much again of gradients, 30.5 GiB of AdamW moments after the parallel
+  optimizer's split, before one activation, against the templates' `max_device_memory: 58GB` (the smoke's pre-flight
+  says 126.1 GiB with activations, 159.2 GiB for the MoE one, and `msnb memory` offers layouts that fit). Every other
+  check of their pre-flight passes with the full-size network built.
+- `telechat3_moe` fails its pre-flight on its `offset` (proved above) and on memory: its `expert_parallel: 1` leaves all
+  192 routed experts of a stage's layers on every card (mindformers' `GroupedMLP` splits experts over `ep` alone), so
+  their float32 gradient buffer (`gradient_accumulation_shard: False`) is 42 GiB a card before anything else.
 """
 
 

@@ -494,7 +494,7 @@ def _preflight_section(rows: list) -> str:
     said = {o: sum(r["outcome"] == o for r in rows) for o in ("passed", "failed", "not checked")}
     return (
         f"\n{PREFLIGHT_BEGIN}\n## The full-size pre-flight\n\n"
-        "`msnb preflight` (mindformers' own startup checks at full size: docs/COMMANDS.md) on each shipped config at its shipped "
+        "`msnb preflight`'s mindformers checks (its startup checks at full size: docs/COMMANDS.md; the memory check is the smoke rows' above and `msnb memory`'s) on each shipped config at its shipped "
         "device count: the count its file name states (`_16p_`), else the one its own `parallel_config` is written for "
         "(dp x mp x cp x pp; mindformers' wheel ships no launch script per config). "
         f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC with mindformers {_version('mindformers')}: "

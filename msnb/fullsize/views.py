@@ -245,12 +245,16 @@ def memory_headline(est) -> str:
 
 
 def _stage_table(est) -> list:
-    head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", "total GiB")
+    """The rows per stage, largest first; a "step copy" column (what the optimizer step holds beyond the activations)
+    only where some stage has one, so that every total is the sum of its row."""
+    step = any(s.step_extra for s in est.stages)
+    head = ("stage", "layers", "weights", "grads", "optimizer", "act/micro", "in flight", "activations", *(("step copy",) if step else ()), "total GiB")
     rows = [head]
     for s in sorted(est.stages, key=lambda s: (-s.total, s.stage)):
         rec = " (full recompute)" if s.full_recompute_layers == s.layers and s.layers else ""
         values = (s.weights, s.gradients, s.optimizer, s.activations_per_micro_batch)
-        rows.append((str(s.stage), f"{s.layers}{rec}", *(_gib(v) for v in values), str(s.micro_batches_in_flight), _gib(s.activations), _gib(s.total)))
+        extra = (_gib(s.step_extra),) if step else ()
+        rows.append((str(s.stage), f"{s.layers}{rec}", *(_gib(v) for v in values), str(s.micro_batches_in_flight), _gib(s.activations), *extra, _gib(s.total)))
     return rows
 
 
@@ -299,16 +303,15 @@ def memory_text(est, verbose: bool = False, advice: bool = True, color_stream=No
 
 
 def _step_note(est) -> str:
-    """Where a stage's total is its optimizer step rather than its backward pass: the step's scaled copy of the
-    accumulated gradients (pipeline or gradient accumulation) is more than the activations it holds; empty elsewhere."""
-    over = [s for s in est.stages if getattr(s, "step_extra", 0) > 0]
+    """What the table's "step copy" column is, where a stage has one: at the optimizer step, mindformers' pipeline (or
+    gradient-accumulation) wrapper's scaled copy of the accumulated gradients, beyond the activations the backward pass
+    held and freed; empty elsewhere."""
+    over = sorted(s.stage for s in est.stages if s.step_extra > 0)
     if not over:
         return ""
-    names = ", ".join(str(s.stage) for s in sorted(over, key=lambda s: s.stage))
-    most = max(s.step_extra for s in over)
     return (
-        f"total of stage{'s' if len(over) > 1 else ''} {names}: the optimizer step's copy of the accumulated gradients is more than the activations "
-        f"(up to {_gib(most)} GiB more; mindformers' pipeline wrapper scales accu_grads into new tensors at the step)"
+        f"step copy (stage{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}): the optimizer step's copy of the accumulated gradients, "
+        "beyond the activations by then freed (mindformers' pipeline wrapper scales accu_grads into new tensors at the step)"
     )
 
 

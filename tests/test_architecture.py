@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def contract_layers() -> list:
     """The layers contract's layers, lowest first: each a dict module name -> optional (written ``(name)``)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    (layers,) = [c for c in config["contracts"] if c["id"] == "layers"]
     out = []
     for layer in reversed(layers["layers"]):
         names = [name.strip() for name in re.split(r"[|:]", layer)]
@@ -122,20 +122,11 @@ def test_every_function_is_shorter_than_a_hundred_lines():
     assert not found, f"functions of {LONG_FUNCTION_LIMIT} lines or more, to split into named steps: {found}"
 
 
-# Private names the smoke's and the pre-flight's modules still import from a neighbour: they go when msnb/smoke is cut
-# into subpackages by job (each neighbour then gives the name publicly).  This list may only shrink.
+# Private names the pre-flight's modules still import from a neighbour (the smoke's went when msnb/smoke was cut into
+# subpackages by job, each neighbour now giving the name publicly).  This list may only shrink.
 PRIVATE_IMPORTS_LEFT = {
     "msnb/fullsize/memory.py": {"_dtype_bytes", "_int"},
     "msnb/fullsize/advice.py": {"_int", "_legacy", "_read_run_to_size", "_stage_rows", "_stage_sizing", "_ulysses"},  # memory advice, to be cut with the memory arithmetic
-    "msnb/smoke/mindformers_child.py": {"_Edits", "_unshared"},
-    "msnb/smoke/mindformers_data.py": {"_Edits"},
-    "msnb/smoke/mindformers_device.py": {"_Edits", "_first", "_DIMENSIONS"},
-    "msnb/smoke/mindformers_plan.py": {
-        "_Edits", "_unshared", "_columns", "_mirror_dataset_task", "_moe_dense", "_monitoring",
-        "_on_this_device", "_parallel_off", "_is_legacy", "_model_family", "_learning_rate",
-    },
-    "msnb/smoke/mindformers_sizes.py": {"_Edits", "_first"},
-    "msnb/smoke/runner.py": {"_read_step_times", "_inputs", "_kill_run", "_mindformers_label"},
 }  # fmt: skip
 
 

@@ -224,7 +224,7 @@ class Format:
     head: int = 0  # bytes the sniff sees (0: :data:`HEAD_BYTES`)
 
 
-# the smoke's own step timer (msnb.smoke.step_callbacks): its bookkeeping, which the smoke reads itself as step_time_ms;
+# the smoke's own step timer (msnb.smoke.shared.step_callbacks): its bookkeeping, which the smoke reads itself as step_time_ms;
 # in a kept smoke folder it is no metric table of the run's (its ms/collected/wall columns would read as tags)
 STEP_TIMER_HEADER = b"step,ms,collected,wall"
 

@@ -19,7 +19,8 @@ import yaml
 from msnb.config import load_config
 from msnb.errors import NotRehearsed, SmokeError
 from msnb.smoke import run_smoke
-from msnb.smoke.mindformers_plan import CPU_WRAPPER, child_config, plan_mindformers
+from msnb.smoke.mindformers.child import child_config
+from msnb.smoke.mindformers.plan import CPU_WRAPPER, plan_mindformers
 
 pytest.importorskip("mindspore")
 MF_SPEC = importlib.util.find_spec("mindformers")  # located, not imported (importing writes ./output)

@@ -19,6 +19,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from ..environment import available_memory_bytes
 from ..errors import NotRehearsed, SmokeError
 from ..words import count
 
@@ -348,46 +349,6 @@ def estimate(mc: dict, *, batch: int, seq: int | None = None, recompute: bool = 
     return MemoryEstimate(params, params * width, params * width, params * 8, layers * per_layer)
 
 
-def available_bytes() -> int | None:
-    """Memory this process may still use: the smaller of MemAvailable and the cgroup's limit less its usage (None when unknown)."""
-    found = []
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file, stat_file, cache_key in (
-        ("memory.max", "memory.current", "memory.stat", "inactive_file"),
-        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
-    ):
-        try:
-            with open(f"/sys/fs/cgroup/{limit_file}") as f:
-                limit = f.read(64).strip()
-            with open(f"/sys/fs/cgroup/{usage_file}") as f:
-                usage = int(f.read(64).strip())
-            if limit.isdigit() and int(limit) < 1 << 60:
-                # the page cache the kernel can reclaim counts in the cgroup's usage: it is not memory in use
-                found.append(max(0, int(limit) - max(0, usage - _cgroup_stat(stat_file, cache_key))))
-        except (OSError, ValueError):
-            continue
-    return min(found) if found else None
-
-
-def _cgroup_stat(name: str, key: str) -> int:
-    """One counter of the cgroup's memory.stat (0 when it cannot be read)."""
-    try:
-        with open(f"/sys/fs/cgroup/{name}", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
-                    return int(parts[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _gb(n: int) -> str:
     return f"{n / 1e9:,.1f} GB"
 
@@ -409,7 +370,7 @@ def refuse_unless_it_fits(mc: dict, *, batch: int, seq: int | None, recompute: b
     """
     est = estimate(mc, batch=batch, seq=seq, recompute=recompute)
     need = est.total * max(1, workers)
-    free = available_bytes()
+    free = available_memory_bytes()
     if free is not None and need > free:
         each = f" for each of {count(workers, 'worker')}" if workers > 1 else ""
         raise NotRehearsed(
@@ -427,7 +388,6 @@ __all__ = [
     "ModelParts",
     "ModelSizes",
     "model_parts",
-    "available_bytes",
     "class_defaults",
     "estimate",
     "model_sizes",

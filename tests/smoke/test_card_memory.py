@@ -287,12 +287,12 @@ def test_card_names_in_the_help_are_the_known_cards():
 
 def test_a_run_that_leaves_the_machine_without_memory_is_not_rehearsed_naming_it(tmp_path, monkeypatch):
     """A real smoke run (msnb's built-in model) on a machine with less free than the watch keeps free: stopped, not rehearsed, never failed."""
-    from msnb.fullsize.sizes import available_bytes
+    from msnb.environment import available_memory_bytes
     from msnb.smoke.run.memory_watch import MemoryWatch
     from msnb.smoke.run.options import SmokeOptions
     from msnb.smoke.run.runner import judge, launch, prepare, watch
 
-    free = available_bytes()
+    free = available_memory_bytes()
     if free is None:
         pytest.skip("this system does not say how much memory is free")
     monkeypatch.chdir(tmp_path)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import signal
 import time
 
-from ...environment import has_proc, resident_bytes, total_memory_bytes
-from ...fullsize.sizes import available_bytes
+from ...environment import available_memory_bytes, has_proc, resident_bytes, total_memory_bytes
 from ...process_sweep import marked
 from .guard import MARKER_VAR
 
@@ -44,7 +43,7 @@ class MemoryWatch:
         if now < self.next_poll or not has_proc():
             return None
         self.next_poll = now + self.every
-        free = available_bytes()
+        free = available_memory_bytes()
         held = resident_bytes(self.find(self.marker))
         self.peak = max(self.peak, held)
         if free is None:

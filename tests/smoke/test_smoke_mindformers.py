@@ -164,7 +164,7 @@ def test_data_config_names_the_missing_file_and_the_yaml(tmp_path):
 
 
 def test_another_mindformers_release_is_named_instead_of_a_deep_traceback(tmp_path, monkeypatch):
-    from msnb.smoke import preparing
+    from msnb.smoke.run import preparing
 
     monkeypatch.setattr(preparing, "installed_mindformers", lambda: "2.1.0")
     path = tmp_path / "llama.yaml"

@@ -35,7 +35,7 @@ import numpy as np
 import mindspore as ms
 from mindspore.train import Model, SummaryCollector
 from mindspore.train.callback import Callback
-from msnb.smoke.builtin_model import build
+from msnb.smoke.builtin.model import build
 from msnb.monitor import build_monitor_callbacks
 from msnb.monitor.callbacks import PeriodicFlush, SmoothedEarlyStop
 from msnb.config import EarlyStopSettings

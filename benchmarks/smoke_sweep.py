@@ -265,7 +265,7 @@ def _in_msnb(traceback: str) -> bool:
     pre-flight's finding, an unregistered model type), a verdict.
     """
     lines = traceback.strip().splitlines()
-    if lines and lines[-1].startswith(("ConfigFault:", "msnb.smoke.mindformers_worker.ConfigFault:")):
+    if lines and lines[-1].startswith(("ConfigFault:", "msnb.smoke.mindformers.worker.ConfigFault:")):
         return False
     frames = [line for line in lines if line.strip().startswith('File "')]
     return bool(frames) and f"{os.sep}msnb{os.sep}" in frames[-1]

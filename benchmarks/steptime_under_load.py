@@ -64,7 +64,7 @@ def former_rule_warns(ms, collected) -> bool:
 
 def one(name: str, config, steps: int, live: bool) -> dict:
     from msnb.smoke import run_smoke
-    from msnb.smoke.result import SmokeResult  # noqa: F401  (the result type read below)
+    from msnb.smoke.run.result import SmokeResult  # noqa: F401  (the result type read below)
 
     t0 = time.monotonic()
     result = run_smoke(config, steps=steps, live=live) if config else run_smoke(steps=steps, live=live)
@@ -91,7 +91,7 @@ def one(name: str, config, steps: int, live: bool) -> dict:
 
 def rejudge(path) -> int:
     """The counts for step times saved by an earlier run, judged by the rule msnb applies now."""
-    from msnb.smoke.verdict import check_step_time
+    from msnb.smoke.shared.verdict import check_step_time
 
     rows = json.loads(Path(path).read_text())
     for name in sorted({r["smoke"] for r in rows}):

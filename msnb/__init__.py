@@ -97,7 +97,7 @@ def register_model(config_cls=None, model_cls=None, *, model_type=None, on_confl
 
 def preflight(config, *, devices=None, launch=None, card_gb=None):
     """mindformers' own startup checks on a run YAML at full size for the launch's device count (see :func:`msnb.fullsize.preflight.run_preflight`)."""
-    from .smoke.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child process)
+    from .fullsize.preflight import run_preflight  # deferred: PyYAML and the config reader (mindformers runs in a child process)
 
     return run_preflight(config, devices=devices, launch=launch, card_gb=card_gb)
 

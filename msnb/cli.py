@@ -22,7 +22,7 @@ from .heap import keep_scratch_memory
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, KIND_CHOICES, KIND_NAMES, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, add_arguments
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
-from .smoke.options import EXIT_CODES, MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, add_smoke_arguments
+from .smoke.run.options import EXIT_CODES, MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, add_smoke_arguments
 from .version import __version__
 from .words import count
 
@@ -202,7 +202,7 @@ def _cmd_smoke(args) -> int:
     matplotlib.use("Agg")
     # deferred: the smoke runner (PyYAML, the config reader, the judge, the figures' code)
     from .plot.live import LiveView
-    from .smoke.runner import run_smoke, save_figure
+    from .smoke.run.runner import run_smoke, save_figure
 
     options = SmokeOptions.from_namespace(args, live=not (args.no_live or args.json))
     view = LiveView(text=True, stream=sys.stderr, total=args.steps, title="msnb smoke", min_interval=2.0, status=None) if options.live else None

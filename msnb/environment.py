@@ -353,16 +353,55 @@ def own_runnable(root: int, most: int = 256) -> int:
     return n
 
 
-def total_memory_bytes() -> int | None:
-    """The machine's memory (MemTotal of /proc/meminfo), or None where it cannot be read."""
+def _meminfo(field: str) -> int | None:
+    """One field of /proc/meminfo in bytes (it says kB), or None where it cannot be read."""
     try:
         with open("/proc/meminfo", "rb") as f:
             for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith("MemTotal:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def total_memory_bytes() -> int | None:
+    """The machine's memory (MemTotal of /proc/meminfo), or None where it cannot be read."""
+    return _meminfo("MemTotal")
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process may still use: the smaller of MemAvailable and the cgroup's limit less its usage (None when unknown)."""
+    available = _meminfo("MemAvailable")
+    found = [] if available is None else [available]
+    for limit_file, usage_file, stat_file, cache_key in (
+        ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
+    ):
+        try:
+            with open(f"/sys/fs/cgroup/{limit_file}") as f:
+                limit = f.read(64).strip()
+            with open(f"/sys/fs/cgroup/{usage_file}") as f:
+                usage = int(f.read(64).strip())
+            if limit.isdigit() and int(limit) < 1 << 60:
+                # the page cache the kernel can reclaim counts in the cgroup's usage: it is not memory in use
+                found.append(max(0, int(limit) - max(0, usage - _cgroup_stat(stat_file, cache_key))))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
+def _cgroup_stat(name: str, key: str) -> int:
+    """One counter of the cgroup's memory.stat (0 when it cannot be read)."""
+    try:
+        with open(f"/sys/fs/cgroup/{name}", "rb") as f:
+            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
+                    return int(parts[1])
+    except OSError:
+        pass
+    return 0
 
 
 def resident_bytes(pids) -> int:

@@ -23,7 +23,7 @@ from .errors import MsnbError
 from .options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS, magic_arguments_from
 from .outputs import figure_out
 from .outputs import save_figure as write_figure
-from .smoke.options import MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, smoke_magic_arguments
+from .smoke.run.options import MEMORY_OPTIONS, PREFLIGHT_OPTIONS, SmokeOptions, smoke_magic_arguments
 
 
 def user_errors(func):
@@ -283,7 +283,7 @@ class MsnbMagics(Magics):
         step time, overhead, disk per day, config lint) and the plots are shown
         inline; ``result = %mfmon_smoke`` keeps the ``msnb.smoke.SmokeResult``.
         """
-        from .smoke.runner import run_smoke, save_figure  # deferred: numpy, PyYAML and the judge
+        from .smoke.run.runner import run_smoke, save_figure  # deferred: numpy, PyYAML and the judge
 
         args = parse_line(self.mfmon_smoke, line)
         options = SmokeOptions.from_namespace(args, **({"code": cell} if cell is not None else {}))

@@ -4,7 +4,7 @@ Each command's options are a tuple of :class:`Option`; :func:`add_arguments`
 declares them on the CLI's subparser and :func:`magic_arguments_from` on the
 magic, each taking the options meant for it (``where``).  Help texts and
 defaults are written here only.  ``msnb compare`` and ``msnb smoke`` keep
-their own lists (:mod:`msnb.compare_options`, :mod:`msnb.smoke.options`).
+their own lists (:mod:`msnb.compare_options`, :mod:`msnb.smoke.run.options`).
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def test_smoke_says_passed_once_no_removed_scratch_path_and_where_the_figure_wen
 
     from msnb.plot import LiveView
     from msnb.smoke import run_smoke
-    from msnb.smoke.runner import save_figure
+    from msnb.smoke.run.runner import save_figure
 
     stream = io.StringIO()
     view = LiveView(text=True, stream=stream, total=20, title="msnb smoke", min_interval=0.0, status=None)  # every update a line

@@ -34,7 +34,7 @@ def test_notebook_has_tags_not_markers_and_no_machine_paths(path):
 
 def test_the_pattern_catches_what_it_should():
     assert MACHINE_PATH.search("kept in /tmp/msnb-smoke-d0v87h3s/summary")
-    assert MACHINE_PATH.search('File "/work/main/msnb/smoke/worker.py"')
+    assert MACHINE_PATH.search('File "/work/main/msnb/smoke/builtin/worker.py"')
     assert MACHINE_PATH.search("/opt/venv/lib/python3.11/site-packages/mindspore/train/model.py")
     assert not MACHINE_PATH.search("kept in /tmp/msnb-smoke-XXXXXXXX/summary")
     assert MACHINE_PATH.search("see lib/python3.11/site-packages/x") and MACHINE_PATH.search('"C:/py/site-packages/x"')
@@ -52,5 +52,5 @@ def test_the_refresh_script_scrubs_what_this_test_refuses():
     assert refresh.scrub(raw) == "summary directory /tmp/msnb-smoke-XXXXXXXX/summary removed; kept /tmp/msnb-notebook-XXXXXXXX"
     venv = "Python 3.11.7 (/work/main/.venv/bin/python3)"  # the doctor names the interpreter
     assert MACHINE_PATH.search(venv) and refresh.scrub(venv, prefix="/work/main/.venv") == "Python 3.11.7 (…/bin/python3)"
-    checkout = "/work/main/msnb/smoke/worker.py"  # a traceback through an editable install in /work/main
-    assert MACHINE_PATH.search(checkout) and refresh.scrub(checkout, prefix="/nowhere", checkout="/work/main") == "…/msnb/smoke/worker.py"
+    checkout = "/work/main/msnb/smoke/builtin/worker.py"  # a traceback through an editable install in /work/main
+    assert MACHINE_PATH.search(checkout) and refresh.scrub(checkout, prefix="/nowhere", checkout="/work/main") == "…/msnb/smoke/builtin/worker.py"

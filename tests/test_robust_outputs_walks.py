@@ -322,13 +322,13 @@ def shipped_config(name: str) -> Path:
 @pytest.mark.parametrize("name", ["qwen3/pretrain_qwen3_32b_4k.yaml", "deepseek3/pretrain_deepseek3_671b.yaml"])
 def test_a_model_that_cannot_fit_is_refused_before_it_starts(tmp_path, name):
     """``msnb smoke pretrain_qwen3_32b_4k.yaml --shrink never`` grew past 6.9 GB on a 24 GB machine before an outside cap stopped it."""
-    from msnb.fullsize.sizes import available_bytes
+    from msnb.environment import available_memory_bytes
 
     config = shipped_config(name)
     proc, peak_mb = measured("smoke", config, "--shrink", "never", "--no-live", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, timeout=200)
     line = one_line_error(proc, str(config), "not rehearsed", "needs at least", "of memory is available here", code=3)
     need_gb = float(line.split("needs at least ")[1].split(" GB")[0].replace(",", ""))
-    assert need_gb * 1e9 > available_bytes()
+    assert need_gb * 1e9 > available_memory_bytes()
     assert peak_mb < 1500, peak_mb  # MindSpore and mindformers imported, nothing built (it grew past 6.9 GB)
     assert list(tmp_path.iterdir()) == []  # nothing was started: no scratch folder
 

@@ -2,7 +2,7 @@
 
 import re
 
-from msnb.smoke.tested_stack import TESTED
+from msnb.smoke.mindformers.tested_stack import TESTED
 from tests.conftest import REPO
 
 STACKS = (REPO / "docs" / "STACKS.md").read_text()

@@ -19,7 +19,7 @@ from msnb.magics import MsnbMagics
 from msnb.options import CHECK_OPTIONS, HEALTH_OPTIONS, PLOT_OPTIONS, REPORT_OPTIONS, RUNS_OPTIONS
 from msnb.panel.table import RunsTable
 from msnb.plot.scalars import PlotReport
-from msnb.smoke.result import SmokeResult
+from msnb.smoke.run.result import SmokeResult
 from msnb.status import COLORS, FAIL, PASS, WARN, Result, ResultView, status_word
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_a_pass_with_warnings_is_one_colour_in_the_header_and_the_figure_title()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from msnb.smoke.verdict import Check
+    from msnb.smoke.shared.verdict import Check
 
     for statuses, want in (((PASS, WARN, WARN), WARN), ((PASS, PASS), PASS), ((WARN, FAIL), FAIL)):
         figure = plt.figure()

@@ -66,7 +66,7 @@ def with_shipped_config(options, stream=None):
     """The smoke's options with a ``configs/...`` name resolved by :func:`resolve_shipped`; the note goes to *stream* (stderr).
 
     Args:
-        options: a :class:`~msnb.smoke.options.SmokeOptions`.
+        options: a :class:`~msnb.smoke.run.options.SmokeOptions`.
         stream: where the note is written (default: ``sys.stderr``, beside the live view and apart from ``--json``).
 
     Returns:

@@ -224,7 +224,7 @@ class Format:
     head: int = 0  # bytes the sniff sees (0: :data:`HEAD_BYTES`)
 
 
-# the smoke's own step timer (msnb.smoke.step_callbacks): its bookkeeping, which the smoke reads itself as step_time_ms;
+# the smoke's own step timer (msnb.smoke.shared.step_callbacks): its bookkeeping, which the smoke reads itself as step_time_ms;
 # in a kept smoke folder it is no metric table of the run's (its ms/collected/wall columns would read as tags)
 STEP_TIMER_HEADER = b"step,ms,collected,wall"
 
@@ -622,49 +622,12 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         except OSError as exc:
             _cannot_list(problems, d, exc)
             continue
-        mtime = st.st_mtime_ns
-        ident = (st.st_dev, st.st_ino)
-        if ident in visited:
-            if problems is not None:
-                problems.append(
-                    Problem(
-                        str(d), None, ProblemKind.LOOP, f"directory already read as {visited[ident]} (a symlink loop or a second link); not read again", "info"
-                    )
-                )
+        if _walked_before(d, st, visited, problems):
             continue
-        visited[ident] = str(d)
-        cached = dir_cache.get(str(d)) if dir_cache is not None else None
-        if cached and cached[0] == mtime:
-            files, subdirs = cached[1], cached[2]
-            if len(cached) > 3 and cached[3]:  # files that may become logs or tables as they grow: sniffed again when they did
-                files, pending = _grown(d, files, cached[3])
-                dir_cache[str(d)] = (mtime, files, subdirs, pending)
-        else:
-            if bounds.cut:
-                if dir_cache is not None:
-                    dir_cache[str(d)] = (mtime, [], [])  # not listed at the next poll either: the bound holds across polls
-                continue
-            pending: list = []
-            try:
-                files, subdirs, seen, stopped = list_dir(d, problems, bounds.left(), root=bounds.real_root, pending=pending)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                _cannot_list(problems, d, exc)
-                continue
-            bounds.count(seen, stopped)
-            kept = []
-            # real folders last, so popped first: a folder reached both directly and by a link inside the walk
-            # is read under its own name, and the link is the one reported as a second way in
-            for name in sorted(subdirs, key=lambda n: (not os.path.islink(d / n), n)):
-                why = bounds.refuse(d / name, depth + 1, st.st_dev)
-                if why is None:
-                    kept.append(name)
-                elif problems is not None:
-                    problems.append(left_out(d / name, why))
-            subdirs = kept
-            if dir_cache is not None and not stopped:
-                dir_cache[str(d)] = (mtime, files, subdirs, pending)
+        listed = _listing(d, st, depth, bounds, dir_cache, problems)
+        if listed is None:
+            continue
+        files, subdirs = listed
         for name, kind in files:
             sources.append(describe(d / name, root_path, kind))
         stack.extend((d / s, depth + 1) for s in subdirs)
@@ -672,6 +635,58 @@ def discover(root: str | os.PathLike, dir_cache: dict | None = None, problems: l
         problems.append(bounds.cut_problem())
     sources.sort(key=lambda s: (s.run, s.rank, s.kind, s.order))
     return sources
+
+
+def _walked_before(d: Path, st: os.stat_result, visited: dict, problems: list | None) -> bool:
+    """Whether the real directory behind *d* was walked already (a symlink loop or a second link: a ``loop`` problem); if not, it is marked walked now."""
+    ident = (st.st_dev, st.st_ino)
+    if ident in visited:
+        if problems is not None:
+            problems.append(
+                Problem(str(d), None, ProblemKind.LOOP, f"directory already read as {visited[ident]} (a symlink loop or a second link); not read again", "info")
+            )
+        return True
+    visited[ident] = str(d)
+    return False
+
+
+def _listing(d: Path, st: os.stat_result, depth: int, bounds: WalkBounds, dir_cache: dict | None, problems: list | None) -> tuple[list, list] | None:
+    """The readable files of *d* and the subdirectories to walk: from *dir_cache* when its mtime is unchanged (its
+    pending files sniffed again when they grew), else listed within the walk's bounds; None when nothing is read here
+    (gone, unreadable, or past the bounds)."""
+    mtime = st.st_mtime_ns
+    cached = dir_cache.get(str(d)) if dir_cache is not None else None
+    if cached and cached[0] == mtime:
+        files, subdirs = cached[1], cached[2]
+        if len(cached) > 3 and cached[3]:  # files that may become logs or tables as they grow: sniffed again when they did
+            files, pending = _grown(d, files, cached[3])
+            dir_cache[str(d)] = (mtime, files, subdirs, pending)
+        return files, subdirs
+    if bounds.cut:
+        if dir_cache is not None:
+            dir_cache[str(d)] = (mtime, [], [])  # not listed at the next poll either: the bound holds across polls
+        return None
+    pending: list = []
+    try:
+        files, subdirs, seen, stopped = list_dir(d, problems, bounds.left(), root=bounds.real_root, pending=pending)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        _cannot_list(problems, d, exc)
+        return None
+    bounds.count(seen, stopped)
+    kept = []
+    # real folders last, so popped first: a folder reached both directly and by a link inside the walk
+    # is read under its own name, and the link is the one reported as a second way in
+    for name in sorted(subdirs, key=lambda n: (not os.path.islink(d / n), n)):
+        why = bounds.refuse(d / name, depth + 1, st.st_dev)
+        if why is None:
+            kept.append(name)
+        elif problems is not None:
+            problems.append(left_out(d / name, why))
+    if dir_cache is not None and not stopped:
+        dir_cache[str(d)] = (mtime, files, kept, pending)
+    return files, kept
 
 
 def _cannot_list(problems: list | None, d: Path, exc: OSError) -> None:

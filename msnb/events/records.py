@@ -348,6 +348,103 @@ def _truncated_last(path: str, offset: int, size: int) -> Problem:
     return Problem(path, offset, ProblemKind.TRUNCATED, message)
 
 
+class _Scanner:
+    """One :func:`scan`'s walk: where it is, the records found, the damage it is inside, the problems said so far.
+
+    It alternates two steps until one says the buffer is done: :meth:`resync` (inside damage: find the next intact
+    record, or the end) and :meth:`take_walk` (a run of records walked at once: kept up to the first that fails its
+    checksum, or to where the walk stopped).
+    """
+
+    def __init__(self, buf, path: str, start: int, verify: bool, final: bool, base_offset: int, damage: Damage | None):
+        self.buf, self.path, self.verify, self.final, self.base_offset = buf, path, verify, final, base_offset
+        self.end = len(buf)
+        self.pos = start
+        self.damage = damage
+        self.parts_off: list = []
+        self.parts_len: list = []
+        self.problems: list[Problem] = []
+        self.skipped = 0
+        self.seen: dict = {}  # header bytes already verified -> payload length
+        self.chain = None
+        self.ci = 0
+        self.need = 0
+
+    def resync(self) -> bool:
+        """Inside damage: move to the next intact record and report the span skipped; True when the buffer ends first."""
+        end, base_offset = self.end, self.base_offset
+        q, self.need = _resync(self.buf, self.pos, end, self.final)
+        if q is None:
+            if self.final:
+                self.problems.append(_damage_problem(self.path, self.damage, base_offset + end, True))
+                self.skipped += base_offset + end - self.damage.origin
+                self.damage = None
+                self.pos = end
+            else:
+                self.pos = max(self.pos, end - HEADER + 1)
+            return True
+        self.pos = q
+        if self.need:
+            return True
+        self.problems.append(_damage_problem(self.path, self.damage, base_offset + q, False))
+        self.skipped += base_offset + q - self.damage.origin
+        self.damage = None
+        if self.chain is not None:
+            # a record already walked? then the chain from it is what a new walk would give
+            starts = self.chain[0] - HEADER
+            j = int(np.searchsorted(starts, q))
+            if j < starts.size and starts[j] == q and j >= self.ci:
+                self.ci = j
+            else:
+                self.chain = None
+        return False
+
+    def take_walk(self) -> bool:
+        """Keep the walked records up to the first bad one (then inside damage), or all; True when the buffer is done."""
+        if self.chain is None:
+            self.chain = _walk(self.buf, self.pos, self.end, self.verify, self.seen)
+            self.ci = 0
+        offs, lens, bad, stop, state, over = self.chain
+        ci, base_offset = self.ci, self.base_offset
+        rest = np.flatnonzero(bad[ci:])
+        if rest.size:
+            k = ci + int(rest[0])
+            self.parts_off.append(offs[ci:k])
+            self.parts_len.append(lens[ci:k])
+            rec = int(offs[k]) - HEADER
+            self.damage = Damage(base_offset + rec, ProblemKind.CRC, base_offset + int(offs[k] + lens[k]) + FOOTER, int(lens[k]))
+            self.pos = rec + 1
+            self.ci = k + 1
+            return False
+        self.parts_off.append(offs[ci:])
+        self.parts_len.append(lens[ci:])
+        self.chain = None
+        self.pos = stop
+        if state == _END:
+            return True
+        if state == _BAD:
+            self.damage = Damage(base_offset + stop, ProblemKind.HEADER)
+            self.pos = stop + 1
+            return False
+        if self.final:
+            self.damage = Damage(base_offset + stop, ProblemKind.TRUNCATED, base_offset + stop + HEADER + over + FOOTER, over)
+            self.pos = stop + 1
+            return False
+        self.need = HEADER + over + FOOTER
+        return True
+
+    def result(self) -> Scan:
+        """The :class:`Scan`, an incomplete last record of a final buffer reported as truncated."""
+        end = self.end
+        if self.damage is None and not self.need and self.pos < end and self.final:
+            self.problems.append(_truncated_last(self.path, self.base_offset + self.pos, end - self.pos))
+            self.skipped += end - self.pos
+            self.pos = end
+        offsets = np.concatenate(self.parts_off) if self.parts_off else np.zeros(0, dtype=np.int64)
+        lengths = np.concatenate(self.parts_len) if self.parts_len else np.zeros(0, dtype=np.int64)
+        return Scan(offsets, lengths, self.pos, self.problems, self.skipped, self.damage, self.need)
+
+
 def scan(buf, path: str = "", *, start: int = 0, verify: bool = True, final: bool = True, base_offset: int = 0, damage: Damage | None = None) -> Scan:
     """Find the intact records in ``buf[start:]``.
 
@@ -367,80 +464,13 @@ def scan(buf, path: str = "", *, start: int = 0, verify: bool = True, final: boo
     Returns:
         A :class:`Scan`.
     """
-    end = len(buf)
-    pos = start
-    parts_off: list = []
-    parts_len: list = []
-    problems: list[Problem] = []
-    skipped = 0
-    seen: dict = {}  # header bytes already verified -> payload length
-    chain = None
-    ci = 0
-    need = 0
+    scanner = _Scanner(buf, path, start, verify, final, base_offset, damage)
     while True:
-        if damage is not None:
-            q, need = _resync(buf, pos, end, final)
-            if q is None:
-                if final:
-                    problems.append(_damage_problem(path, damage, base_offset + end, True))
-                    skipped += base_offset + end - damage.origin
-                    damage = None
-                    pos = end
-                else:
-                    pos = max(pos, end - HEADER + 1)
-                break
-            pos = q
-            if need:
-                break
-            problems.append(_damage_problem(path, damage, base_offset + q, False))
-            skipped += base_offset + q - damage.origin
-            damage = None
-            if chain is not None:
-                # a record already walked? then the chain from it is what a new walk would give
-                starts = chain[0] - HEADER
-                j = int(np.searchsorted(starts, q))
-                if j < starts.size and starts[j] == q and j >= ci:
-                    ci = j
-                else:
-                    chain = None
-        if chain is None:
-            chain = _walk(buf, pos, end, verify, seen)
-            ci = 0
-        offs, lens, bad, stop, state, over = chain
-        rest = np.flatnonzero(bad[ci:])
-        if rest.size:
-            k = ci + int(rest[0])
-            parts_off.append(offs[ci:k])
-            parts_len.append(lens[ci:k])
-            rec = int(offs[k]) - HEADER
-            damage = Damage(base_offset + rec, ProblemKind.CRC, base_offset + int(offs[k] + lens[k]) + FOOTER, int(lens[k]))
-            pos = rec + 1
-            ci = k + 1
-            continue
-        parts_off.append(offs[ci:])
-        parts_len.append(lens[ci:])
-        chain = None
-        pos = stop
-        if state == _END:
+        if scanner.damage is not None and scanner.resync():
             break
-        if state == _BAD:
-            damage = Damage(base_offset + stop, ProblemKind.HEADER)
-            pos = stop + 1
-            continue
-        if final:
-            damage = Damage(base_offset + stop, ProblemKind.TRUNCATED, base_offset + stop + HEADER + over + FOOTER, over)
-            pos = stop + 1
-            continue
-        need = HEADER + over + FOOTER
-        break
-
-    if damage is None and not need and pos < end and final:
-        problems.append(_truncated_last(path, base_offset + pos, end - pos))
-        skipped += end - pos
-        pos = end
-    offsets = np.concatenate(parts_off) if parts_off else np.zeros(0, dtype=np.int64)
-    lengths = np.concatenate(parts_len) if parts_len else np.zeros(0, dtype=np.int64)
-    return Scan(offsets, lengths, pos, problems, skipped, damage, need)
+        if scanner.take_walk():
+            break
+    return scanner.result()
 
 
 def read_record(f, pos: int, size: int, *, verify: bool = True, chunk: int = CHUNK) -> bytes | None:

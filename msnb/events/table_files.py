@@ -28,6 +28,7 @@ import io
 import json
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -231,26 +232,7 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
     wanted = None if tags is None else frozenset(tags)
     lines = _lines(path, problems)
     if kind == TABLE_JSONL:
-        for number, offset, line in lines:
-            if not line.strip():
-                continue
-            if len(points.step) >= MAX_TABLE_POINTS:
-                problems.add(offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read", ProblemKind.LINE)
-                break
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                problems.add(offset, f"line {number}: not a JSON object")
-                continue
-            if not isinstance(row, dict) or "step" not in row or "tag" not in row or "value" not in row:
-                problems.add(offset, f"line {number}: needs 'step', 'tag' and 'value'")
-                continue
-            step = _table_step(row["step"], f"line {number}", problems, offset)
-            value = _table_number(row["value"], f"line {number}", problems, offset)
-            if step is None or value is None:
-                continue
-            points.add(str(row["tag"])[:256], step, math.nan, value)
-            ranks.append(_rank(row.get("rank")))
+        _read_jsonl_rows(lines, points, ranks, problems)
         return _result(path, points, problems, kind, run, ranks)
     header = None
     for number, offset, line in lines:
@@ -262,52 +244,95 @@ def read_table(path: str | os.PathLike, *, run: str = ".", tags=None) -> ReadRes
             problems.add(offset, f"line {number}: not a CSV row")
             continue
         if header is None:
-            cells = [cells[0].lstrip("\ufeff"), *cells[1:]] if cells else cells  # a spreadsheet's byte-order mark
-            header = [c.strip().lower() for c in cells]
-            if "step" not in header or (("tag" in header) != ("value" in header)):
+            header = _csv_header(cells, wanted)
+            if header is None:
                 problems.add(offset, f"line {number}: the header needs 'step' and either 'tag' and 'value' or one column per tag", ProblemKind.FOREIGN)
                 return _result(path, points, problems, kind, run)
-            wide = "tag" not in header
-            columns = {name: i for i, name in enumerate(header)}
-            raw_names = [c.strip() for c in cells]
-            # the columns read: every tag column, or only those asked for (a 4,000-column table compared on its loss)
-            read_columns = [
-                (i, name)
-                for i, name in enumerate(raw_names)
-                if header[i] not in ("step", "rank", "run", "wall_time") and (wanted is None or name[:256] in wanted)
-            ]
             continue
         if len(points.step) >= MAX_TABLE_POINTS:
             problems.add(
                 offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read (ask for fewer tags)", ProblemKind.LINE
             )
             break
-        if len(cells) != len(header):
-            problems.add(offset, f"line {number}: {len(cells)} cells where the header has {len(header)}")
+        if len(cells) != len(header.names):
+            problems.add(offset, f"line {number}: {len(cells)} cells where the header has {len(header.names)}")
             continue
-        where = f"line {number}"
-        step = _table_step(cells[columns["step"]], where, problems, offset)
-        if step is None:
-            continue
-        rank = NO_RANK
-        if "rank" in columns:
-            rank = _rank(cells[columns["rank"]])
-        if wide:
-            for i, name in read_columns:
-                if not cells[i].strip():
-                    continue
-                value = _table_number(cells[i], f"{where}, column {name[:40]!r}", problems, offset)
-                if value is not None:
-                    points.add(name[:256], step, math.nan, value)
-                    ranks.append(rank)
-        else:
-            value = _table_number(cells[columns["value"]], where, problems, offset)
-            if value is not None:
-                points.add(cells[columns["tag"]][:256], step, math.nan, value)
-                ranks.append(rank)
+        _add_csv_row(cells, header, f"line {number}", offset, points, ranks, problems)
     if header is None:
         problems.add(None, "no header row", ProblemKind.FOREIGN)
     return _result(path, points, problems, kind, run, ranks)
+
+
+def _read_jsonl_rows(lines, points: _Points, ranks: list, problems: _Problems) -> None:
+    """Each JSON Lines object's step, tag and value (and rank) into *points*; a line that is not one is a problem."""
+    for number, offset, line in lines:
+        if not line.strip():
+            continue
+        if len(points.step) >= MAX_TABLE_POINTS:
+            problems.add(offset, f"line {number}: more than {MAX_TABLE_POINTS:,} points in this table; the rest is not read", ProblemKind.LINE)
+            break
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            problems.add(offset, f"line {number}: not a JSON object")
+            continue
+        if not isinstance(row, dict) or "step" not in row or "tag" not in row or "value" not in row:
+            problems.add(offset, f"line {number}: needs 'step', 'tag' and 'value'")
+            continue
+        step = _table_step(row["step"], f"line {number}", problems, offset)
+        value = _table_number(row["value"], f"line {number}", problems, offset)
+        if step is None or value is None:
+            continue
+        points.add(str(row["tag"])[:256], step, math.nan, value)
+        ranks.append(_rank(row.get("rank")))
+
+
+@dataclass
+class _CsvHeader:
+    """A CSV table's header row, as its data rows are read."""
+
+    names: list  # the header's cells, stripped and lower-cased
+    columns: dict  # lower-cased name -> its column
+    wide: bool  # one column per tag (no 'tag' column)
+    read_columns: list  # (column, tag) of each tag column read in a wide table
+
+
+def _csv_header(cells: list, wanted) -> _CsvHeader | None:
+    """The header row read, or None when it names neither a long table (step, tag, value) nor a wide one (step, tags...)."""
+    cells = [cells[0].lstrip("\ufeff"), *cells[1:]] if cells else cells  # a spreadsheet's byte-order mark
+    names = [c.strip().lower() for c in cells]
+    if "step" not in names or (("tag" in names) != ("value" in names)):
+        return None
+    raw_names = [c.strip() for c in cells]
+    # the columns read: every tag column, or only those asked for (a 4,000-column table compared on its loss)
+    read_columns = [
+        (i, name) for i, name in enumerate(raw_names) if names[i] not in ("step", "rank", "run", "wall_time") and (wanted is None or name[:256] in wanted)
+    ]
+    return _CsvHeader(names, {name: i for i, name in enumerate(names)}, "tag" not in names, read_columns)
+
+
+def _add_csv_row(cells: list, header: _CsvHeader, where: str, offset, points: _Points, ranks: list, problems: _Problems) -> None:
+    """One data row's points (one per tag column read of a wide table, else its tag and value); bad cells are problems."""
+    columns = header.columns
+    step = _table_step(cells[columns["step"]], where, problems, offset)
+    if step is None:
+        return
+    rank = NO_RANK
+    if "rank" in columns:
+        rank = _rank(cells[columns["rank"]])
+    if header.wide:
+        for i, name in header.read_columns:
+            if not cells[i].strip():
+                continue
+            value = _table_number(cells[i], f"{where}, column {name[:40]!r}", problems, offset)
+            if value is not None:
+                points.add(name[:256], step, math.nan, value)
+                ranks.append(rank)
+    else:
+        value = _table_number(cells[columns["value"]], where, problems, offset)
+        if value is not None:
+            points.add(cells[columns["tag"]][:256], step, math.nan, value)
+            ranks.append(rank)
 
 
 def _result(path: str, points: _Points, problems: _Problems, kind: str, run: str, ranks=None) -> ReadResult:

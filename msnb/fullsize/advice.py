@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import MsnbError
-from .memory import GIB, _int, _legacy, _read_run_to_size, _stage_rows, _stage_sizing, _ulysses, layers_per_stage, layout_refusals
+from .memory import GIB, layers_per_stage, layout_refusals, read_run_to_size, stage_rows, stage_sizing, ulysses_degree, uses_legacy, whole_number
 
 MAX_LAYOUTS = 3  # layouts offered, nearest to the file's first
 
@@ -35,8 +35,8 @@ def _divisors(n: int) -> list:
 
 
 def _heads_allow(mc: dict, tp: int) -> bool:
-    heads = _int(mc, "num_attention_heads", "num_heads")
-    kv = _int(mc, "num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    heads = whole_number(mc, "num_attention_heads", "num_heads")
+    kv = whole_number(mc, "num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
     return (not heads or heads % tp == 0) and (not kv or kv % tp == 0)
 
 
@@ -61,13 +61,13 @@ def _layouts(run, devices: int) -> list:
 def _largest(run, overrides: dict | None = None) -> int | None:
     """The largest stage's bytes under *overrides* (parallel_config keys), None when msnb's checks refuse that layout."""
     try:
-        sized = _read_run_to_size(run.path, overrides) if overrides else run
+        sized = read_run_to_size(run.path, overrides) if overrides else run
     except MsnbError:
         return None
-    sizing, split_note = _stage_sizing(sized)
-    if split_note or layout_refusals(sized.model_config, sized.layout, legacy=_legacy(sized.config), ulysses=_ulysses(sized.config)):
+    sizing, split_note = stage_sizing(sized)
+    if split_note or layout_refusals(sized.model_config, sized.layout, legacy=uses_legacy(sized.config), ulysses=ulysses_degree(sized.config)):
         return None
-    return max(s.total for s in _stage_rows(sizing))
+    return max(s.total for s in stage_rows(sizing))
 
 
 def layout_advice(est) -> list:
@@ -75,7 +75,7 @@ def layout_advice(est) -> list:
     first; when none does, those of twice and four times the cards."""
     if est.usable_gb is None:
         return []
-    run = _read_run_to_size(est.config, None)
+    run = read_run_to_size(est.config, None)
     devices = est.devices or run.layout.devices
     for more in (1, 2, 4):
         found = _fitting(run, devices * more, est.usable_gb, "" if more == 1 else f" ({more} times the {devices} the launch has)")
@@ -106,12 +106,12 @@ def _fitting(run, devices: int, usable_gb: float, more: str) -> list:
 
 def recompute_advice(est) -> list:
     """Full recompute on every layer, with what it saves of the largest stage (none when every layer already recomputes)."""
-    run = _read_run_to_size(est.config, None)
-    sizing, split_note = _stage_sizing(run)
+    run = read_run_to_size(est.config, None)
+    sizing, split_note = stage_sizing(run)
     if split_note or sizing.full_recompute == sizing.layers:
         return []
-    now = max(s.total for s in _stage_rows(sizing))
-    full = max(s.total for s in _stage_rows(dataclasses.replace(sizing, full_recompute=list(sizing.layers))))
+    now = max(s.total for s in stage_rows(sizing))
+    full = max(s.total for s in stage_rows(dataclasses.replace(sizing, full_recompute=list(sizing.layers))))
     if full >= now:
         return []
     fits = ""
@@ -126,7 +126,7 @@ def recompute_advice(est) -> list:
 
 def optimizer_advice(est) -> list:
     """MindSpore's parallel optimizer (the weights' optimizer state and, at level2, gradients split over data parallelism), when off and dp > 1."""
-    run = _read_run_to_size(est.config, None)
+    run = read_run_to_size(est.config, None)
     lay = run.layout
     if lay.parallel_optimizer or lay.dp * lay.cp < 2:
         return []
@@ -140,8 +140,8 @@ def optimizer_advice(est) -> list:
 
 def offset_advice(est) -> list:
     """An ``offset`` that splits the layers over the stages as mindformers requires, when the file's does not."""
-    run = _read_run_to_size(est.config, None)
-    if not _stage_sizing(run)[1]:
+    run = read_run_to_size(est.config, None)
+    if not stage_sizing(run)[1]:
         return []
     pp, layers = run.layout.pp, run.parts.layers
     extra = layers % pp

@@ -1,6 +1,6 @@
 """The cards msnb knows the memory of, and the card a command was given (``--card NAME`` or ``--card-gb G``).
 
-Kept apart from the memory table so that the option declarations (:mod:`msnb.smoke.options`) can name the cards in
+Kept apart from the memory table so that the option declarations (:mod:`msnb.smoke.run.options`) can name the cards in
 every command's help without loading the config reader.
 """
 

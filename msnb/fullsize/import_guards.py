@@ -5,7 +5,7 @@ dynamic-graph models have (2.1 added it), and that model needs ``hyper_parallel`
 Without it ``import mindformers`` fails for every model.  Before the child imports mindformers,
 :func:`guard_deepseek_v4_import` puts a stand-in for that one module in ``sys.modules``: importing succeeds, and
 building DeepSeek-V4 raises ImportError naming the missing package (the runner refuses DeepSeek-V4 configs before
-that: :mod:`msnb.smoke.tested_stack`).  Nothing is done when ``hyper_parallel`` is installed or the import is guarded.
+that: :mod:`msnb.smoke.mindformers.tested_stack`).  Nothing is done when ``hyper_parallel`` is installed or the import is guarded.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from ..config.run_config import is_mindformers_run
 from ..config.shipped import resolve_shipped
 from ..errors import SizeRefused, UsageError
 from .cards import CARDS, card_names, card_size
-from .sizes import ModelParts, ModelSizes, _dtype_bytes, _int, model_parts, model_sizes
+from .sizes import ModelParts, ModelSizes, dtype_bytes, model_parts, model_sizes, whole_number
 from .views import ShownOnce
 
 GIB = 1 << 30
@@ -83,7 +83,7 @@ class Layout:
 
 
 def _pos(node: dict, *names, default: int = 1) -> int:
-    value = _int(node, *names, default=default)
+    value = whole_number(node, *names, default=default)
     return value if value > 0 else default
 
 
@@ -110,7 +110,7 @@ def read_layout(config: dict, overrides: dict | None = None) -> Layout:
         gradient_accumulation=_pos(runner, "gradient_accumulation_steps"),
         sequence_parallel=_truthy(pc.get("use_seq_parallel", pc.get("sequence_parallel"))),
         parallel_optimizer=_truthy(par.get("enable_parallel_optimizer")),
-        optimizer_shard=_int(poc, "optimizer_weight_shard_size", default=-1) or -1,
+        optimizer_shard=whole_number(poc, "optimizer_weight_shard_size", default=-1) or -1,
         optimizer_level=level if level in ("level1", "level2", "level3") else "level1",
         gradient_accumulation_shard=_truthy(poc.get("gradient_accumulation_shard")),
         scheduler=str(pipe.get("pipeline_scheduler") or "1f1b"),
@@ -363,20 +363,20 @@ def layer_activations(mc: dict, *, micro: int, seq: int, layout: Layout, moe: bo
     - MoE: the same for top-k experts per token, the shared experts, the permuted tokens before and after the
       all-to-all (2 x top-k x hidden) and the router's float32 logits.
     """
-    w = _dtype_bytes(mc.get("compute_dtype"), default=2)
-    hidden = _int(mc, "hidden_size")
+    w = dtype_bytes(mc.get("compute_dtype"), default=2)
+    hidden = whole_number(mc, "hidden_size")
     tokens = micro * max(1, seq // layout.cp)
     tp = layout.tp
     hid = w * tokens * hidden // (tp if layout.sequence_parallel else 1)
     if mode == "full":
         return hid
-    heads = _int(mc, "num_attention_heads", "num_heads", default=max(1, hidden // 128))
-    head_dim = _int(mc, "head_dim", "kv_channels", default=hidden // heads if heads else 0)
-    kv = _int(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
-    if mc.get("multi_latent_attention") and _int(mc, "kv_lora_rank"):
-        qk = _int(mc, "qk_nope_head_dim", default=128) + _int(mc, "qk_rope_head_dim", default=64)
-        v_dim = _int(mc, "v_head_dim", default=128)
-        latent = w * tokens * (_int(mc, "q_lora_rank") + _int(mc, "kv_lora_rank"))
+    heads = whole_number(mc, "num_attention_heads", "num_heads", default=max(1, hidden // 128))
+    head_dim = whole_number(mc, "head_dim", "kv_channels", default=hidden // heads if heads else 0)
+    kv = whole_number(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    if mc.get("multi_latent_attention") and whole_number(mc, "kv_lora_rank"):
+        qk = whole_number(mc, "qk_nope_head_dim", default=128) + whole_number(mc, "qk_rope_head_dim", default=64)
+        v_dim = whole_number(mc, "v_head_dim", default=128)
+        latent = w * tokens * (whole_number(mc, "q_lora_rank") + whole_number(mc, "kv_lora_rank"))
         attention = latent + w * tokens * heads * (2 * qk + 2 * v_dim) // tp
     else:
         attention = w * tokens * (heads * head_dim * 2 + 2 * kv * head_dim) // tp
@@ -387,13 +387,13 @@ def layer_activations(mc: dict, *, micro: int, seq: int, layout: Layout, moe: bo
     gated = mc.get("gated_linear_unit", True) or str(mc.get("hidden_act", "")).lower() in ("swiglu", "silu")
     kept = (2 if mode == "select" else 4) if gated else (1 if mode == "select" else 2)
     if moe:
-        ffn = _int(mc, "moe_intermediate_size", "moe_ffn_hidden_size", default=_int(mc, "intermediate_size", "ffn_hidden_size"))
-        topk = _int(mc, "num_experts_per_tok", "moe_router_topk", default=1)
-        experts = _int(mc, "n_routed_experts", "num_experts", "num_moe_experts")
-        shared = _int(mc, "moe_shared_expert_intermediate_size", default=_int(mc, "n_shared_experts") * ffn)
+        ffn = whole_number(mc, "moe_intermediate_size", "moe_ffn_hidden_size", default=whole_number(mc, "intermediate_size", "ffn_hidden_size"))
+        topk = whole_number(mc, "num_experts_per_tok", "moe_router_topk", default=1)
+        experts = whole_number(mc, "n_routed_experts", "num_experts", "num_moe_experts")
+        shared = whole_number(mc, "moe_shared_expert_intermediate_size", default=whole_number(mc, "n_shared_experts") * ffn)
         mlp = kept * w * tokens * (topk * ffn + shared) // tp + 2 * w * tokens * topk * hidden + 4 * tokens * experts
     else:
-        ffn = _int(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
+        ffn = whole_number(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
         mlp = kept * w * tokens * ffn // tp
     return 4 * hid + attention + mlp
 
@@ -402,7 +402,7 @@ def layer_activations(mc: dict, *, micro: int, seq: int, layout: Layout, moe: bo
 class _RunToSize:
     """A run config read for the estimate: its merged dict, the model's sizes and parts, and the layout it trains with.
 
-    Only a config that can be sized becomes one (:func:`_read_run_to_size` refuses the others), so the steps after it
+    Only a config that can be sized becomes one (:func:`read_run_to_size` refuses the others), so the steps after it
     never meet a model without layers or a pipeline with more stages than layers.
     """
 
@@ -449,7 +449,7 @@ def _refuse_sizes(sizes: ModelSizes, loaded) -> None:
             )
 
 
-def _read_run_to_size(config_path, layout) -> _RunToSize:
+def read_run_to_size(config_path, layout) -> _RunToSize:
     """Load *config_path*, size its model from the sources the real run reads, and take its layout (*layout* on top).
 
     Raises:
@@ -555,7 +555,7 @@ class _StageSizing:
         return max(0, b - max(a, self.parts.dense_layers)) if self.parts.moe and b > a else 0
 
 
-def _stage_sizing(run: _RunToSize) -> tuple[_StageSizing, str | None]:
+def stage_sizing(run: _RunToSize) -> tuple[_StageSizing, str | None]:
     """The layers of each stage (mindformers' split, pipeline interleave included), the layers each recomputes, the
     micro-batch and the bytes per value; with the note saying when the config's ``offset`` does not add up."""
     cfg, mc, lay, parts = run.config, run.model_config, run.layout, run.parts
@@ -575,10 +575,10 @@ def _stage_sizing(run: _RunToSize) -> tuple[_StageSizing, str | None]:
         # a fully recomputed layer with parallel_optimizer_comm_recompute gathers its weights again in its recomputation
         comm_recompute=_truthy(rc.get("parallel_optimizer_comm_recompute")),
         micro=_pos(runner, "batch_size"),
-        seq=_int(mc, "seq_length", default=4096),
-        param_bytes=_dtype_bytes(mc.get("params_dtype", mc.get("param_init_type"))),
+        seq=whole_number(mc, "seq_length", default=4096),
+        param_bytes=dtype_bytes(mc.get("params_dtype", mc.get("param_init_type"))),
         optimizer_bytes=_optimizer_states(cfg),
-        compute_bytes=_dtype_bytes(mc.get("compute_dtype"), default=2),
+        compute_bytes=dtype_bytes(mc.get("compute_dtype"), default=2),
     )
     return sizing, split_note
 
@@ -707,7 +707,7 @@ def _stage_memory(sz: _StageSizing, i: int, first: int) -> StageMemory:
     )
 
 
-def _stage_rows(sz: _StageSizing) -> list[StageMemory]:
+def stage_rows(sz: _StageSizing) -> list[StageMemory]:
     """A row per pipeline stage, each stage's layers following the previous stage's."""
     stages, first = [], 0
     for i, n in enumerate(sz.layers):
@@ -720,11 +720,12 @@ _TRAINING_GRAPH = "mindformers/parallel_core/training_graph/transformer"
 ONE_F_ONE_B = "For 1F1B Scheduler, MicroBatch num must be larger or equal than StageNum"
 
 
-def _legacy(config: dict) -> bool:
+def uses_legacy(config: dict) -> bool:
+    """Whether the config builds mindformers' legacy models (``use_legacy``, true unless set false)."""
     return config.get("use_legacy", True) is not False and str(config.get("use_legacy", True)).lower() != "false"
 
 
-def _ulysses(config: dict) -> int:
+def ulysses_degree(config: dict) -> int:
     """``parallel_config.ulysses_degree_in_cp``: mindformers' ``hierarchical_context_parallel_sizes`` (1 when unset)."""
     pc = config.get("parallel_config") if isinstance(config.get("parallel_config"), dict) else {}
     return _pos(pc, "ulysses_degree_in_cp")
@@ -735,8 +736,8 @@ def _attention_refusals(mc: dict, lay: Layout, ulysses: int) -> list[str]:
     against tensor parallelism."""
     if _truthy(mc.get("multi_latent_attention")):
         return []
-    heads = _int(mc, "num_attention_heads", "num_heads")
-    kv = _int(mc, "num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    heads = whole_number(mc, "num_attention_heads", "num_heads")
+    kv = whole_number(mc, "num_query_groups", "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
     out = []
     if heads and heads % (lay.tp * ulysses):
         out.append(
@@ -754,7 +755,7 @@ def _attention_refusals(mc: dict, lay: Layout, ulysses: int) -> list[str]:
 def _moe_refusals(mc: dict, lay: Layout) -> list[str]:
     """The MoE layer's rules: experts over expert_parallel, expert_parallel over data_parallel x model_parallel, and MoE
     with tensor parallelism only with sequence parallelism."""
-    experts = _int(mc, "num_moe_experts", "n_routed_experts", "num_experts", "expert_num")
+    experts = whole_number(mc, "num_moe_experts", "n_routed_experts", "num_experts", "expert_num")
     if not experts:
         return []
     out = []
@@ -839,13 +840,13 @@ def estimate_card_memory(config_path, *, devices: int | None = None, layout=None
         ConfigError, SmokeError: a config that cannot be read, or a config.json that is not one.
     """
     gb, name = card_size(card_gb, card)
-    run = _read_run_to_size(config_path, layout)
-    sizing, split_note = _stage_sizing(run)
-    stages = _stage_rows(sizing)
+    run = read_run_to_size(config_path, layout)
+    sizing, split_note = stage_sizing(run)
+    stages = stage_rows(sizing)
     usable, card_notes, against = _usable_memory(run.config, gb)
     notes = list(run.sizes.notes) + card_notes
     refusals = _devices_refusal(devices, run.layout) + ([split_note] if split_note else [])
-    refusals += layout_refusals(run.model_config, run.layout, legacy=_legacy(run.config), ulysses=_ulysses(run.config))
+    refusals += layout_refusals(run.model_config, run.layout, legacy=uses_legacy(run.config), ulysses=ulysses_degree(run.config))
     return CardMemory(
         config=str(Path(str(run.path))),
         layout=run.layout,

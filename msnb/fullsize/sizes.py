@@ -19,13 +19,14 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from ..environment import available_memory_bytes
 from ..errors import NotRehearsed, SmokeError
 from ..words import count
 
 _DTYPE_BYTES = {"float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float64": 8}
 
 
-def _int(mc: dict, *names, default: int = 0) -> int:
+def whole_number(mc: dict, *names, default: int = 0) -> int:
     """The first of *names* that is a whole number in *mc* (sizes from a hostile file: bools, strings and huge values are no size)."""
     for name in names:
         value = mc.get(name)
@@ -34,7 +35,8 @@ def _int(mc: dict, *names, default: int = 0) -> int:
     return default
 
 
-def _dtype_bytes(value, default: int = 4) -> int:
+def dtype_bytes(value, default: int = 4) -> int:
+    """The bytes of one value of a dtype name (``bfloat16``, ``mstype.float32``...); *default* when unset or unknown."""
     return _DTYPE_BYTES.get(str(value).strip().lower().removeprefix("mstype."), default) if value is not None else default
 
 
@@ -284,27 +286,31 @@ class ModelParts:
 def model_parts(mc: dict) -> ModelParts:
     """Where a decoder-only model's parameters are, from its config's sizes (dense or MoE, grouped-query or latent attention)."""
     mc = {**_CLASS_DEFAULTS.get(str(mc.get("model_type")), {}), **mc}
-    layers = _int(mc, "num_hidden_layers", "num_layers")
-    hidden = _int(mc, "hidden_size")
-    heads = _int(mc, "num_attention_heads", "num_heads", default=max(1, hidden // 128))
-    head_dim = _int(mc, "head_dim", "kv_channels", default=hidden // heads if heads else 0)
-    kv_heads = _int(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
-    ffn = _int(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
-    vocab = _int(mc, "vocab_size", "padded_vocab_size")
+    layers = whole_number(mc, "num_hidden_layers", "num_layers")
+    hidden = whole_number(mc, "hidden_size")
+    heads = whole_number(mc, "num_attention_heads", "num_heads", default=max(1, hidden // 128))
+    head_dim = whole_number(mc, "head_dim", "kv_channels", default=hidden // heads if heads else 0)
+    kv_heads = whole_number(mc, "num_key_value_heads", "n_kv_heads", "multi_query_group_num", default=heads)
+    ffn = whole_number(mc, "intermediate_size", "ffn_hidden_size", default=4 * hidden)
+    vocab = whole_number(mc, "vocab_size", "padded_vocab_size")
     qk_norms = mc.get("qk_layernorm") or str(mc.get("model_type")) in _QK_NORMS_ALWAYS
     norms = 2 * hidden + (2 * head_dim if qk_norms else 0)
-    if mc.get("multi_latent_attention") and _int(mc, "kv_lora_rank"):
-        q_rank, kv_rank = _int(mc, "q_lora_rank"), _int(mc, "kv_lora_rank")
-        rope, nope, v_dim = _int(mc, "qk_rope_head_dim", default=64), _int(mc, "qk_nope_head_dim", default=128), _int(mc, "v_head_dim", default=128)
+    if mc.get("multi_latent_attention") and whole_number(mc, "kv_lora_rank"):
+        q_rank, kv_rank = whole_number(mc, "q_lora_rank"), whole_number(mc, "kv_lora_rank")
+        rope, nope, v_dim = (
+            whole_number(mc, "qk_rope_head_dim", default=64),
+            whole_number(mc, "qk_nope_head_dim", default=128),
+            whole_number(mc, "v_head_dim", default=128),
+        )
         q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         attention = q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim) + heads * v_dim * hidden
         norms = 2 * hidden + q_rank + kv_rank
     else:
         attention = hidden * head_dim * (2 * heads + 2 * kv_heads)
     gated = 3 if mc.get("gated_linear_unit", True) or str(mc.get("hidden_act", "")).lower() in ("swiglu", "silu") else 2
-    experts = _int(mc, "n_routed_experts", "num_experts", "num_moe_experts")
-    moe_ffn = _int(mc, "moe_intermediate_size", "moe_ffn_hidden_size", default=ffn)
-    shared_ffn = _int(mc, "moe_shared_expert_intermediate_size", default=_int(mc, "n_shared_experts") * moe_ffn) if experts else 0
+    experts = whole_number(mc, "n_routed_experts", "num_experts", "num_moe_experts")
+    moe_ffn = whole_number(mc, "moe_intermediate_size", "moe_ffn_hidden_size", default=ffn)
+    shared_ffn = whole_number(mc, "moe_shared_expert_intermediate_size", default=whole_number(mc, "n_shared_experts") * moe_ffn) if experts else 0
     untied = not mc.get("tie_word_embeddings", False) or mc.get("untie_embeddings_and_output_weights", False)
     return ModelParts(
         layers=layers,
@@ -315,12 +321,12 @@ def model_parts(mc: dict) -> ModelParts:
         experts=gated * hidden * moe_ffn * experts,
         shared_experts=gated * hidden * shared_ffn,
         router=hidden * experts,
-        dense_layers=min(layers, _int(mc, "first_k_dense_replace")) if experts else layers,
+        dense_layers=min(layers, whole_number(mc, "first_k_dense_replace")) if experts else layers,
         embedding=vocab * hidden,
         head=vocab * hidden,
         tied=not untied,
         final_norm=hidden,
-        mtp_layers=_int(mc, "num_nextn_predict_layers", "mtp_depth", "mtp_num_layers"),
+        mtp_layers=whole_number(mc, "num_nextn_predict_layers", "mtp_depth", "mtp_num_layers"),
         mtp_extra=2 * hidden * hidden + 3 * hidden,
     )
 
@@ -340,52 +346,12 @@ def estimate(mc: dict, *, batch: int, seq: int | None = None, recompute: bool = 
         recompute: the config recomputes each layer in the backward pass (only its input is kept).
     """
     params = parameter_count(mc)
-    width = _dtype_bytes(mc.get("params_dtype", mc.get("param_init_type")))
-    compute = _dtype_bytes(mc.get("compute_dtype"), default=2)
-    layers, hidden = _int(mc, "num_hidden_layers", "num_layers"), _int(mc, "hidden_size")
-    tokens = max(1, batch) * (seq or _int(mc, "seq_length", default=1))
+    width = dtype_bytes(mc.get("params_dtype", mc.get("param_init_type")))
+    compute = dtype_bytes(mc.get("compute_dtype"), default=2)
+    layers, hidden = whole_number(mc, "num_hidden_layers", "num_layers"), whole_number(mc, "hidden_size")
+    tokens = max(1, batch) * (seq or whole_number(mc, "seq_length", default=1))
     per_layer = tokens * hidden * compute * (1 if recompute else 16)  # kept per layer: its input, or ~16 hidden-sized tensors
     return MemoryEstimate(params, params * width, params * width, params * 8, layers * per_layer)
-
-
-def available_bytes() -> int | None:
-    """Memory this process may still use: the smaller of MemAvailable and the cgroup's limit less its usage (None when unknown)."""
-    found = []
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit_file, usage_file, stat_file, cache_key in (
-        ("memory.max", "memory.current", "memory.stat", "inactive_file"),
-        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
-    ):
-        try:
-            with open(f"/sys/fs/cgroup/{limit_file}") as f:
-                limit = f.read(64).strip()
-            with open(f"/sys/fs/cgroup/{usage_file}") as f:
-                usage = int(f.read(64).strip())
-            if limit.isdigit() and int(limit) < 1 << 60:
-                # the page cache the kernel can reclaim counts in the cgroup's usage: it is not memory in use
-                found.append(max(0, int(limit) - max(0, usage - _cgroup_stat(stat_file, cache_key))))
-        except (OSError, ValueError):
-            continue
-    return min(found) if found else None
-
-
-def _cgroup_stat(name: str, key: str) -> int:
-    """One counter of the cgroup's memory.stat (0 when it cannot be read)."""
-    try:
-        with open(f"/sys/fs/cgroup/{name}", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
-                    return int(parts[1])
-    except OSError:
-        pass
-    return 0
 
 
 def _gb(n: int) -> str:
@@ -409,7 +375,7 @@ def refuse_unless_it_fits(mc: dict, *, batch: int, seq: int | None, recompute: b
     """
     est = estimate(mc, batch=batch, seq=seq, recompute=recompute)
     need = est.total * max(1, workers)
-    free = available_bytes()
+    free = available_memory_bytes()
     if free is not None and need > free:
         each = f" for each of {count(workers, 'worker')}" if workers > 1 else ""
         raise NotRehearsed(
@@ -427,7 +393,6 @@ __all__ = [
     "ModelParts",
     "ModelSizes",
     "model_parts",
-    "available_bytes",
     "class_defaults",
     "estimate",
     "model_sizes",

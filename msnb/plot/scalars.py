@@ -446,17 +446,8 @@ def plot_scalars(
     import matplotlib  # deferred: matplotlib, until a figure is drawn
 
     _default_weight(smooth)  # a weight that is no number fails here, before anything is drawn
-    runs = sorted(set(scalars.run.tolist()))
-    masks = {run: scalars.run == run for run in runs}
-    panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
-    tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
-    rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
-    flags, judged, verdicts = _judged(scalars, runs, divergence_threshold, origins or {})
-    drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
-    found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
-    nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
-    band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
-
+    shown = _shown(scalars, tags, bands, divergence_threshold, origins or {})
+    runs, masks, rank_map, panels, band_runs = shown.runs, shown.masks, shown.rank_map, shown.panels, shown.band_runs
     n = max(1, len(panels))
     # many lines: one colour per run (its ranks thin lines of that colour), one legend entry per run, outside the panels
     crowded = sum(1 if run in band_runs or not ranks else max(1, len(rank_map[run])) for run in runs) > CROWDED_ABOVE
@@ -466,10 +457,10 @@ def plot_scalars(
         runs=runs,
         masks=masks,
         rank_map=rank_map,
-        flags=flags,
-        judged=judged,
+        flags=shown.flags,
+        judged=shown.judged,
         band_runs=band_runs,
-        line_labels=_line_labels(flags, band_runs, nonfinite_keys),
+        line_labels=_line_labels(shown.flags, band_runs, shown.nonfinite_keys),
         crowded=crowded,
         cycle=matplotlib.rcParams["axes.prop_cycle"].by_key()["color"],
         starts=_run_starts(scalars, runs, masks),
@@ -489,9 +480,42 @@ def plot_scalars(
         fig.suptitle(title)
     if crowded:
         _figure_legend(fig, [ax for ax in axes[:n]], resize=figure is None, run_names=figure_state.run_names)
-    nonfinite = [r.as_dict() for r in nonfinite_ranges(scalars, found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
-    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in drawn_pairs)  # read for the drawn tags, before any averaging
-    return figure_state.report(fig, list(tags), points, nonfinite, verdicts, panels)
+    nonfinite = [r.as_dict() for r in nonfinite_ranges(scalars, shown.found)]  # the real rank, also when ranks were drawn averaged; ranges, not steps
+    points = sum(int(np.count_nonzero(masks[run] & (scalars.tag == t))) for run, t in shown.drawn_pairs)  # read for the drawn tags, before any averaging
+    return figure_state.report(fig, list(shown.tags), points, nonfinite, shown.verdicts, panels)
+
+
+@dataclass
+class _Shown:
+    """What a figure of scalars shows, before anything is drawn: its runs, panels and tags, and the judge's word on each run."""
+
+    runs: list  # the run names, sorted
+    masks: dict  # run -> its rows of the table
+    rank_map: dict  # run -> its ranks
+    panels: list  # the panels drawn, each with the real tag of each run
+    tags: list  # every real tag drawn, in panel order
+    flags: list  # every flag the judge raised, run by run
+    judged: dict  # run -> (its loss tag, the loss curves the judge built)
+    verdicts: list  # the judge's verdict of each run
+    drawn_pairs: set  # (run, tag) of every series drawn
+    found: list  # the non-finite values on the drawn series
+    nonfinite_keys: set  # (run, rank) with a non-finite value on the run's judged tag
+    band_runs: list  # the runs drawn as cross-rank bands
+
+
+def _shown(scalars: ScalarTable, tags, bands: bool | None, divergence_threshold, origins: dict) -> _Shown:
+    """The runs, panels and tags *tags* asks for, each run's ranks and the judge's flags, and where values are not finite."""
+    runs = sorted(set(scalars.run.tolist()))
+    masks = {run: scalars.run == run for run in runs}
+    panels = resolve_panels({run: set(scalars.tag[masks[run]].tolist()) for run in runs}, tags)
+    tags = list(dict.fromkeys(t for p in panels for t in p.tags.values()))  # every real tag drawn, panel order
+    rank_map = {run: sorted(int(r) for r in np.unique(scalars.rank[masks[run]]) if r >= 0) for run in runs}
+    flags, judged, verdicts = _judged(scalars, runs, divergence_threshold, origins)
+    drawn_pairs = {(run, t) for p in panels for run, t in p.tags.items()}
+    found = [f for f in find_nonfinite(scalars, tags) if (f.run, f.tag) in drawn_pairs]
+    nonfinite_keys = {(f.run, f.rank) for f in found if f.tag == judged[f.run][0]}
+    band_runs = [run for run in runs if len(rank_map[run]) >= 2 and (bands or (bands is None and len(rank_map[run]) > BANDS_ABOVE))]
+    return _Shown(runs, masks, rank_map, panels, tags, flags, judged, verdicts, drawn_pairs, found, nonfinite_keys, band_runs)
 
 
 def _panel_grid(figure, n: int) -> tuple:
@@ -539,7 +563,7 @@ class _Figure:
     masks: dict
     rank_map: dict
     flags: list
-    judged: dict
+    judged: dict  # run -> (its loss tag, the loss curves the judge built)
     band_runs: list
     line_labels: dict
     crowded: bool

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from msnb.analysis import DEFAULT_RULES, Rules, find_nonfinite, rank_divergence, resolve_restarts, spearman, step_time_stability, stride, unrecovered_spikes
 from msnb.events.tables import ScalarTable
-from msnb.smoke.verdict import check_step_time
+from msnb.smoke.shared.verdict import check_step_time
 
 
 def table(matrix, steps=None, run="exp", tag="loss"):
@@ -238,7 +238,7 @@ def test_nan_median_is_numpy_nanmedian(rows, cols, fill, infs, seed, axis, keepd
 
 
 def test_a_stall_while_other_programs_took_the_cpus_is_not_judged_and_says_what_it_saw():
-    from msnb.smoke.machine_load import MachineLoad
+    from msnb.smoke.run.machine_load import MachineLoad
 
     ms = np.full(40, 20.0)
     ms[20] = 3000.0

@@ -15,7 +15,7 @@ from msnb.analysis.kendall import EXACT_MAX, PrefixTrends, exact_tails, inversio
 from msnb.analysis.rules import FAIL, WARN
 from msnb.analysis.trend import block_means, stretches
 from msnb.events.tables import ScalarTable
-from msnb.smoke.verdict import judge_loss
+from msnb.smoke.shared.verdict import judge_loss
 
 
 def brute_s(y) -> int:

@@ -17,8 +17,8 @@ from msnb.events import ScalarTable
 from msnb.plot import LiveView, plot_histograms, plot_scalars, status_line
 from msnb.plot.live import steady_step_seconds
 from msnb.smoke import run_smoke
-from msnb.smoke.figures import smoke_figures
-from msnb.smoke.runner import _read_step_times
+from msnb.smoke.run.figures import smoke_figures
+from msnb.smoke.run.finishing import read_step_times
 from tests.conftest import kernel_from_spec
 
 
@@ -41,7 +41,7 @@ def final_figure(result):
     from pathlib import Path
 
     workdir = Path(result.workdir)
-    return smoke_figures(msnb.read(result.summary_dir), _read_step_times(workdir), live_read=msnb.read(workdir))
+    return smoke_figures(msnb.read(result.summary_dir), read_step_times(workdir), live_read=msnb.read(workdir))
 
 
 def panel(figure, title):

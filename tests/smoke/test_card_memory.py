@@ -267,8 +267,8 @@ def qwen3_32b_finetune(tmp_path):
 
 def test_the_32b_config_json_at_its_own_size_is_refused_before_any_child(qwen3_32b_finetune, tmp_path):
     """--shrink never with Qwen3-32B's config.json: refused by prepare(), which starts nothing, as not rehearsed (never failed)."""
-    from msnb.smoke.options import SmokeOptions
-    from msnb.smoke.runner import prepare
+    from msnb.smoke.run.options import SmokeOptions
+    from msnb.smoke.run.runner import prepare
 
     with pytest.raises(NotRehearsed, match=r"32\.\d+ B parameters.*config\.json"):
         prepare(SmokeOptions(config=str(qwen3_32b_finetune), shrink="never", device="CPU"))
@@ -290,8 +290,8 @@ def test_the_32b_config_json_at_its_own_size_is_refused_before_any_child(qwen3_3
 
 def test_a_legacy_class_default_is_the_floor_too(tmp_path):
     """A legacy YAML that leaves the sizes to LlamaConfig's defaults (7B) at its own size: the floor counts the 7B."""
-    from msnb.smoke.options import SmokeOptions
-    from msnb.smoke.runner import prepare
+    from msnb.smoke.run.options import SmokeOptions
+    from msnb.smoke.run.runner import prepare
 
     if model_sizes({"model": {"model_config": {"type": "LlamaConfig"}}}).sources.get("num_layers") is None:
         pytest.skip("mindformers is not installed: no config classes to read defaults from")
@@ -320,7 +320,7 @@ def test_msnb_memory_command_exit_codes(tmp_path):
 
 
 def test_card_names_in_the_help_are_the_known_cards():
-    from msnb.smoke.options import MEMORY_OPTIONS
+    from msnb.smoke.run.options import MEMORY_OPTIONS
 
     card_help = next(o.help for o in MEMORY_OPTIONS if o.flags == ("--card",))
     assert all(name in card_help for name in CARDS if name != "910")
@@ -328,12 +328,12 @@ def test_card_names_in_the_help_are_the_known_cards():
 
 def test_a_run_that_leaves_the_machine_without_memory_is_not_rehearsed_naming_it(tmp_path, monkeypatch):
     """A real smoke run (msnb's built-in model) on a machine with less free than the watch keeps free: stopped, not rehearsed, never failed."""
-    from msnb.fullsize.sizes import available_bytes
-    from msnb.smoke.memory_watch import MemoryWatch
-    from msnb.smoke.options import SmokeOptions
-    from msnb.smoke.runner import judge, launch, prepare, watch
+    from msnb.environment import available_memory_bytes
+    from msnb.smoke.run.memory_watch import MemoryWatch
+    from msnb.smoke.run.options import SmokeOptions
+    from msnb.smoke.run.runner import judge, launch, prepare, watch
 
-    free = available_bytes()
+    free = available_memory_bytes()
     if free is None:
         pytest.skip("this system does not say how much memory is free")
     monkeypatch.chdir(tmp_path)

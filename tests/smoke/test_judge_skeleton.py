@@ -11,12 +11,12 @@ import pytest
 
 from msnb.events import read
 from msnb.findings import ERROR, WARNING, Finding
-from msnb.smoke.judge_skeleton import steps_trained
-from msnb.smoke.judging import judge_smoke
-from msnb.smoke.mindformers_judging import judge_mindformers_smoke
-from msnb.smoke.mindformers_plan import ModelPlan
-from msnb.smoke.runner import MindformersRun
-from msnb.smoke.verdict import FAIL, PASS, WARN, ProcessOutcome
+from msnb.smoke.builtin.judging import judge_smoke
+from msnb.smoke.mindformers.judging import judge_mindformers_smoke
+from msnb.smoke.mindformers.plan import ModelPlan
+from msnb.smoke.run.runner import MindformersRun
+from msnb.smoke.shared.judge_skeleton import steps_trained
+from msnb.smoke.shared.verdict import FAIL, PASS, WARN, ProcessOutcome
 
 SHARED = ("process", "config_lint", "disk_per_day", "step_time", "monitor_overhead")
 STEPS = 40

@@ -9,8 +9,8 @@ import pytest
 from msnb.cli import build_parser
 from msnb.config.shipped import resolve_shipped, shipped_configs_dir, with_shipped_config
 from msnb.errors import SmokeError
-from msnb.smoke.kept import check_keep, kept_outputs, scratch_directory
-from msnb.smoke.options import SmokeOptions
+from msnb.smoke.run.kept import check_keep, kept_outputs, scratch_directory
+from msnb.smoke.run.options import SmokeOptions
 
 NAME = "configs/qwen3/pretrain_qwen3_32b_4k.yaml"  # as the README and mindformers' docs name it
 needs_mindformers = pytest.mark.skipif(importlib.util.find_spec("mindformers") is None, reason="mindformers is not installed")

@@ -20,7 +20,7 @@ import yaml
 from msnb.config import load_config
 from msnb.errors import NotRehearsed, SmokeError
 from msnb.smoke import run_smoke
-from msnb.smoke.mindformers_plan import plan_mindformers, registered_model_type
+from msnb.smoke.mindformers.plan import plan_mindformers, registered_model_type
 
 pytest.importorskip("mindspore")
 MF_SPEC = importlib.util.find_spec("mindformers")  # located, not imported (importing writes ./output)
@@ -139,7 +139,7 @@ def test_a_model_name_means_the_registered_type_it_spells(name, expected):
 
 def test_the_registered_types_are_what_the_installed_mindformers_registers(tmp_path):
     """The plan's list (it imports no mindformers) against mindformers' own registry, read in a child."""
-    from msnb.smoke.mindformers_plan import MCORE_MODEL_TYPES
+    from msnb.smoke.mindformers.plan import MCORE_MODEL_TYPES
 
     out = _child(
         """
@@ -162,7 +162,7 @@ def test_the_child_data_rows_have_the_lengths_each_model_reads(tmp_path):
         f"""
         import json, numpy as np
         from mindspore.mindrecord import FileWriter
-        from msnb.smoke.mindformers_worker import sliced_mindrecord, synthetic_dataset
+        from msnb.smoke.mindformers.worker import sliced_mindrecord, synthetic_dataset
         lens = {{}}
         ds = synthetic_dataset(["input_ids", "labels"], 8, 50, 2, 2, model_shifts=True)
         row = next(ds.create_dict_iterator(output_numpy=True))
@@ -210,7 +210,7 @@ def test_softmax_attention_rebuilds_the_compressed_mask_exactly(tmp_path):
         """
         import numpy as np, mindspore as ms
         ms.set_device("CPU")
-        from msnb.smoke.cpu_rehearsal import _flash_attention
+        from msnb.smoke.mindformers.cpu_rehearsal import _flash_attention
         _flash_attention()
         from mindformers.parallel_core.training_graph.transformer import flash_attention as fa
         rng = np.random.default_rng(0)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from msnb.smoke.options import SmokeOptions
-from msnb.smoke.runner import prepare
+from msnb.smoke.run.options import SmokeOptions
+from msnb.smoke.run.runner import prepare
 from tests.conftest import REPO, msnb_command
 from tests.smoke.test_smoke import smoke_processes
 
@@ -194,8 +194,8 @@ def test_a_timeout_fails_the_process_only_and_says_the_run_was_stopped(tmp_path,
 
     # the writer cut off mid-record, as a stop can leave it: expected after a stop, damage after a normal end
     from msnb.events import read
-    from msnb.smoke.judging import judge_smoke
-    from msnb.smoke.verdict import ProcessOutcome
+    from msnb.smoke.builtin.judging import judge_smoke
+    from msnb.smoke.shared.verdict import ProcessOutcome
 
     summary = Path(verdict["summary_dir"])
     (event_file,) = summary.rglob("*_MS")
@@ -272,7 +272,7 @@ def test_sink_size_on_cpu_says_sink_mode_was_not_rehearsed():
 def test_one_option_list_feeds_the_cli_and_the_magic():
     from msnb.cli import build_parser
     from msnb.magics import MsnbMagics
-    from msnb.smoke.options import SMOKE_OPTIONS
+    from msnb.smoke.run.options import SMOKE_OPTIONS
 
     cli_help = build_parser().parse_known_args(["smoke"])[0]
     magic_parser = MsnbMagics.mfmon_smoke.parser
@@ -294,7 +294,7 @@ def test_every_smoke_option_lands_in_a_field_and_one_that_would_not_is_refused()
 
     from msnb.errors import SmokeError
     from msnb.options import Option, add_arguments
-    from msnb.smoke.options import SMOKE_OPTIONS
+    from msnb.smoke.run.options import SMOKE_OPTIONS
 
     def parsed(options, argv):
         return SmokeOptions.from_namespace(add_arguments(argparse.ArgumentParser(), options).parse_args(argv), options=options)

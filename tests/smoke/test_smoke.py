@@ -211,8 +211,8 @@ def test_kernel_survives_a_crashing_child(jupyter_dirs):
 
 def test_a_mindformers_yaml_is_planned_as_its_own_model_with_its_lint_findings(tmp_path):
     """Nothing is trained here (tests/smoke/test_smoke_mindformers.py trains): the plan and the real config's lint."""
-    from msnb.smoke.options import SmokeOptions
-    from msnb.smoke.runner import prepare
+    from msnb.smoke.run.options import SmokeOptions
+    from msnb.smoke.run.runner import prepare
     from tests.config.test_config import MINDFORMERS_YAML
 
     config = tmp_path / "llama2_7b.yaml"
@@ -226,8 +226,8 @@ def test_a_mindformers_yaml_is_planned_as_its_own_model_with_its_lint_findings(t
     # the changes as the verdict lists them: a kind, then its changes one a line, wrapped in the text verdict
     lines = prepared.plan.change_lines()
     assert lines[0] == "shrink:" and all(line.endswith(":") and " " not in line or line.startswith("  - ") for line in lines), lines
-    from msnb.smoke.result import SmokeResult
-    from msnb.smoke.verdict import Check
+    from msnb.smoke.run.result import SmokeResult
+    from msnb.smoke.shared.verdict import Check
 
     text = SmokeResult(True, [Check("config_changes", "pass", "\n".join(lines))], "", False, "CPU", "", 40, 40, 1.0, "").format_text()
     body = text.splitlines()[2:]

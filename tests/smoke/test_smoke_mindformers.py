@@ -19,7 +19,8 @@ import yaml
 from msnb.config import load_config
 from msnb.errors import NotRehearsed, SmokeError
 from msnb.smoke import run_smoke
-from msnb.smoke.mindformers_plan import CPU_WRAPPER, child_config, plan_mindformers
+from msnb.smoke.mindformers.child import child_config
+from msnb.smoke.mindformers.plan import CPU_WRAPPER, plan_mindformers
 
 pytest.importorskip("mindspore")
 MF_SPEC = importlib.util.find_spec("mindformers")  # located, not imported (importing writes ./output)
@@ -163,7 +164,7 @@ def test_data_config_names_the_missing_file_and_the_yaml(tmp_path):
 
 
 def test_another_mindformers_release_is_named_instead_of_a_deep_traceback(tmp_path, monkeypatch):
-    from msnb.smoke import preparing
+    from msnb.smoke.run import preparing
 
     monkeypatch.setattr(preparing, "installed_mindformers", lambda: "2.1.0")
     path = tmp_path / "llama.yaml"

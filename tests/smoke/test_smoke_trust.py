@@ -19,8 +19,9 @@ import pytest
 from msnb.config import check_config, load_config
 from msnb.config.mindformers_rules import startup_findings
 from msnb.events.tables import ScalarTable
-from msnb.smoke.mindformers_judging import check_loss_components, not_rehearsed_reason
-from msnb.smoke.mindformers_plan import DELETE, KINDS, child_config, plan_mindformers
+from msnb.smoke.mindformers.child import child_config
+from msnb.smoke.mindformers.judging import check_loss_components, not_rehearsed_reason
+from msnb.smoke.mindformers.plan import DELETE, KINDS, plan_mindformers
 
 MF_SPEC = importlib.util.find_spec("mindformers")  # located, not imported (importing writes ./output)
 if MF_SPEC is None:
@@ -156,7 +157,7 @@ NO_KERNEL = textwrap.dedent("""\
     import numpy as np
     import mindspore as ms
     from mindspore import ops
-    from msnb.smoke.mindformers_worker import classify
+    from msnb.smoke.mindformers.worker import classify
     ms.set_device("CPU")
     x = ms.Tensor(np.ones((2, 4), np.float32))
     try:
@@ -180,7 +181,7 @@ def test_a_kernel_the_cpu_lacks_is_classified_not_rehearsed_from_mindsporess_own
 
 
 def test_a_crash_in_msnbs_own_code_is_msnbs_and_a_config_crash_is_the_configs():
-    from msnb.smoke.mindformers_worker import apply_overrides, classify
+    from msnb.smoke.mindformers.worker import apply_overrides, classify
 
     try:
         apply_overrides({"a": 1}, [{"path": [], "value": 2, "before": None}])  # msnb's own code on a spec it never writes
@@ -197,7 +198,7 @@ def test_a_crash_in_msnbs_own_code_is_msnbs_and_a_config_crash_is_the_configs():
 
 
 def test_overrides_are_applied_on_mindformers_reading_and_differences_said():
-    from msnb.smoke.mindformers_worker import apply_overrides
+    from msnb.smoke.mindformers.worker import apply_overrides
 
     config = {"runner_config": {"batch_size": 8}, "model": {"model_config": {"seq_length": "${x}"}}}
     said = apply_overrides(

@@ -22,7 +22,7 @@ from msnb.environment import version_tuple
 from msnb.errors import NotRehearsed
 from msnb.fullsize.import_guards import imports_v4_unguarded
 from msnb.smoke import run_smoke
-from msnb.smoke.tested_stack import TESTED, check_tested_stack, screen_config
+from msnb.smoke.mindformers.tested_stack import TESTED, check_tested_stack, screen_config
 
 
 def _version(dist):

@@ -12,7 +12,7 @@ PARTS = (
     ("gradients", "gradients", "#55A868"),
     ("optimizer", "optimizer state", "#C44E52"),
     ("activations", "activations", "#8172B2"),
-    ("step_extra", "gradients' copy at the step, beyond the activations", "#937860"),
+    ("step_extra", "step copy of the gradients", "#937860"),
 )
 
 

@@ -45,6 +45,18 @@ def is_mindformers_run(data: dict) -> bool:
     return isinstance(model, dict) and isinstance(model.get("model_config"), dict) and any(k in data for k in ("trainer", "run_mode", "runner_config"))
 
 
+def uses_legacy(data) -> bool:
+    """Whether mindformers builds the run's model from its legacy classes, with ``use_legacy`` read as mindformers reads
+    it: unset or null is legacy (``is_legacy_model``), anything else by its truth value (``if not use_legacy``). So a
+    quoted ``"False"``, a non-empty string, is legacy to mindformers, and to msnb with it.
+
+    Args:
+        data: the resolved YAML (a dict or mindformers' ``MindFormerConfig``).
+    """
+    value = data.get("use_legacy", True)
+    return True if value is None else bool(value)
+
+
 def is_dynamic_graph_run(data: dict) -> bool:
     """Whether a loaded YAML is a config of mindformers' dynamic-graph trainer (2.0 and later).
 
@@ -87,4 +99,12 @@ def looks_like_training_config(data: dict) -> bool:
     return len(found) >= 2 or is_mindformers_run(data) or is_dynamic_graph_run(data)
 
 
-__all__ = ["DYNAMIC_GRAPH_SECTIONS", "TRAINING_SECTIONS", "is_mindformers_run", "is_dynamic_graph_run", "training_sections", "looks_like_training_config"]
+__all__ = [
+    "DYNAMIC_GRAPH_SECTIONS",
+    "TRAINING_SECTIONS",
+    "is_mindformers_run",
+    "is_dynamic_graph_run",
+    "uses_legacy",
+    "training_sections",
+    "looks_like_training_config",
+]

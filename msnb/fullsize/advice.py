@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..config.run_config import uses_legacy
 from ..errors import MsnbError
-from .memory import GIB, layers_per_stage, layout_refusals, read_run_to_size, stage_rows, stage_sizing, ulysses_degree, uses_legacy, whole_number
+from .memory import GIB, layers_per_stage, layout_refusals, read_run_to_size, stage_rows, stage_sizing, ulysses_degree, whole_number
 
 MAX_LAYOUTS = 3  # layouts offered, nearest to the file's first
 

@@ -24,6 +24,7 @@ import signal
 import sys
 import traceback
 
+from ..config.run_config import uses_legacy
 from ..processes import set_parent_death_signal
 from . import build, compiler_rules
 from .import_guards import guard_deepseek_v4_import
@@ -422,7 +423,7 @@ def _model_checks(checks, config, out: dict):
     """
     from mindformers.models.build_config import build_model_config  # deferred: mindformers, in the child process only
 
-    legacy = config.get("use_legacy", True) is not False
+    legacy = uses_legacy(config)
     if not legacy and _cluster_only(config):
         why = f"the sizes come from pretrained_model_dir {config.pretrained_model_dir!r}, whose config.json is not on this machine"
         for name in ("model config (get_model_config)", "TransformerConfig.__post_init__", LAYER_SPLIT, build.NETWORK):

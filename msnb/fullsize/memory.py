@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import load_config
-from ..config.run_config import is_mindformers_run
+from ..config.run_config import is_mindformers_run, uses_legacy
 from ..config.shipped import resolve_shipped
 from ..errors import SizeRefused, UsageError
 from .cards import CARDS, card_names, card_size
@@ -718,11 +718,6 @@ def stage_rows(sz: _StageSizing) -> list[StageMemory]:
 
 _TRAINING_GRAPH = "mindformers/parallel_core/training_graph/transformer"
 ONE_F_ONE_B = "For 1F1B Scheduler, MicroBatch num must be larger or equal than StageNum"
-
-
-def uses_legacy(config: dict) -> bool:
-    """Whether the config builds mindformers' legacy models (``use_legacy``, true unless set false)."""
-    return config.get("use_legacy", True) is not False and str(config.get("use_legacy", True)).lower() != "false"
 
 
 def ulysses_degree(config: dict) -> int:

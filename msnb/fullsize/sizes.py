@@ -19,6 +19,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from ..config.run_config import uses_legacy
 from ..environment import available_memory_bytes
 from ..errors import NotRehearsed, SmokeError
 from ..words import count
@@ -213,7 +214,7 @@ def model_sizes(config: dict, *, base: Path | None = None) -> ModelSizes:
     """
     model = config.get("model") if isinstance(config.get("model"), dict) else {}
     yaml_mc = model.get("model_config") if isinstance(model.get("model_config"), dict) else {}
-    legacy = config.get("use_legacy", True) is not False and str(config.get("use_legacy", True)).lower() != "false"
+    legacy = uses_legacy(config)
     merged: dict = {}
     sources: dict = {}
     notes: list = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...config.run_config import uses_legacy
 from ...errors import SmokeError
 
 
@@ -20,11 +21,6 @@ def model_family(data: dict) -> str:
         if isinstance(candidate, str) and candidate:
             return candidate
     return "a mindformers model"
-
-
-def is_legacy(data: dict) -> bool:
-    value = data.get("use_legacy", True)  # mindformers' default
-    return value is not False and str(value).lower() != "false"
 
 
 def first_key(node: dict, names) -> str | None:
@@ -65,7 +61,7 @@ def check_trainable(loaded, cfg: dict) -> None:
     run_mode = cfg.get("run_mode", "train")
     if isinstance(run_mode, str) and run_mode not in ("train", "finetune"):
         raise SmokeError(f"{loaded.where('run_mode')}: run_mode is {run_mode!r}; a smoke run trains, so give a train or finetune config")
-    if is_legacy(cfg) and not _model_class_named(cfg):
+    if uses_legacy(cfg) and not _model_class_named(cfg):
         raise SmokeError(
             f"{loaded.where('model')}: model.arch.type and model.model_config.type are empty, so mindformers has no model to build; "
             "name the model class (a template's 'please edit by hand' sections need filling in)"

@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from ...config.run_config import is_mindformers_run
+from ...config.run_config import is_mindformers_run, uses_legacy
 from ...fullsize.datasets import dataset_paths, is_mindrecord
 from .changes import DELETE, ISOLATE, KINDS, REHEARSE, SHRINK, Change, Edits, change_lines, describe_changes, unshared
 from .data import data_note, dataset_columns, fit_dataset, mirror_dataset_task, use_config_data
 from .device import CPU_WRAPPER, moe_dense, monitoring_on_device, on_this_device, parallel_off
-from .family import MC, MCORE_MODEL_TYPES, check_trainable, is_legacy, model_family, registered_model_type
+from .family import MC, MCORE_MODEL_TYPES, check_trainable, model_family, registered_model_type
 from .sizes import SMALL, plan_sizes, set_learning_rate, should_shrink
 
 # The mindformers release msnb's CPU rehearsal and shrinking were written against (the pin msnb installs).
@@ -146,7 +146,7 @@ def plan_mindformers(
     ed = Edits(unshared(loaded.literal if loaded.literal is not None else loaded.data))
     cfg = ed.data
     check_trainable(loaded, cfg)
-    legacy = is_legacy(cfg)
+    legacy = uses_legacy(cfg)
     family = model_family(cfg)
     mc = ed.node(MC)
     do_shrink = should_shrink(cfg, shrink, device)

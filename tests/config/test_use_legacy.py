@@ -31,6 +31,8 @@ SPELLINGS = {
 
 MINDFORMERS_ANSWER = r"""
 import json, os, sys
+from msnb.fullsize.import_guards import guard_deepseek_v4_import
+guard_deepseek_v4_import()  # mindformers 2.0 imports DeepSeek-V4, which needs hyper_parallel (absent): the smoke's own guard
 from mindformers import MindFormerConfig
 from mindformers.core.context.build_context import MFContextOperator, is_legacy_model
 said = {}

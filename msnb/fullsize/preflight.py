@@ -343,23 +343,48 @@ def run_preflights(items: list, *, timeout: float = PREFLIGHT_TIMEOUT, suggest: 
 
 def _one_child(workdir: str, run: dict, path: str, loaded, devices_from: str, timeout: float) -> PreflightResult:
     """One config's pre-flight in its own child; its result given YAML keys and lines."""
+    (result,) = _children(workdir, [run], path, loaded, devices_from, timeout)
+    return result
+
+
+PROOFS_AT_ONCE = 2  # children proving suggestions side by side: each is one busy thread and about 1.1 GB
+
+
+def _children(workdir: str, runs: list, path: str, loaded, devices_from: str, timeout: float) -> list:
+    """Pre-flights of *runs* (one config, each run with its own overrides) in children of their own, side by side: the
+    first in *workdir*, the others in folders of their own inside it. Their results, in order, given YAML keys and lines."""
     started = time.monotonic()
-    for name in ("spec.json", "preflight.json"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(workdir, name))
-    with open(os.path.join(workdir, "spec.json"), "w") as f:
-        json.dump({"workdir": workdir, "runs": [run]}, f)
-    env = dict(os.environ, TMPDIR=workdir, PYTHONUNBUFFERED="1")
-    for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL"):
-        env.pop(name, None)  # this machine's launch, if any, is not the cluster's
+    dirs = [workdir] + [os.path.join(workdir, f"child-{i}") for i in range(1, len(runs))]
+    runs = [dict(run, workdir=folder) for run, folder in zip(runs, dirs)]
+    envs = [_prepare(folder, run) for folder, run in zip(dirs, runs)]
     try:
-        error = _run_child(workdir, env, timeout)
+        errors = _run_children(dirs, envs, timeout)
     except Stopped as stop:  # the scratch folder first, then the signal as it would have come (by default the end)
         shutil.rmtree(workdir, ignore_errors=True)
         signal.raise_signal(stop.signum)
         raise SmokeError(f"the pre-flight was stopped by {stop.name}") from None
+    seconds = time.monotonic() - started
+    return [_collect(folder, run, path, loaded, devices_from, error, seconds) for folder, run, error in zip(dirs, runs, errors)]
+
+
+def _prepare(folder: str, run: dict) -> dict:
+    """*folder* made ready for one child (its spec written, an earlier child's result removed); the child's environment."""
+    os.makedirs(folder, exist_ok=True)
+    for name in ("spec.json", "preflight.json"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(folder, name))
+    with open(os.path.join(folder, "spec.json"), "w") as f:
+        json.dump({"workdir": folder, "runs": [run]}, f)
+    env = dict(os.environ, TMPDIR=folder, PYTHONUNBUFFERED="1")
+    for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL"):
+        env.pop(name, None)  # this machine's launch, if any, is not the cluster's
+    return env
+
+
+def _collect(folder: str, run: dict, path: str, loaded, devices_from: str, error: str, seconds: float) -> PreflightResult:
+    """What one child wrote in *folder*, as a :class:`PreflightResult` (what went wrong with the child kept)."""
     try:
-        with open(os.path.join(workdir, "preflight.json")) as f:
+        with open(os.path.join(folder, "preflight.json")) as f:
             said_all = json.load(f)
     except (OSError, ValueError):
         said_all = []
@@ -368,7 +393,7 @@ def _one_child(workdir: str, run: dict, path: str, loaded, devices_from: str, ti
     if error and said and not problem and not said.get("done"):
         problem = error  # the child died midway: what it did is kept, the rest was not checked
     result = PreflightResult(
-        path, run["devices"], devices_from, checks_from(said, loaded), said.get("mindformers", ""), problem, time.monotonic() - started,
+        path, run["devices"], devices_from, checks_from(said, loaded), said.get("mindformers", ""), problem, seconds,
         stood_in=said.get("stood_in") or [],
     )  # fmt: skip
     result.traceback = said.get("traceback") or next((c.get("traceback", "") for c in said.get("checks", []) if c.get("traceback")), "")
@@ -381,40 +406,64 @@ MAX_PROOFS = 4  # pre-flights run to prove suggestions, for one config (each bui
 
 def _prove_suggestions(workdir: str, run: dict, path: str, loaded, devices_from: str, timeout: float, result: PreflightResult) -> None:
     """For each finding with a numeric fix, the nearest edits (:mod:`msnb.fullsize.suggest`), each proved by the
-    whole pre-flight on the config with that edit in a child of its own; only those that pass are kept on the finding."""
+    whole pre-flight on the config with that edit in a child of its own; only those that pass are kept on the finding.
+
+    Up to :data:`PROOFS_AT_ONCE` proofs run side by side, never more than could still be shown, so the edits proved and
+    kept are those proving them one by one would give."""
     from .suggest import MAX_PER_FINDING, candidates  # deferred: only after a finding
 
     proofs = 0
     for finding in result.findings:
-        for edit in candidates(finding.key, finding.message, result.layout, result.dims, result.devices, result.scheduler):
-            if proofs >= MAX_PROOFS or len(finding.suggestions) >= MAX_PER_FINDING:
-                break
-            proofs += 1
-            proof = _one_child(workdir, dict(run, overrides=edit.as_overrides()), path, loaded, devices_from, timeout)
-            if proof.outcome != FAILED and not proof.msnb_errors and not proof.error:
-                finding.suggestions.append(edit.words())
+        edits = candidates(finding.key, finding.message, result.layout, result.dims, result.devices, result.scheduler)
+        while edits and proofs < MAX_PROOFS and len(finding.suggestions) < MAX_PER_FINDING:
+            batch = edits[: min(PROOFS_AT_ONCE, MAX_PROOFS - proofs, MAX_PER_FINDING - len(finding.suggestions))]
+            edits, proofs = edits[len(batch) :], proofs + len(batch)
+            proved = _children(workdir, [dict(run, overrides=edit.as_overrides()) for edit in batch], path, loaded, devices_from, timeout)
+            for edit, proof in zip(batch, proved):
+                if proof.outcome != FAILED and not proof.msnb_errors and not proof.error:
+                    finding.suggestions.append(edit.words())
 
 
-def _run_child(workdir: str, env: dict, timeout: float) -> str:
-    """The pre-flight's child, waited on; what went wrong with it ("" when nothing).
+def _run_children(dirs: list, envs: list, timeout: float) -> list:
+    """The pre-flight's children, one per folder, started together and waited on; what went wrong with each ("" when
+    nothing).
 
-    SIGTERM or SIGHUP while it runs stops the child and raises :class:`Stopped` once the signals are given back.
+    SIGTERM or SIGHUP while they run stops every child and raises :class:`Stopped` once the signals are given back.
     """
-    with StopSignals() as signals, open(os.path.join(workdir, "preflight.log"), "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "msnb.fullsize.child", os.path.join(workdir, "spec.json")],
-            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+    with StopSignals() as signals, contextlib.ExitStack() as logs:
+        procs: list = []
         try:
+            for folder, env in zip(dirs, envs):
+                log = logs.enter_context(open(os.path.join(folder, "preflight.log"), "ab"))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "msnb.fullsize.child", os.path.join(folder, "spec.json")],
+                        cwd=folder,
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )  # fmt: skip
+                )
             signals.watching()
-            returncode = proc.wait(timeout)
+            codes = _wait_all(procs, timeout)
             signals.done()
-            return f"the pre-flight's child exited with status {returncode}" if returncode else ""
-        except subprocess.TimeoutExpired:
-            return f"mindformers' checks did not finish in {timeout:.0f} s"
-        finally:  # the child leads its own session: end every process in it, what an exited child left behind included
-            end_process_group(proc.pid)
-            proc.wait()
+        finally:  # each child leads its own session: end every process in it, what an exited child left behind included
+            for proc in procs:
+                end_process_group(proc.pid)
+                proc.wait()
+    said = {None: f"mindformers' checks did not finish in {timeout:.0f} s", 0: ""}
+    return [said.get(code, f"the pre-flight's child exited with status {code}") for code in codes]
+
+
+def _wait_all(procs: list, timeout: float) -> list:
+    """Each child's exit status, or None for one still running when *timeout* seconds have passed."""
+    deadline = time.monotonic() + timeout
+    codes = [None] * len(procs)
+    for i, proc in enumerate(procs):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            codes[i] = proc.wait(max(0.0, deadline - time.monotonic()))
+    return codes
 
 
 def run_preflight(

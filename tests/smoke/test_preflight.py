@@ -253,9 +253,14 @@ def test_a_smoke_whose_full_size_config_fails_the_pre_flight_fails_before_traini
 
 
 @needs_mindformers
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_folder(tmp_path, sig):
-    """The signal's default action would end msnb at once; the child is stopped and the scratch folder removed first."""
+@pytest.mark.parametrize(
+    "sig, devices, wanted",
+    [("SIGTERM", 16, 1), ("SIGHUP", 16, 1), ("SIGTERM", 32, 2)],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-two-proofs-side-by-side"],
+)
+def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_folder(tmp_path, sig, devices, wanted):
+    """The signal's default action would end msnb at once; every child is stopped and the scratch folder removed first:
+    during the pre-flight's own child, and while two children prove suggestions side by side (32 devices: a finding)."""
     import os
     import signal
     import time
@@ -264,7 +269,7 @@ def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_fold
 
     from tests.conftest import msnb_command
 
-    proc = subprocess.Popen(msnb_command() + ["preflight", str(MOE), "--devices", "16"], env=dict(os.environ, TMPDIR=str(tmp_path)),
+    proc = subprocess.Popen(msnb_command() + ["preflight", str(MOE), "--devices", str(devices)], env=dict(os.environ, TMPDIR=str(tmp_path)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
     def children():  # the log is opened before the child is forked, and a forked child shows msnb's command line until it execs
@@ -273,11 +278,11 @@ def test_a_stop_signal_during_the_pre_flight_leaves_no_child_and_no_scratch_fold
         except psutil.Error:  # one that ended or changed while listed: looked at again
             return []
 
-    workers, deadline = [], time.monotonic() + 60
-    while not (list(tmp_path.glob("msnb-preflight-*/preflight.log")) and (workers := children())) and time.monotonic() < deadline:
+    workers, deadline = [], time.monotonic() + 120
+    while not (list(tmp_path.glob("msnb-preflight-*/preflight.log")) and len(workers := children()) >= wanted) and time.monotonic() < deadline:
         time.sleep(0.05)
     (log,) = tmp_path.glob("msnb-preflight-*/preflight.log")  # the child is started
-    assert workers, "the pre-flight's child was not found"
+    assert len(workers) >= wanted, f"the pre-flight's {wanted} children were not found: {workers}"
     proc.send_signal(getattr(signal, sig))
     assert proc.wait(30) == -getattr(signal, sig)  # it ends as the signal's default action ends it
     assert not log.parent.exists()

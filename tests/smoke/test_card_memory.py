@@ -19,7 +19,7 @@ import yaml
 from msnb.errors import NotRehearsed, UsageError
 from msnb.fullsize.memory import CARDS, estimate_card_memory, layers_per_stage
 from msnb.fullsize.sizes import model_sizes
-from tests.smoke.cluster_oracle import CLUSTER_STANDIN
+from tests.smoke.cluster_oracle import CLUSTER_CONTEXT, CLUSTER_STANDIN
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -395,11 +395,10 @@ def test_a_yaml_with_no_model_to_size_is_refused_in_one_line(tmp_path):
 # communication, written here), parameters without data: per pipeline stage (the stage mindformers gives each cell),
 # the trainable parameters, their dtypes, and the optimizer's state per parameter.
 BUILT_PARAMETERS = r"""
-import copy, json, os, sys
+import json, os, sys
 import mindspore as ms
 from mindspore.nn.utils import no_init_parameters
 from mindformers import MindFormerConfig
-from mindformers.core.context.build_context import Context
 from mindformers.core.parallel_config import build_parallel_config
 from mindformers.trainer.base_trainer import BaseTrainer
 
@@ -412,15 +411,7 @@ said = {}
 for path, devices in json.loads(sys.argv[1]):
     os.environ["RANK_SIZE"] = str(devices)
     config = MindFormerConfig(path)
-    if not Context.is_exists():
-        alone = copy.deepcopy(config)
-        alone.use_parallel = False
-        alone.context.device_target = "CPU"
-        Context(alone)
-    ms.reset_auto_parallel_context()
-    pipeline = dict((config.get("parallel") or {}).get("pipeline_config") or {})
-    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=devices,
-                                 pipeline_stages=config.parallel_config.pipeline_stage, **({"pipeline_config": pipeline} if pipeline else {}))
+    cluster_context(config, devices)
     build_parallel_config(config)
     trainer = BaseTrainer(task="text_generation", model_name="built")
     trainer.config, trainer.train_dataset = config, Steps()
@@ -446,7 +437,9 @@ for path, devices in json.loads(sys.argv[1]):
     said[path] = {"stages": stages, "dtypes": sorted(dtypes), "state": state, "trainable": sum(stages.values())}
 print("BUILT" + json.dumps(said))
 """
-BUILT_PARAMETERS = BUILT_PARAMETERS.replace("\nfrom mindformers import MindFormerConfig\n", CLUSTER_STANDIN + "from mindformers import MindFormerConfig\n", 1)
+BUILT_PARAMETERS = BUILT_PARAMETERS.replace(
+    "\nfrom mindformers import MindFormerConfig\n", CLUSTER_STANDIN + CLUSTER_CONTEXT + "from mindformers import MindFormerConfig\n", 1
+)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mindformers") is None, reason="mindformers is not installed")

@@ -21,7 +21,7 @@ from msnb.config.shipped import shipped_configs_dir
 from msnb.errors import SmokeError
 from msnb.fullsize.build import NETWORK
 from msnb.fullsize.preflight import FAILED, NOT_CHECKED, PASSED, launch_devices, mindformers_reads_name, run_preflight, run_preflights
-from tests.smoke.cluster_oracle import CLUSTER_STANDIN
+from tests.smoke.cluster_oracle import CLUSTER_CONTEXT, CLUSTER_STANDIN
 
 SHIPPED = shipped_configs_dir()
 MOE = SHIPPED / "qwen3_moe" / "pretrain_qwen3_30b_a3b_4k.yaml" if SHIPPED else None
@@ -306,13 +306,12 @@ def test_pipeline_config_not_a_mapping_is_mindspores_own_refusal(tmp_path):
 # The full-size network built with mindformers' own code, apart from msnb: its own stand-in for the communication
 # (written here, not msnb's), the run's parallel context set by hand, parameters without data.
 BUILD_PROOF = r"""
-import copy, json, os, sys
+import json, os, sys
 import mindspore as ms
 from msnb.fullsize.import_guards import guard_deepseek_v4_import
 guard_deepseek_v4_import()  # mindformers 2.0 imports DeepSeek-V4, which needs hyper_parallel (absent): the smoke's own guard
 from mindspore.nn.utils import no_init_parameters
 from mindformers import MindFormerConfig
-from mindformers.core.context.build_context import Context
 from mindformers.core.parallel_config import build_parallel_config
 from mindformers.models.build_model import build_network
 
@@ -320,15 +319,7 @@ said = {}
 for name, path, devices in json.loads(sys.argv[1]):
     os.environ["RANK_SIZE"] = str(devices)
     config = MindFormerConfig(path)
-    if not Context.is_exists():  # once a process (CPU affinity is set once); every config here is use_legacy False, graph mode
-        alone = copy.deepcopy(config)
-        alone.use_parallel = False  # mindformers' own contexts (use_legacy, graph mode) without starting communication
-        alone.context.device_target = "CPU"
-        Context(alone)
-    ms.reset_auto_parallel_context()
-    pipeline = dict((config.get("parallel") or {}).get("pipeline_config") or {})
-    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=devices,
-                                 pipeline_stages=config.parallel_config.pipeline_stage, **({"pipeline_config": pipeline} if pipeline else {}))
+    cluster_context(config, devices)  # every config here is use_legacy False, graph mode
     try:
         build_parallel_config(config)
         with no_init_parameters():
@@ -338,7 +329,9 @@ for name, path, devices in json.loads(sys.argv[1]):
         said[name] = str(exc)
 print("PROOF" + json.dumps(said))
 """
-BUILD_PROOF = BUILD_PROOF.replace("\nfrom mindformers import MindFormerConfig\n", CLUSTER_STANDIN + "from mindformers import MindFormerConfig\n", 1)
+BUILD_PROOF = BUILD_PROOF.replace(
+    "\nfrom mindformers import MindFormerConfig\n", CLUSTER_STANDIN + CLUSTER_CONTEXT + "from mindformers import MindFormerConfig\n", 1
+)
 
 
 def _frontend_library_text() -> bytes:

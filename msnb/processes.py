@@ -106,3 +106,40 @@ def end_process_group(pgid: int | None, grace: float = 0.0) -> None:
             os.killpg(pgid, 0)  # raises once no process of the group is left
     except (ProcessLookupError, PermissionError):
         pass
+
+
+# What a launch puts in the environment and MindSpore or mindformers read: a shell that sourced a job's launch script
+# holds the job's values, not a rehearsal's (MS_SIMULATION_LEVEL would make MindSpore compile without training).
+LAUNCH_VARIABLES = (
+    "RANK_SIZE",
+    "RANK_ID",
+    "DEVICE_NUM_PER_NODE",
+    "MS_WORKER_NUM",
+    "MS_LOCAL_WORKER",
+    "MS_ROLE",
+    "MS_NODE_ID",
+    "MS_SCHED_HOST",
+    "MS_SCHED_PORT",
+    "CPU_AFFINITY",
+    "MS_SIMULATION_LEVEL",
+    "RUN_MODE",
+)
+
+
+def child_environment(workdir, **extra: str) -> dict:
+    """The environment for a child that runs mindformers in *workdir*: the user's own, with every output of
+    mindformers kept in ``workdir/output`` and nothing of a launch.
+
+    mindformers writes its logs under ``LOG_MF_PATH`` and its checkpoints and strategy files under
+    ``LOCAL_DEFAULT_PATH`` wherever they point, and copies its output to object storage when ``REMOTE_SAVE_URL`` is
+    set. Inherited from a user's job, they would send a rehearsal's files into the real job's folders and bucket, and
+    leave the rehearsal's own folder without the log it is judged by.
+
+    Args:
+        workdir: the child's scratch folder.
+        extra: more variables to set (``TMPDIR``...).
+    """
+    env = {name: value for name, value in os.environ.items() if name not in LAUNCH_VARIABLES and name != "REMOTE_SAVE_URL"}
+    output = os.path.join(str(workdir), "output")
+    env.update(LOCAL_DEFAULT_PATH=output, LOG_MF_PATH=os.path.join(output, "log"), **extra)
+    return env

@@ -25,7 +25,7 @@ import sys
 import traceback
 
 from ..config.run_config import uses_legacy
-from ..processes import set_parent_death_signal
+from ..processes import LAUNCH_VARIABLES, set_parent_death_signal
 from . import build, compiler_rules
 from .import_guards import guard_deepseek_v4_import
 from .standin import STOOD_IN, cluster_standin
@@ -212,7 +212,7 @@ def preflight(spec: dict, out: dict | None = None) -> dict:
 
 
 # what a launch sets in the environment and mindformers reads; this machine's own values are not the cluster's
-_LAUNCH_ENV = ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL", "RUN_MODE")
+_LAUNCH_ENV = LAUNCH_VARIABLES
 
 
 def _parallel_groups_state() -> dict:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..config.mindformers_rules import mindformers_reads_name
 from ..config.shipped import resolve_shipped
 from ..errors import SmokeError
-from ..processes import Stopped, StopSignals, end_process_group
+from ..processes import Stopped, StopSignals, child_environment, end_process_group
 from ..status import ResultView
 from .launch import per_node_words, read_launch, say_cards_a_node
 from .views import ShownOnce
@@ -375,10 +375,7 @@ def _prepare(folder: str, run: dict) -> dict:
             os.remove(os.path.join(folder, name))
     with open(os.path.join(folder, "spec.json"), "w") as f:
         json.dump({"workdir": folder, "runs": [run]}, f)
-    env = dict(os.environ, TMPDIR=folder, PYTHONUNBUFFERED="1")
-    for name in ("RANK_SIZE", "RANK_ID", "DEVICE_NUM_PER_NODE", "MS_WORKER_NUM", "MS_ROLE", "CPU_AFFINITY", "MS_SIMULATION_LEVEL"):
-        env.pop(name, None)  # this machine's launch, if any, is not the cluster's
-    return env
+    return child_environment(folder, TMPDIR=folder, PYTHONUNBUFFERED="1")  # this machine's launch, if any, is not the cluster's
 
 
 def _collect(folder: str, run: dict, path: str, loaded, devices_from: str, error: str, seconds: float) -> PreflightResult:

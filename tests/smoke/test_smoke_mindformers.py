@@ -304,9 +304,13 @@ def test_nothing_is_written_outside_the_scratch_directory(qwen3_run):
 
 
 def test_legacy_llama_from_the_cli(tmp_path, run_msnb):
+    """Run from a shell that sourced the real job's settings: its log and output folders and its launch's rank."""
     path = tmp_path / "llama2_7b.yaml"
     path.write_text(LEGACY_LLAMA)
-    proc = run_msnb("smoke", path, "--steps", "20", "--json", "--out", tmp_path / "l.png", cwd=tmp_path, check=0, timeout=400)
+    job = tmp_path / "the_job"
+    the_jobs = {"LOG_MF_PATH": job / "log", "LOCAL_DEFAULT_PATH": job / "output", "RANK_SIZE": "8", "RANK_ID": "3", "REMOTE_SAVE_URL": "obs://bucket/job"}
+    env = {name: str(value) for name, value in the_jobs.items()}
+    proc = run_msnb("smoke", path, "--steps", "20", "--json", "--out", tmp_path / "l.png", cwd=tmp_path, env=env, check=0, timeout=400)
     verdict = json.loads(proc.stdout)
     checks = {c["name"]: c for c in verdict["checks"]}
     assert verdict["passed"] and verdict["steps_trained"] == 20
@@ -314,7 +318,7 @@ def test_legacy_llama_from_the_cli(tmp_path, run_msnb):
     assert "MFLossMonitor: 20 lines" in checks["callbacks"]["detail"] and "weight_state_format: weight_norm tags, 1 in the log" in checks["callbacks"]["detail"]
     assert "dataset is not on this machine" in checks["data"]["detail"]
     assert verdict["summary_dir"] is None and (tmp_path / "l.png").exists()
-    assert not (tmp_path / "output").exists()
+    assert not (tmp_path / "output").exists() and not job.exists()  # the rehearsal's log and checkpoint stayed in its scratch folder
 
 
 def test_a_learning_rate_of_zero_fails_loss_falling_and_says_why(tmp_path):

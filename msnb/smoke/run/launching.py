@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from ...fullsize.launch import per_node_words, read_launch
+from ...processes import child_environment
 from ..mindformers.child import child_config
 from .guard import MARKER_VAR
 from .kept import scratch_directory
@@ -164,12 +165,11 @@ def launch(prepared: Prepared) -> Launched:
             spec = _spec(prepared, workdir, summary, code_path, monitor["monitor_config"]["collect_freq"])
         (workdir / "spec.json").write_text(json.dumps(spec))
 
-        env = dict(os.environ)
         marker = uuid.uuid4().hex
-        env[MARKER_VAR] = marker  # marks every process of this run, whatever session it is in
-        env["PYTHONUNBUFFERED"] = "1"
         (workdir / "tmp").mkdir(mode=0o700)  # the child's temporary files (mindformers' parallel_speed_up_*.json) go with the scratch folder
-        env["TMPDIR"] = env["TMP"] = env["TEMP"] = str(workdir / "tmp")
+        tmp = str(workdir / "tmp")
+        # MARKER_VAR marks every process of this run, whatever session it is in
+        env = child_environment(workdir, **{MARKER_VAR: marker}, PYTHONUNBUFFERED="1", TMPDIR=tmp, TMP=tmp, TEMP=tmp)
         bin_dir = str(Path(sys.executable).parent)
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")  # msrun starts `python` from PATH
         if prepared.plan is not None and o.workers == 1:

@@ -2,20 +2,17 @@
 
 Kernelspecs a test installs land in a temporary JUPYTER_DATA_DIR (the --user
 location) or a temporary prefix put on JUPYTER_PATH, never in the developer's
-real Jupyter folders. mindformers, imported in a test's own process, writes
-its log where LOG_MF_PATH and LOCAL_DEFAULT_PATH say (``./output`` when unset):
-a folder of the test session's, not the checkout (where a test that builds the
-wheel would see it appear while a second test process imports mindformers).
+real Jupyter folders. mindformers' output variables are cleared, as in a
+fresh shell: the writers play real jobs that write ``./output`` in their
+folder, whatever the developer's shell holds.
 """
 
-import atexit
 import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,10 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
-_MINDFORMERS_OUTPUT = tempfile.mkdtemp(prefix="msnb-tests-mindformers-output-")
-os.environ["LOCAL_DEFAULT_PATH"] = _MINDFORMERS_OUTPUT
-os.environ["LOG_MF_PATH"] = os.path.join(_MINDFORMERS_OUTPUT, "log")
-atexit.register(shutil.rmtree, _MINDFORMERS_OUTPUT, True)
+for _name in ("LOCAL_DEFAULT_PATH", "LOG_MF_PATH", "REMOTE_SAVE_URL"):
+    os.environ.pop(_name, None)
 
 
 def msnb_command() -> list[str]:

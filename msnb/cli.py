@@ -224,6 +224,8 @@ def _cmd_smoke(args) -> int:
 def _cmd_memory(args) -> int:
     from .fullsize.memory import estimate_card_memory  # deferred: PyYAML and the config reader
 
+    if args.out:
+        figure_out(args.out, inputs=[args.config])  # before the table: a bad --out is one line, not an error after the answer
     est = estimate_card_memory(args.config, devices=args.devices, card_gb=args.card_gb, card=args.card)
     if args.against:
         from .fullsize.against import against  # deferred: the readers
@@ -325,6 +327,8 @@ def _cmd_export_parquet(args) -> int:
 def _cmd_export(args) -> int:
     if args.format == "parquet":
         return _cmd_export_parquet(args)
+    if args.out:  # csv and jsonl go to standard output: a --out left unused would leave the user without the file
+        raise UsageError(f"--out is the Parquet dataset's directory (--format parquet); {args.format} goes to standard output: redirect it (> FILE)")
     # deferred: numpy and the readers (msnb.events)
     from .events import read
     from .events.export import write

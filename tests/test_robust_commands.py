@@ -225,6 +225,15 @@ def test_convert_under_a_tampered_ledger_writes_nothing_outside_dst(ms_files, tm
     one_line_error(msnb("convert", src, "--to", "tensorboard", dst, timeout=60), "FIFO")
 
 
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_an_export_to_standard_output_refuses_an_out_it_would_leave_unused(tmp_path, fmt):
+    """``--out`` is the Parquet dataset's folder; with csv or jsonl it was ignored and the rows went to stdout, no file."""
+    src = tbx_run(tmp_path / "runs" / "a")
+    proc = msnb("export", src, "--format", fmt, "--out", tmp_path / "rows.csv")
+    one_line_error(proc, "--out is the Parquet dataset's directory", f"{fmt} goes to standard output")
+    assert proc.stdout == "" and not (tmp_path / "rows.csv").exists()
+
+
 def test_parquet_export_refuses_a_foreign_ledger_instead_of_overwriting_it(tmp_path):
     pytest.importorskip("pyarrow")
     src = tbx_run(tmp_path / "runs" / "a")

@@ -56,12 +56,21 @@ def parse(path) -> Url | None:
     """The object-store URL *path* names, or None for a local path.
 
     A URL that went through :class:`pathlib.Path` lost one slash (``s3:/bucket/run``); it is the same URL.
+
+    Raises:
+        ObjectStoreError: *path* starts as a URL (``s3:/``, ``obs:/``) but names no bucket, or has a ``.`` or ``..``
+            part: object keys have no parent folders, so such a URL names nothing the user meant.
     """
     text = os.fspath(path) if not isinstance(path, str) else path
     m = re.match(r"^(s3|obs):/{1,2}([^/]+)(/.*)?$", text)
     if m is None:
+        scheme = re.match(r"^(s3|obs):/", text)
+        if scheme:
+            raise ObjectStoreError(f"{text}: names no bucket (give {scheme.group(1)}://BUCKET or {scheme.group(1)}://BUCKET/PREFIX)")
         return None
     key = re.sub(r"/{2,}", "/", m.group(3) or "").strip("/")
+    if any(part in (".", "..") for part in [m.group(2), *key.split("/")]):
+        raise ObjectStoreError(f"{text}: '.' and '..' name no folder in object storage (keys have no parents); give the prefix itself")
     return Url(m.group(1), m.group(2), key)
 
 

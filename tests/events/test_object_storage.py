@@ -180,6 +180,24 @@ def test_ten_thousand_objects_under_one_prefix(aws, tmp_path):
     assert len(result.files) == 100
 
 
+def test_a_url_with_no_bucket_or_a_dot_part_is_refused_in_msnbs_words_before_any_request(ms_files):
+    """``s3://`` was read as a local folder ("no such directory"), ``..`` refused by the client's own URL parser."""
+    assert s3.parse("s3://team/runs//a/") == s3.Url("s3", "team", "runs/a") and s3.parse("s3:/team") == s3.Url("s3", "team", "")
+    assert s3.parse("runs/s3:/x") is None and s3.parse("s3:") is None  # local paths
+    for url in ("s3://", "s3:/", "obs://", "s3:///runs"):
+        with pytest.raises(s3.ObjectStoreError, match=r"names no bucket \(give (s3|obs)://BUCKET or"):
+            s3.parse(url)
+    for url in ("s3://team/../x", "s3://team/a/./b", "obs://../x", "s3://team/a/.."):
+        with pytest.raises(s3.ObjectStoreError, match=r"'\.' and '\.\.' name no folder in object storage"):
+            s3.parse(url)
+    for command in (["runs", "s3://"], ["check", "s3://team/../x"], ["export", str(ms_files), "--format", "parquet", "--out", "s3://team/../x"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "msnb.cli", *command], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60
+        )
+        (line,) = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and line.startswith(f"msnb {command[0]}: error: {command[-1]}: ") and "credentials" not in line, line
+
+
 def test_the_object_store_client_is_loaded_only_for_a_url(ms_files):
     code = "import sys, msnb; msnb.read(sys.argv[1]); print('obstore' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code, str(ms_files)], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)

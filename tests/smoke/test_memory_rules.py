@@ -79,6 +79,16 @@ def test_a_card_memory_that_is_no_finite_number_above_zero_is_one_usage_line(tmp
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"msnb {command}: error: --card-gb ") and "is not a card's memory in GiB" in err
 
 
+@pytest.mark.parametrize("out", ["{tmp}/missing/memory.png", "{tmp}/run.yaml", "/proc/self/memory.png", "{tmp}/memory.bmp"])
+def test_a_bad_memory_out_is_refused_before_the_table_is_printed(tmp_path, capsys, out):
+    """The figure's file is checked first, as every --out is: one line on stderr, nothing on stdout, exit 2."""
+    config = tmp_path / "run.yaml"
+    config.write_text("run_mode: train\nmodel:\n  model_config:\n    num_layers: 2\n")
+    code = main(["memory", str(config), "--devices", "8", "--out", out.format(tmp=tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1 and captured.err.startswith("msnb memory: error: --out "), captured
+
+
 # ---- memory in every pre-flight ---------------------------------------------------------------------------------
 
 

@@ -353,26 +353,28 @@ def own_runnable(root: int, most: int = 256) -> int:
     return n
 
 
-def _meminfo(field: str) -> int | None:
-    """One field of /proc/meminfo in bytes (it says kB), or None where it cannot be read."""
+def _counter(path: str, key: str, scale: int = 1) -> int | None:
+    """The number after *key* in a kernel file of "key value" lines (``Key: N kB`` in /proc/meminfo and
+    /proc/PID/status, ``key N`` in a cgroup's memory.stat), times *scale*; None where the file or the key cannot be read."""
     try:
-        with open("/proc/meminfo", "rb") as f:
+        with open(path, "rb") as f:
             for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+                parts = line.split()
+                if len(parts) >= 2 and parts[0].rstrip(":") == key and parts[1].isdigit():
+                    return int(parts[1]) * scale
+    except OSError:
         return None
     return None
 
 
 def total_memory_bytes() -> int | None:
     """The machine's memory (MemTotal of /proc/meminfo), or None where it cannot be read."""
-    return _meminfo("MemTotal")
+    return _counter("/proc/meminfo", "MemTotal", 1024)
 
 
 def available_memory_bytes() -> int | None:
     """Memory this process may still use: the smaller of MemAvailable and the cgroup's limit less its usage (None when unknown)."""
-    available = _meminfo("MemAvailable")
+    available = _counter("/proc/meminfo", "MemAvailable", 1024)
     found = [] if available is None else [available]
     for limit_file, usage_file, stat_file, cache_key in (
         ("memory.max", "memory.current", "memory.stat", "inactive_file"),
@@ -385,23 +387,11 @@ def available_memory_bytes() -> int | None:
                 usage = int(f.read(64).strip())
             if limit.isdigit() and int(limit) < 1 << 60:
                 # the page cache the kernel can reclaim counts in the cgroup's usage: it is not memory in use
-                found.append(max(0, int(limit) - max(0, usage - _cgroup_stat(stat_file, cache_key))))
+                reclaimable = _counter(f"/sys/fs/cgroup/{stat_file}", cache_key) or 0
+                found.append(max(0, int(limit) - max(0, usage - reclaimable)))
         except (OSError, ValueError):
             continue
     return min(found) if found else None
-
-
-def _cgroup_stat(name: str, key: str) -> int:
-    """One counter of the cgroup's memory.stat (0 when it cannot be read)."""
-    try:
-        with open(f"/sys/fs/cgroup/{name}", "rb") as f:
-            for line in f.read(1 << 16).decode("ascii", "replace").splitlines():
-                parts = line.split()
-                if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
-                    return int(parts[1])
-    except OSError:
-        pass
-    return 0
 
 
 def resident_bytes(pids) -> int:
@@ -409,12 +399,8 @@ def resident_bytes(pids) -> int:
     held = 0
     for pid in pids:
         try:
-            with open(f"/proc/{int(pid)}/status", "rb") as f:
-                for line in f.read(1 << 14).decode("ascii", "replace").splitlines():
-                    if line.startswith("VmRSS:"):
-                        held += int(line.split()[1]) * 1024
-                        break
-        except (OSError, ValueError, IndexError):
+            held += _counter(f"/proc/{int(pid)}/status", "VmRSS", 1024) or 0
+        except ValueError:
             continue
     return held
 

@@ -191,7 +191,7 @@ def preflight(spec: dict, out: dict | None = None) -> dict:
     from mindformers.tools.logger import get_logger
 
     out = {} if out is None else out
-    saved = {name: os.environ.get(name) for name in _LAUNCH_ENV}
+    saved = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
     groups = _parallel_groups_state()
     handler = _Warnings()
     get_logger().addHandler(handler)
@@ -209,10 +209,6 @@ def preflight(spec: dict, out: dict | None = None) -> dict:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-# what a launch sets in the environment and mindformers reads; this machine's own values are not the cluster's
-_LAUNCH_ENV = LAUNCH_VARIABLES
 
 
 def _parallel_groups_state() -> dict:
@@ -239,7 +235,7 @@ def _preflight(spec: dict, handler, out: dict) -> None:
     out.update({"mindformers": getattr(mindformers, "__version__", "?"), "checks": checks.results, "stood_in": []})
     MFContextOperator._instance = None  # singletons: each config of a batch gets its own context (use_legacy, run mode)
     Context._instance = None
-    for name in _LAUNCH_ENV:
+    for name in LAUNCH_VARIABLES:
         os.environ.pop(name, None)
     devices, per_node = spec.get("devices"), spec.get("per_node")
     if per_node:

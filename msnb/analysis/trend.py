@@ -91,7 +91,8 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
 
     Rising (fail): the whole run rises significantly (one-sided p below
     ``trend_p``) and ends above where it began (smoothed), or the smoothed
-    tail ends above ``rising_factor`` times the head.  Fell (pass): the whole run, or a stretch from its start (see
+    tail ends above ``rising_factor`` times the head; when *cause* says nothing trained, a rise is the batches' order
+    and the failure says the loss never fell, with the cause, instead of divergence.  Fell (pass): the whole run, or a stretch from its start (see
     :func:`stretches`), falls with a p below ``trend_p`` after multiplying by
     the number of stretches; the loss may have flattened since (``loss_stalled``
     says so).  Below ``trend_weak_p`` only: a warning (too noisy to be sure), or a failure when *cause* says
@@ -127,6 +128,14 @@ def loss_trend(steps, values, label: str = "", rules: Rules = DEFAULT_RULES, cau
     where = f"{count(n, 'point')} (steps {int(steps[0])}-{int(steps[-1])}{f', median of {ranks} ranks' if ranks > 1 else ''}{blocks})"
     smoothed = f"smoothed loss {head:.4g} -> {tail:.4g} ({change:+.0%})"
     if tail > rules.rising_factor * abs(head) or (whole.p_rising < rules.trend_p and tail > head):
+        if cause:  # nothing trained (lr 0, frozen weights): a rise is the batches' order, not divergence
+            return Check(
+                name,
+                FAIL,
+                f"loss never fell: it rose while nothing trained (the batches' order, not divergence): Mann-Kendall over {where}: "
+                f"{whole.describe('rising')}; {smoothed}; likely cause: {cause}",
+                outcome="flat",
+            )
         return Check(name, FAIL, f"loss is rising (diverging): Mann-Kendall over {where}: {whole.describe('rising')}; {smoothed}", outcome="rising")
     k = len(lengths)
     span = lambda t: f"steps {int(steps[0])}-{int(steps[min(t.n * per, n) - 1])}"  # noqa: E731

@@ -236,3 +236,16 @@ def test_a_weak_trend_while_nothing_trained_fails_naming_the_cause():
         raise AssertionError("no series in the weak band")
     stuck = loss_trend(steps, values, cause="learning rate (lr) is 0")
     assert stuck.status == FAIL and "never fell" in stuck.detail and "learning rate (lr) is 0" in stuck.detail
+
+
+def test_a_rise_while_nothing_trained_fails_naming_the_cause_not_divergence():
+    """With a learning rate of 0 the loss cannot diverge; a significant rise over 20 points is the order of the batches.
+    Found on a real mindformers smoke with lr 0 (mindformers 2.0): Kendall tau +0.41, p 0.0056, called "diverging"."""
+    steps = np.arange(1, 21)
+    values = 5.53 + np.random.default_rng(0).standard_normal(20) * 0.01 + steps * 2e-3
+    assert loss_trend(steps, values).outcome == "rising"  # the series the real run gave: a trend test would call it rising
+    stuck = loss_trend(steps, values, cause="the learning rate (lr) is 0 on all 20 records")
+    assert stuck.status == FAIL and stuck.outcome == "flat" and "diverging" not in stuck.detail
+    assert stuck.detail.startswith("loss never fell: it rose while nothing trained") and stuck.detail.endswith(
+        "likely cause: the learning rate (lr) is 0 on all 20 records"
+    )

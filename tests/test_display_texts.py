@@ -181,11 +181,11 @@ def test_smoke_says_passed_once_no_removed_scratch_path_and_where_the_figure_wen
     try:
         assert result.passed and not result.kept, result.format_text()
         live = stream.getvalue().strip().splitlines()
-        # what it waits for, from the start: MindSpore starting, then the first step compiling, then steps
+        # what it waits for, from the start: MindSpore starting, then steps (a first step slower than a poll says
+        # "compiling" between them: asserted on a first step made slow on purpose, tests/smoke/test_smoke.py)
         assert live[0].endswith(f"starting MindSpore on {result.device}...")
-        compiling = next(i for i, line in enumerate(live) if "waiting for the first step (compiling)" in line)
         first_step = next(i for i, line in enumerate(live) if "step " in line and "waiting" not in line)
-        assert 0 < compiling < first_step
+        assert all(i < first_step for i, line in enumerate(live) if "waiting for the first step" in line)
         assert live[-1] == "[msnb smoke] training ended after 20 steps; the verdict follows"
         assert not any("PASSED" in line for line in live)  # the verdict says it, once
         text = result.format_text()

@@ -49,6 +49,10 @@ STALLING_CODE = USER_CODE.replace(
 )
 assert STALLING_CODE != USER_CODE
 
+# USER_CODE whose first step takes 3 s more, as compiling a large graph does: the live view has time to say so
+SLOW_FIRST_STEP_CODE = STALLING_CODE.replace("StallingLoss.calls == 21", "StallingLoss.calls == 1")
+assert SLOW_FIRST_STEP_CODE != STALLING_CODE
+
 
 def statuses(result):
     return {c.name: c.status for c in result.checks}
@@ -191,6 +195,19 @@ def test_user_code_and_a_config(tmp_path):
     assert "lr" not in statuses(result)  # the user's model reports no lr, and is not asked to
     assert result.check("tags").status == "pass"
     assert "collect_freq 2" in result.check("config_lint").detail or result.check("config_lint").status == "pass"
+
+
+def test_a_slow_first_step_says_compiling_between_the_start_and_the_first_step():
+    """The sign of life a notebook shows while the first step compiles (tens of seconds for a mindformers model)."""
+    view = RecordingView()
+    result = run_smoke(live=False, view=view, code=SLOW_FIRST_STEP_CODE, steps=10)
+    assert result.passed, result.format_text()
+    lines = [line for line in view.lines if line]
+    assert lines[0].endswith(f"starting MindSpore on {result.device}...")
+    compiling = [i for i, line in enumerate(lines) if "waiting for the first step (compiling)... " in line]
+    first_step = next(i for i, line in enumerate(lines) if "step " in line and "waiting" not in line)
+    assert compiling and 0 < compiling[0] and compiling[-1] < first_step, lines
+    assert re.search(r"compiling\)\.\.\. \d+ s since start", lines[compiling[0]]), lines[compiling[0]]
 
 
 def test_kernel_survives_a_crashing_child(jupyter_dirs):

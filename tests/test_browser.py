@@ -44,7 +44,7 @@ FLAGS = [
 ]
 NOTEBOOK = "01_smoke_test.ipynb"
 SMOKE_CELL = 1  # the first code cell: result = %mfmon_smoke --steps 200
-STATUS_WITHIN_S = 2.0
+STATUS_WITHIN_S = 15.0  # loose: the kernel, the server, the websocket and the page share 2 cores with other trainings
 RUN_TIMEOUT_S = 420
 
 # what the smoke cell's output area holds, read from the page
@@ -271,8 +271,10 @@ def test_smoke_cell_in_jupyterlab(lab, browser, tmp_path):
 
     final = samples[-1]
     assert final["verdicts"] == 1, f"no verdict after {RUN_TIMEOUT_S} s; see {shots}"
-    # the status line, at once: the view is on screen before MindSpore has started
+    # the status line first: the view is on screen before MindSpore has started (its first state is not a step)
     assert first_status_s is not None and first_status_s <= STATUS_WITHIN_S, f"first status after {first_status_s} s"
+    first_live = next(s["live"][0] for s in samples if s["live"])
+    assert re.search(r"starting MindSpore on \w+\.\.\.$", first_live), first_live
     # while it ran: one output area, redrawn in place (its status line changed), nothing appended
     running = [s for s in samples if not s["verdicts"] and s["live"]]
     assert running and all(s["outputs"] == 1 for s in running)

@@ -24,7 +24,10 @@ def tracked_copy(dest):
         source = REPO / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
+            try:
+                shutil.copy2(source, dest / name)
+            except FileNotFoundError:  # a file the other test process wrote and removed since the listing
+                pass
     return dest
 
 

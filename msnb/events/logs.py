@@ -361,6 +361,16 @@ class LogParser:
             " the values read (2.x prints them right)"
         ]
 
+    def take_withdrawn_unit(self) -> bool:
+        """Whether the unit sentence :meth:`take_units` said no longer holds (once): a later line proved mindformers 2.x.
+
+        A followed log can say it on its first lines and prove 2.x further down; one read of the whole log never says it.
+        """
+        if self.said_unit and self.generation == 2:
+            self.said_unit = False
+            return True
+        return False
+
     def take_declined(self) -> list[str]:
         """One sentence per field that was printed but not as one number since the last call (then forgotten)."""
         out = [

@@ -293,8 +293,9 @@ def test_headless_tensorboard_lists_the_runs_and_scalar_tags(ms_files, tmp_path)
         while time.monotonic() < deadline:
             try:
                 runs = _get_json(base + "/data/runs")
-                if len(runs) >= 5:
-                    break
+                loaded = _get_json(base + "/data/plugin/scalars/tags") if len(runs) >= 5 else {}
+                if all(loaded.get(run) for run in ("ranks/ranks/rank_0", "ranks/ranks/rank_1", "record/record/rank_0")):
+                    break  # listed and loaded: TensorBoard lists a run as it adds it, before its reload has read it
             except OSError:
                 pass
             assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-2000:]

@@ -411,6 +411,31 @@ def test_a_log_followed_while_it_is_written_equals_it_read_once(tmp_path_factory
     assert said(follower.result) == said(once)
 
 
+def test_a_unit_fault_said_while_following_is_withdrawn_once_a_later_line_proves_mindformers_2(tmp_path):
+    """Found by the property above: the first poll sees only a line either release writes (its throughput maybe 1000x
+    too small), a later poll a line only 2.x writes.  The followed result then says what one read says: nothing."""
+    from msnb.events import Follower
+    from msnb.events.problems import ProblemKind
+
+    head = "2000-01-01 00:00:00,000 - mindformers[loss_callback.py] - INFO - "
+    either = head + "{ step:[    1/    2], loss:          0, per_step_time:      0ms, grad_norm:          0, throughput:      0T }\n"
+    only_2x = head + "{ step:[    2/    2], loss: N/A (non-last PP stage, refer to last stage for real loss), per_step_time:      0ms, grad_norm: NaN }\n"
+    path = tmp_path / "train.log"
+    path.write_text(either)
+    follower = Follower(tmp_path)
+    first = follower.poll()
+    assert [p.kind for p in first.problems] == [ProblemKind.UNIT]  # said at once: the live reader cannot wait for the end
+    with open(path, "a") as f:
+        f.write(only_2x)
+    follower.poll()
+    assert ProblemKind.UNIT not in [p.kind for p in follower.result.problems]
+    assert {str(p) for p in follower.result.problems} == {str(p) for p in msnb.read(tmp_path).problems}
+    with open(path, "a") as f:  # proven once, the file never says it again
+        f.write(either.replace("step:[    1/", "step:[    3/"))
+    follower.poll()
+    assert ProblemKind.UNIT not in [p.kind for p in follower.result.problems]
+
+
 def test_a_chunk_split_in_vain_costs_the_next_chunk_only():
     """A line outside the layout past a chunk's head (a stray LossMonitor line): the next chunk goes the careful way, the one after is split whole again."""
     line = "2024-06-01 10:00:{s:02d},100 - mindformers[callback.py:747] - INFO - {{ Epoch:[  1/  1], step:[{i:6d}/999999], loss:[2.5/2.5], per_step_time: 5ms, overflow cond: False, loss_scale: 1.0, global_norm: [1.0]"

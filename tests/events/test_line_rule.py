@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import msnb
+from msnb.events import reader
 from msnb.events.line_chunks import lines_at, split_lines
 from msnb.events.problems import ProblemKind
 from msnb.events.reader import Follower
@@ -51,7 +52,8 @@ def _mindformers(path: Path, day: int, loss: float) -> None:
     path.write_text(FIXTURE.read_text().replace("2026-10-01", f"2026-10-{day:02d}").replace("loss:   2.875000", f"loss:   {loss:.6f}"))
 
 
-def test_a_followed_log_rewritten_at_the_same_size_and_mtime_is_read_again(tmp_path):
+def test_a_followed_log_rewritten_at_the_same_size_and_mtime_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "RACY_NS", 3600 * 10**9)  # a tick no stall of this machine outlasts between write and poll
     path = tmp_path / "train.log"
     _mindformers(path, 1, 2.875)
     before = os.stat(path)
@@ -67,7 +69,8 @@ def test_a_followed_log_rewritten_at_the_same_size_and_mtime_is_read_again(tmp_p
     assert follower.result.scalars.series("loss")[1][0] == 9.125
 
 
-def test_a_followed_table_rewritten_at_the_same_size_and_mtime_is_read_again(tmp_path):
+def test_a_followed_table_rewritten_at_the_same_size_and_mtime_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(reader, "RACY_NS", 3600 * 10**9)  # a tick no stall of this machine outlasts between write and poll
     path = tmp_path / "eval_results.csv"
     path.write_text("step,loss\n1,2.5\n2,2.4\n")
     before = os.stat(path)

@@ -255,7 +255,10 @@ def test_watch_stops_on_time_and_on_interrupt(tmp_path):
     tbx_run(tmp_path / "run", [0], 30)
     shown = Recorder()
     last = watch_runs(tmp_path, every=0.2, duration=0.7, display=shown)
-    assert len(shown.shown) >= 3 and shown.shown[-1] is last and last.note.startswith("stopped after")
+    # one table per poll (as many as the machine's speed allows), then the last one again saying why it stopped
+    polls = int(re.fullmatch(r"stopped after 1 s \((\d+) polls?\)", last.note).group(1))
+    assert polls >= 1 and len(shown.shown) == polls + 1 and shown.shown[-1] is last
+    assert [t.note for t in shown.shown[:-2]] == [f"watching: poll {i}, every 0.2 s" for i in range(1, polls)]
     stopped = Recorder(interrupt_at=2)
     last = watch_runs(tmp_path, every=0.05, duration=60, display=stopped)
     assert last.note.startswith("interrupted") and [r.run for r in last.rows] == ["run"]

@@ -184,9 +184,10 @@ def test_out_in_a_missing_directory_is_refused_before_the_run(tmp_path, run_msnb
 
 def test_a_timeout_fails_the_process_only_and_says_the_run_was_stopped(tmp_path, run_msnb):
     proc = run_msnb(
-        "smoke", "--steps", "100000", "--timeout", "30", "--json", "--out", tmp_path / "t.png", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, check=1
+        "smoke", "--steps", "100000", "--timeout", "60", "--json", "--out", tmp_path / "t.png", cwd=tmp_path, env={"TMPDIR": str(tmp_path)}, check=1
     )
     verdict = json.loads(proc.stdout)
+    assert verdict["steps_trained"] > 0, "no step in 60 s: this machine was too busy to test a timeout mid-training"
     checks = {c["name"]: c for c in verdict["checks"]}
     assert checks["process"]["status"] == "fail" and "stopped by --timeout" in checks["process"]["detail"]
     assert checks["summaries"]["status"] == "pass", checks["summaries"]

@@ -158,15 +158,18 @@ def test_interrupt_stops_the_child_and_its_workers(tmp_path):
         env=env,
         cwd=tmp_path,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not any(p.stat().st_size > 200 for p in tmp_path.glob("msnb-smoke-*/step_times*.csv")):
+        assert proc.poll() is None, proc.communicate()
         time.sleep(0.5)
     assert smoke_processes(tmp_path), "the workers should be running"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
     assert "interrupted by the user" in out
-    time.sleep(1)
+    deadline = time.monotonic() + 30  # a killed worker can take a moment to be reaped on a busy machine
+    while smoke_processes(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.3)
     assert smoke_processes(tmp_path) == []
     assert list(tmp_path.glob("msnb-smoke-*")) == []  # one rule for every stop: Ctrl-C removes the scratch directory, as SIGTERM and SIGHUP do
 
@@ -190,7 +193,10 @@ def test_user_code_and_a_config(tmp_path):
     assert result.passed, result.format_text()
     # the data's 3 s stall is named (a machine crowded by other programs makes it a skip that says so, never a pass)
     stall = result.check("step_time")
-    assert stall.status in ("warn", "skip") and "stalled: 1 step" in stall.detail, stall
+    assert stall.status in ("warn", "skip"), stall
+    # the 3 s step is the longest named (a busy machine may slow one more step past the ratio)
+    longest = re.search(r"stalled: \d+ steps? over .*\(the longest (\d+) ms\)", stall.detail)
+    assert longest and int(longest.group(1)) >= 2900, stall
     assert set(result.tables.histograms.tag.tolist()) == {"weight/auto"}  # the config's settings were used
     assert "lr" not in statuses(result)  # the user's model reports no lr, and is not asked to
     assert result.check("tags").status == "pass"

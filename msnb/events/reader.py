@@ -195,7 +195,6 @@ class FileState:
         self.looked = 0  # time.time_ns() of the last poll's stat: an mtime within RACY_NS of it proves nothing yet
         self.long_line = False  # inside a log line longer than a chunk: skip to its end
         self.noted: set = set()  # (tag, message) of values not read, already reported for this file
-        self.withdrawn: set = set()  # kinds of this file's problems a later read proved wrong: the follower drops them
 
     def info(self) -> dict:
         s = self.source
@@ -550,8 +549,6 @@ class FileState:
             out.problems.append(Problem(self.source.path, None, ProblemKind.NOT_READ, message, "warning"))
         for message in self.parser.take_units():
             out.problems.append(Problem(self.source.path, None, ProblemKind.UNIT, message, "warning"))
-        if self.parser.take_withdrawn_unit():
-            self.withdrawn.add(ProblemKind.UNIT)
         self._memory_rows(out)
         table = cols.table(self.source, self.wanted)
         if len(table):
@@ -742,9 +739,8 @@ class Follower:
             if not new.empty or new.problems:
                 self._cached = None
         for st in (self._states[p] for p in self._order):
-            if st.withdrawn:  # what one read of the file as it is now would not say
-                self._problems = [q for q in self._problems if not (q.path == st.source.path and q.kind in st.withdrawn)]
-                st.withdrawn = set()
+            if st.parser is not None and st.parser.take_withdrawn_unit():  # what one read of the file as it is now would not say
+                self._problems = [q for q in self._problems if not (q.path == st.source.path and q.kind == ProblemKind.UNIT)]
                 self._cached = None
         return news
 
